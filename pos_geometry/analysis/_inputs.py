@@ -1,0 +1,125 @@
+"""Input coercion shared by every analysis function.
+
+Every analysis entry point accepts one matrix or a batch:
+
+* a :class:`PositionalEmbedding` (one matrix, provenance kept);
+* a list/tuple of ``PositionalEmbedding`` of one shape (a batch, provenances kept);
+* a tensor or array ``(n_positions, d_model)`` or ``(batch, n_positions, d_model)``.
+
+:func:`as_batch` turns any of these into a ``(batch, n, d)`` tensor on the device the
+input already lives on (nothing is moved), plus one provenance per matrix.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from pos_geometry.embedding import PositionalEmbedding, Provenance
+from pos_geometry.errors import DeviceMismatchError, InvalidArgumentError
+
+__all__ = ["Batch", "as_batch", "anonymous_provenance", "parse_window"]
+
+
+def anonymous_provenance(shape: tuple[int, ...]) -> Provenance:
+    """Provenance for a bare array: we know only that the user passed it in."""
+    return Provenance(model_id="<array>", kind="learned", source=f"array of shape {tuple(shape)} passed in")
+
+
+@dataclass(frozen=True, eq=False)
+class Batch:
+    """``data``: ``Float[Tensor, "batch n d"]``; ``provenances``: one per matrix; ``single``: input was 2-D."""
+
+    data: torch.Tensor
+    provenances: tuple[Provenance, ...]
+    single: bool
+
+    @property
+    def provenance(self) -> Provenance | tuple[Provenance, ...]:
+        """The provenance to store in a result: one for a single input, a tuple for a batch."""
+        return self.provenances[0] if self.single else self.provenances
+
+
+def _to_tensor(x: torch.Tensor | np.ndarray) -> torch.Tensor:
+    if isinstance(x, np.ndarray):
+        return torch.from_numpy(np.ascontiguousarray(x))
+    return x
+
+
+def as_batch(x, *, min_positions: int = 1, name: str = "x") -> Batch:
+    """Coerce ``x`` to a :class:`Batch` of floating-point matrices, without moving devices.
+
+    Integer/bool inputs are rejected; float16/bfloat16 are upcast to float32 (analysis needs it).
+    """
+    if isinstance(x, PositionalEmbedding):
+        data, provs, single = x.matrix.unsqueeze(0), (x.provenance,), True
+    elif isinstance(x, Sequence) and not isinstance(x, str | bytes) and len(x) > 0 and all(
+        isinstance(e, PositionalEmbedding) for e in x
+    ):
+        shapes = {e.shape for e in x}
+        if len(shapes) != 1:
+            raise InvalidArgumentError(
+                f"a batch of embeddings must share one shape; got shapes {sorted(shapes)}. "
+                "Use .rows(0, n) to bring them to a common number of positions, or analyse them one by one."
+            )
+        devices = {e.device for e in x}
+        if len(devices) != 1:
+            raise DeviceMismatchError(
+                f"a batch of embeddings must live on one device; got {sorted(map(str, devices))}. "
+                "Move them with .to(device) first."
+            )
+        dtypes = {e.dtype for e in x}
+        dtype = torch.promote_types(*dtypes) if len(dtypes) > 1 else next(iter(dtypes))
+        data = torch.stack([e.matrix.to(dtype) for e in x])
+        provs, single = tuple(e.provenance for e in x), False
+    elif isinstance(x, torch.Tensor | np.ndarray):
+        t = _to_tensor(x)
+        if t.ndim == 2:
+            data, single = t.unsqueeze(0), True
+        elif t.ndim == 3:
+            data, single = t, False
+        else:
+            raise InvalidArgumentError(
+                f"{name} must have shape (n_positions, d_model) or (batch, n_positions, d_model); "
+                f"got shape {tuple(t.shape)}."
+            )
+        provs = tuple(anonymous_provenance(tuple(data.shape[1:])) for _ in range(data.shape[0]))
+    else:
+        raise InvalidArgumentError(
+            f"{name} must be a PositionalEmbedding, a list of them, or a tensor/array of shape "
+            f"(n, d) or (batch, n, d); got {type(x).__name__}."
+        )
+    if not data.is_floating_point():
+        raise InvalidArgumentError(f"{name} must be floating point; got dtype {data.dtype}. Cast it with .float().")
+    if data.dtype in (torch.float16, torch.bfloat16):
+        data = data.float()
+    if data.shape[1] < min_positions:
+        raise InvalidArgumentError(
+            f"{name} needs at least {min_positions} positions; got n_positions={data.shape[1]}."
+        )
+    return Batch(data, provs, single)
+
+
+def parse_window(window, n_positions: int) -> tuple[int, int]:
+    """Validate a position window ``(start, stop)`` (Python slice semantics, None = open end).
+
+    Returns concrete ``(start, stop)`` with ``0 <= start < stop <= n_positions``.
+    """
+    if window is None:
+        return 0, n_positions
+    try:
+        start, stop = window
+    except (TypeError, ValueError):
+        raise InvalidArgumentError(
+            f"window must be a pair (start, stop) over positions, e.g. (100, 1024); got {window!r}."
+        ) from None
+    a, b, _ = slice(start, stop).indices(n_positions)
+    if b <= a:
+        raise InvalidArgumentError(
+            f"window={window!r} selects no positions of a table with n_positions={n_positions}; "
+            "use 0 <= start < stop <= n_positions."
+        )
+    return a, b

@@ -1,0 +1,324 @@
+"""The one data type that travels through the pipeline.
+
+:class:`PositionalEmbedding` is a matrix ``Float[Tensor, "n_positions d_model"]``
+together with its :class:`Provenance`: where the numbers came from and every
+processing step applied since. Analysis results carry the provenance forward,
+so a figure can always say what it was computed on.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+import torch
+
+from pos_geometry._version import __version__
+from pos_geometry.errors import CheckpointFormatError, InvalidArgumentError, NonFiniteError
+
+__all__ = ["Kind", "Provenance", "PositionalEmbedding", "KINDS"]
+
+Kind = Literal["learned", "rotary", "sinusoidal"]
+KINDS: tuple[str, ...] = ("learned", "rotary", "sinusoidal")
+
+_PROVENANCE_KEY = "pos_geometry.provenance"
+_DTYPE_KEY = "pos_geometry.dtype"
+
+
+def _freeze(value: Any) -> Any:
+    """Turn dicts/lists from JSON into hashable tuples (sorted for dicts)."""
+    if isinstance(value, Mapping):
+        return tuple(sorted((str(k), _freeze(v)) for k, v in value.items()))
+    if isinstance(value, list | tuple):
+        return tuple(_freeze(v) for v in value)
+    return value
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """Where a positional matrix came from and what was done to it.
+
+    Attributes:
+        model_id: the model-table name, hub repo id, or local path it was loaded from.
+        revision: the revision asked for (``"main"``, ``"checkpoint-400"``, ``"step1000"``), or None.
+        kind: ``"learned"``, ``"rotary"`` or ``"sinusoidal"``.
+        source: a human-readable origin: ``"<file>::<tensor key>"`` for tensors read from a
+            checkpoint, ``"config.json"`` or ``"model table"`` for analytic tables.
+        tensor_key: the checkpoint key the matrix was read from (None for analytic tables).
+        config: the config fields an analytic table was built from, as sorted ``(key, value)`` pairs.
+        original_dtype: the dtype stored in the source (``"float16"``, ``"float32"``, ...).
+        row_offset: leading rows of the stored table that are not positions and were dropped
+            (2 for OPT).
+        processing: every transformation applied since loading, in order
+            (e.g. ``("center_d_model",)``, ``("rows[100:1024]",)``).
+        commit: the resolved commit hash when the source was a hub repo, else None.
+        package_version: the pos_geometry version that produced it.
+    """
+
+    model_id: str
+    kind: Kind
+    source: str
+    revision: str | None = None
+    tensor_key: str | None = None
+    config: tuple[tuple[str, Any], ...] = ()
+    original_dtype: str = "float32"
+    row_offset: int = 0
+    processing: tuple[str, ...] = ()
+    commit: str | None = None
+    package_version: str = __version__
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise InvalidArgumentError(
+                f"Provenance.kind must be one of {KINDS}; got {self.kind!r}."
+            )
+        object.__setattr__(self, "config", _freeze(dict(self.config)))
+        object.__setattr__(self, "processing", tuple(self.processing))
+
+    def with_processing(self, *steps: str) -> Provenance:
+        """Return a copy with ``steps`` appended to :attr:`processing`."""
+        return dataclasses.replace(self, processing=self.processing + tuple(steps))
+
+    @property
+    def config_dict(self) -> dict[str, Any]:
+        """The config fields as a plain dict."""
+        return {k: v for k, v in self.config}
+
+    @property
+    def label(self) -> str:
+        """A short label for titles: ``model@revision``."""
+        return self.model_id if not self.revision else f"{self.model_id}@{self.revision}"
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict; :meth:`from_dict` inverts it exactly."""
+        out = dataclasses.asdict(self)
+        out["config"] = self.config_dict
+        out["processing"] = list(self.processing)
+        return out
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), sort_keys=True)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Provenance:
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = set(data) - known
+        if unknown:
+            raise CheckpointFormatError(
+                f"provenance has unknown fields {sorted(unknown)}; expected a subset of {sorted(known)}. "
+                "Was it written by a newer pos_geometry? Upgrade the package."
+            )
+        return cls(**dict(data))
+
+    @classmethod
+    def from_json(cls, text: str) -> Provenance:
+        return cls.from_dict(json.loads(text))
+
+
+def _dtype_name(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")
+
+
+@dataclass(frozen=True, eq=False)
+class PositionalEmbedding:
+    """A positional matrix ``(n_positions, d_model)`` and its provenance.
+
+    Row ``p`` is the vector added (learned, sinusoidal) or the rotation angles' cos/sin
+    (rotary) for position ``p``. The tensor may live on any device; analysis runs there.
+
+    >>> import torch
+    >>> from pos_geometry import PositionalEmbedding, Provenance
+    >>> pe = PositionalEmbedding(torch.zeros(4, 2) + 1, Provenance("toy", "learned", "example"))
+    >>> pe.shape
+    (4, 2)
+    """
+
+    matrix: torch.Tensor
+    provenance: Provenance
+    check_finite: bool = field(default=True, repr=False)
+
+    def __post_init__(self) -> None:
+        m = self.matrix
+        if isinstance(m, np.ndarray):
+            m = torch.from_numpy(np.ascontiguousarray(m))
+            object.__setattr__(self, "matrix", m)
+        if not isinstance(m, torch.Tensor):
+            raise InvalidArgumentError(
+                f"matrix must be a torch.Tensor or numpy array of shape (n_positions, d_model); "
+                f"got {type(m).__name__}."
+            )
+        if m.ndim != 2 or m.shape[0] < 1 or m.shape[1] < 1:
+            raise InvalidArgumentError(
+                f"matrix must be 2-D (n_positions, d_model) with both sizes >= 1; got shape {tuple(m.shape)}."
+            )
+        if not m.is_floating_point():
+            raise InvalidArgumentError(
+                f"matrix must be floating point; got dtype {m.dtype}. Cast it with .float()."
+            )
+        if self.check_finite and not bool(torch.isfinite(m).all()):
+            bad = (~torch.isfinite(m)).nonzero()
+            first = tuple(int(i) for i in bad[0])
+            raise NonFiniteError(
+                f"the positional table from {self.provenance.source!r} has {bad.shape[0]} NaN/inf "
+                f"entries (first at row {first[0]}, column {first[1]}); a usable table must be finite. "
+                "The checkpoint is probably corrupted: re-download it."
+            )
+        if not isinstance(self.provenance, Provenance):
+            raise InvalidArgumentError(
+                f"provenance must be a Provenance; got {type(self.provenance).__name__}."
+            )
+
+    # --- shape and device -------------------------------------------------
+    @property
+    def shape(self) -> tuple[int, int]:
+        return (int(self.matrix.shape[0]), int(self.matrix.shape[1]))
+
+    @property
+    def n_positions(self) -> int:
+        return int(self.matrix.shape[0])
+
+    @property
+    def d_model(self) -> int:
+        return int(self.matrix.shape[1])
+
+    @property
+    def kind(self) -> str:
+        return self.provenance.kind
+
+    @property
+    def device(self) -> torch.device:
+        return self.matrix.device
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return self.matrix.dtype
+
+    def __len__(self) -> int:
+        return self.n_positions
+
+    def __repr__(self) -> str:
+        p = self.provenance
+        steps = ", ".join(p.processing) or "none"
+        return (
+            f"PositionalEmbedding({p.label}, kind={p.kind}, shape={self.shape}, "
+            f"dtype={_dtype_name(self.dtype)}, device={self.device}, processing={steps})"
+        )
+
+    def to(self, device: str | torch.device | None = None, dtype: torch.dtype | None = None) -> PositionalEmbedding:
+        """Return a copy on ``device`` and/or in ``dtype`` (provenance unchanged)."""
+        from pos_geometry._device import resolve_device
+
+        dev = resolve_device(device) if device is not None else None
+        return dataclasses.replace(self, matrix=self.matrix.to(device=dev, dtype=dtype))
+
+    def numpy(self) -> np.ndarray:
+        """The matrix as a float numpy array on the CPU (bfloat16 becomes float32)."""
+        m = self.matrix.detach().cpu()
+        if m.dtype == torch.bfloat16:
+            m = m.float()
+        return m.numpy()
+
+    # --- processing (each step is recorded) -------------------------------
+    def rows(self, start: int | None = None, stop: int | None = None) -> PositionalEmbedding:
+        """Keep positions ``start..stop-1`` (Python slice semantics), recorded as ``rows[a:b]``."""
+        n = self.n_positions
+        a, b, _ = slice(start, stop).indices(n)
+        if b <= a:
+            raise InvalidArgumentError(
+                f"rows({start}, {stop}) selects no positions of a table with n_positions={n}; "
+                "use 0 <= start < stop <= n_positions."
+            )
+        return PositionalEmbedding(
+            self.matrix[a:b], self.provenance.with_processing(f"rows[{a}:{b}]"), check_finite=False
+        )
+
+    def center(self, over: Literal["positions", "d_model"] = "positions") -> PositionalEmbedding:
+        """Subtract the mean over positions (each column centred), or over d_model (each row centred).
+
+        ``over="d_model"`` is what TransformerLens's ``center_writing_weights`` does to ``W_pos``
+        and is recorded as ``center_d_model``; ``over="positions"`` is recorded as ``center_positions``.
+        """
+        if over == "positions":
+            m = self.matrix - self.matrix.mean(dim=0, keepdim=True)
+        elif over == "d_model":
+            m = self.matrix - self.matrix.mean(dim=1, keepdim=True)
+        else:
+            raise InvalidArgumentError(f"center(over=...) must be 'positions' or 'd_model'; got {over!r}.")
+        return PositionalEmbedding(m, self.provenance.with_processing(f"center_{over}"), check_finite=False)
+
+    # --- persistence --------------------------------------------------------
+    def save(self, path: str | os.PathLike[str]) -> Path:
+        """Write the matrix and provenance to ``.npz`` or ``.safetensors``, atomically.
+
+        The dtype is kept exactly (bfloat16 is stored as float32 in ``.npz``, which is lossless,
+        and cast back on :meth:`load`).
+        """
+        path = Path(path)
+        suffix = path.suffix.lower()
+        tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+        dtype = _dtype_name(self.dtype)
+        matrix = self.matrix.detach().cpu().contiguous()
+        try:
+            if suffix == ".safetensors":
+                from safetensors.torch import save_file
+
+                save_file(
+                    {"matrix": matrix},
+                    str(tmp),
+                    metadata={_PROVENANCE_KEY: self.provenance.to_json(), _DTYPE_KEY: dtype},
+                )
+            elif suffix == ".npz":
+                with open(tmp, "wb") as fh:
+                    np.savez(
+                        fh,
+                        matrix=self.numpy(),
+                        provenance=np.array(self.provenance.to_json()),
+                        dtype=np.array(dtype),
+                    )
+            else:
+                raise InvalidArgumentError(
+                    f"save() writes '.npz' or '.safetensors' files; got suffix {suffix!r} in {str(path)!r}."
+                )
+            os.replace(tmp, path)
+        finally:
+            if tmp.exists():
+                tmp.unlink()
+        return path
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str]) -> PositionalEmbedding:
+        """Read a file written by :meth:`save`; the result equals the original bit for bit."""
+        path = Path(path)
+        suffix = path.suffix.lower()
+        try:
+            if suffix == ".safetensors":
+                from safetensors import safe_open
+
+                with safe_open(str(path), framework="pt") as fh:
+                    meta = fh.metadata() or {}
+                    matrix = fh.get_tensor("matrix")
+                prov_json = meta[_PROVENANCE_KEY]
+            elif suffix == ".npz":
+                with np.load(path, allow_pickle=False) as data:
+                    matrix_np = data["matrix"]
+                    prov_json = str(data["provenance"])
+                    dtype = str(data["dtype"])
+                matrix = torch.from_numpy(matrix_np).to(getattr(torch, dtype))
+            else:
+                raise InvalidArgumentError(
+                    f"PositionalEmbedding.load reads '.npz' or '.safetensors'; got {str(path)!r}."
+                )
+        except (KeyError, OSError, ValueError, RuntimeError) as exc:
+            if isinstance(exc, InvalidArgumentError | FileNotFoundError):
+                raise
+            raise CheckpointFormatError(
+                f"{str(path)!r} is not a pos_geometry embedding file ({exc}); "
+                "write one with PositionalEmbedding.save()."
+            ) from None
+        return cls(matrix, Provenance.from_json(prov_json))
