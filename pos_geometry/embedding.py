@@ -22,7 +22,7 @@ import torch
 from pos_geometry._version import __version__
 from pos_geometry.errors import CheckpointFormatError, InvalidArgumentError, NonFiniteError
 
-__all__ = ["Kind", "Provenance", "PositionalEmbedding", "KINDS"]
+__all__ = ["Kind", "Provenance", "PositionalEmbedding", "TokenEmbedding", "KINDS"]
 
 Kind = Literal["learned", "rotary", "sinusoidal"]
 KINDS: tuple[str, ...] = ("learned", "rotary", "sinusoidal")
@@ -75,9 +75,7 @@ class Provenance:
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
-            raise InvalidArgumentError(
-                f"Provenance.kind must be one of {KINDS}; got {self.kind!r}."
-            )
+            raise InvalidArgumentError(f"Provenance.kind must be one of {KINDS}; got {self.kind!r}.")
         object.__setattr__(self, "config", _freeze(dict(self.config)))
         object.__setattr__(self, "processing", tuple(self.processing))
 
@@ -210,7 +208,9 @@ class PositionalEmbedding:
             f"dtype={_dtype_name(self.dtype)}, device={self.device}, processing={steps})"
         )
 
-    def to(self, device: str | torch.device | None = None, dtype: torch.dtype | None = None) -> PositionalEmbedding:
+    def to(
+        self, device: str | torch.device | None = None, dtype: torch.dtype | None = None
+    ) -> PositionalEmbedding:
         """Return a copy on ``device`` and/or in ``dtype`` (provenance unchanged)."""
         from pos_geometry._device import resolve_device
 
@@ -322,3 +322,33 @@ class PositionalEmbedding:
                 "write one with PositionalEmbedding.save()."
             ) from None
         return cls(matrix, Provenance.from_json(prov_json))
+
+
+@dataclass(frozen=True, eq=False)
+class TokenEmbedding:
+    """A token-embedding matrix ``(vocab, d_model)`` with the provenance of where it was read.
+
+    It is not a positional table and is deliberately not a :class:`PositionalEmbedding`:
+    it is the other operand of :func:`pos_geometry.subspace_overlap`.
+    """
+
+    matrix: torch.Tensor
+    provenance: Provenance
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.matrix, torch.Tensor) or self.matrix.ndim != 2:
+            raise InvalidArgumentError(
+                f"a token embedding must be a 2-D tensor (vocab, d_model); got "
+                f"{getattr(self.matrix, 'shape', type(self.matrix).__name__)}."
+            )
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return (int(self.matrix.shape[0]), int(self.matrix.shape[1]))
+
+    def numpy(self) -> np.ndarray:
+        """The matrix as a float32 numpy array on the CPU."""
+        return self.matrix.detach().cpu().float().numpy()
+
+    def __repr__(self) -> str:
+        return f"TokenEmbedding({self.provenance.label}, shape={self.shape}, dtype={_dtype_name(self.matrix.dtype)})"

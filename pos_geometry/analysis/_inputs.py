@@ -56,8 +56,11 @@ def as_batch(x, *, min_positions: int = 1, name: str = "x") -> Batch:
     """
     if isinstance(x, PositionalEmbedding):
         data, provs, single = x.matrix.unsqueeze(0), (x.provenance,), True
-    elif isinstance(x, Sequence) and not isinstance(x, str | bytes) and len(x) > 0 and all(
-        isinstance(e, PositionalEmbedding) for e in x
+    elif (
+        isinstance(x, Sequence)
+        and not isinstance(x, str | bytes)
+        and len(x) > 0
+        and all(isinstance(e, PositionalEmbedding) for e in x)
     ):
         shapes = {e.shape for e in x}
         if len(shapes) != 1:
@@ -93,7 +96,9 @@ def as_batch(x, *, min_positions: int = 1, name: str = "x") -> Batch:
             f"(n, d) or (batch, n, d); got {type(x).__name__}."
         )
     if not data.is_floating_point():
-        raise InvalidArgumentError(f"{name} must be floating point; got dtype {data.dtype}. Cast it with .float().")
+        raise InvalidArgumentError(
+            f"{name} must be floating point; got dtype {data.dtype}. Cast it with .float()."
+        )
     if data.dtype in (torch.float16, torch.bfloat16):
         data = data.float()
     if data.shape[1] < min_positions:

@@ -71,7 +71,11 @@ class Result:
             steps = ", ".join(prov.processing) or "none"
             return f"{prov.label} ({prov.kind}; processing: {steps})"
         if isinstance(prov, tuple):
-            return f"batch of {len(prov)}: " + ", ".join(p.label for p in prov[:4]) + (" ..." if len(prov) > 4 else "")
+            return (
+                f"batch of {len(prov)}: "
+                + ", ".join(p.label for p in prov[:4])
+                + (" ..." if len(prov) > 4 else "")
+            )
         return "unknown source"
 
     def summary(self) -> str:

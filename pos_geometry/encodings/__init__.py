@@ -1,0 +1,20 @@
+"""Analytic positional tables: the sinusoidal table and rotary (RoPE) tables built from a config."""
+
+from pos_geometry.encodings.rotary import (
+    RotaryParams,
+    inverse_frequencies,
+    rotary_embedding,
+    rotary_params,
+    rotary_table,
+)
+from pos_geometry.encodings.sinusoidal import sinusoidal, sinusoidal_table
+
+__all__ = [
+    "RotaryParams",
+    "inverse_frequencies",
+    "rotary_embedding",
+    "rotary_params",
+    "rotary_table",
+    "sinusoidal",
+    "sinusoidal_table",
+]

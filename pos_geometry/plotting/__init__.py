@@ -1,0 +1,32 @@
+"""Interactive figures (plotly) of positional-embedding geometry, and their export.
+
+Every ``plot_*`` function returns a ``plotly.graph_objects.Figure`` and never shows it;
+importing this package changes no plotly setting. Titles say what was plotted: model and
+revision, the position window, and the variance share of the plotted components.
+:func:`save_figure` writes offline HTML or, through kaleido and a headless Chromium,
+PNG/SVG/PDF.
+"""
+
+from pos_geometry.plotting.columns import plot_columns
+from pos_geometry.plotting.export import figure_to_html, find_browser, save_figure
+from pos_geometry.plotting.grid import plot_helix_grid
+from pos_geometry.plotting.helix3d import block_means, plot_helix
+from pos_geometry.plotting.recurrence import plot_recurrence
+from pos_geometry.plotting.similarity import plot_similarity, plot_similarity_by_offset
+from pos_geometry.plotting.spectra import plot_spectrum
+from pos_geometry.plotting.variance import plot_explained_variance
+
+__all__ = [
+    "block_means",
+    "figure_to_html",
+    "find_browser",
+    "plot_columns",
+    "plot_explained_variance",
+    "plot_helix",
+    "plot_helix_grid",
+    "plot_recurrence",
+    "plot_similarity",
+    "plot_similarity_by_offset",
+    "plot_spectrum",
+    "save_figure",
+]

@@ -1,0 +1,36 @@
+"""The model table: which models pos_geometry knows by name, and how to read them.
+
+A model is a row (:class:`ModelSpec`) in :mod:`pos_geometry.registry.table`, not a branch
+in code. Look rows up with :func:`get_spec` (name, alias or hub repo id, any case);
+:func:`check_revision` validates training-checkpoint revisions against the published
+schedules; :func:`kind_from_config` tells learned from rotary models for repos that are
+not in the table.
+"""
+
+from pos_geometry.registry.lookup import (
+    all_specs,
+    check_revision,
+    find_spec,
+    get_spec,
+    kind_from_config,
+    known_names,
+    revisions,
+    suggest,
+)
+from pos_geometry.registry.schedules import CheckpointSchedule, get_schedule, schedule_names
+from pos_geometry.registry.spec import ModelSpec
+
+__all__ = [
+    "CheckpointSchedule",
+    "ModelSpec",
+    "all_specs",
+    "check_revision",
+    "find_spec",
+    "get_schedule",
+    "get_spec",
+    "kind_from_config",
+    "known_names",
+    "revisions",
+    "schedule_names",
+    "suggest",
+]

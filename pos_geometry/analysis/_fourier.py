@@ -1,0 +1,150 @@
+"""Frequency search and spectra shared by the helix, periodicity and recurrence analyses.
+
+Private helpers, all in torch on the device of their input:
+
+* :func:`frequency_grid`: angular frequencies from ``min_turns`` turns over the window up to Nyquist.
+* :func:`harmonic_rss`: for each trial frequency ``w``, the residual sum of squares of the least-squares
+  fit ``Y ≈ base @ B + cos(w t) a + sin(w t) b`` (linear in the coefficients once ``w`` is fixed).
+* :func:`best_sinusoid`: per-column frequency search (coarse grid, then successively finer local grids).
+* :func:`tapered_power`: Hann-tapered, zero-padded rFFT power of linearly detrended series.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+__all__ = [
+    "best_sinusoid",
+    "frequency_grid",
+    "harmonic_rss",
+    "linear_detrend",
+    "own_rss",
+    "tapered_power",
+    "work_dtype",
+]
+
+
+def work_dtype(device: torch.device) -> torch.dtype:
+    """float64 wherever the device supports it (phases ``w·t`` need the precision), else float32."""
+    return torch.float32 if device.type == "mps" else torch.float64
+
+
+def frequency_grid(span: float, n_points: int, *, min_turns: float = 1.0, oversample: int = 5, device=None):
+    """Angular frequencies (rad/position) from ``min_turns`` turns over ``span`` positions up to π.
+
+    The spacing is ``2π / (oversample · n_points)``, a fraction of the periodogram's resolution.
+    Returns ``(grid, step)`` with ``grid`` a 1-D float64 tensor.
+    """
+    w_min = 2 * math.pi * min_turns / max(span, 1.0)
+    step = 2 * math.pi / (oversample * n_points)
+    count = max(math.ceil((math.pi - w_min) / step) + 1, 2)
+    grid = torch.linspace(w_min, math.pi, count, dtype=torch.float64, device=device)
+    return grid, step
+
+
+def _orth_base(base: torch.Tensor) -> torch.Tensor:
+    q, _ = torch.linalg.qr(base)
+    return q
+
+
+def harmonic_rss(y: torch.Tensor, t: torch.Tensor, base: torch.Tensor, freqs: torch.Tensor, chunk: int = 256):
+    """RSS of ``y ≈ base·B + cos(w t)·a + sin(w t)·b`` for every ``w`` in ``freqs``, per column of ``y``.
+
+    ``y``: ``(n, c)``; ``t``: ``(n,)``; ``base``: ``(n, p)`` fixed regressors (full column rank);
+    ``freqs``: ``(G,)``. Returns ``(G, c)``. A frequency whose sine column vanishes on the
+    sample (e.g. ``w = π`` on integer positions) is handled by a ridge on the 2×2 normal equations.
+    """
+    q = _orth_base(base)
+    r = y - q @ (q.T @ y)
+    total = (r * r).sum(dim=0)
+    out = []
+    for s in range(0, freqs.shape[0], chunk):
+        wt = freqs[s : s + chunk, None] * t[None, :]  # (g, n)
+        c = torch.stack([torch.cos(wt), torch.sin(wt)], dim=-1)  # (g, n, 2)
+        c = c - q @ (q.T @ c)  # remove what the base already explains
+        gram = c.transpose(1, 2) @ c  # (g, 2, 2)
+        ridge = 1e-10 * gram.diagonal(dim1=1, dim2=2).sum(-1).clamp_min(1e-30)
+        gram = gram + ridge[:, None, None] * torch.eye(2, dtype=gram.dtype, device=gram.device)
+        h = c.transpose(1, 2) @ r  # (g, 2, c)
+        out.append(total[None, :] - (h * torch.linalg.solve(gram, h)).sum(dim=1))
+    return torch.cat(out).clamp_min(0.0)
+
+
+def best_sinusoid(y: torch.Tensor, t: torch.Tensor, *, min_turns: float = 1.0, rounds: int = 4):
+    """Best single-sinusoid fit ``y[:, j] ≈ c_j + a_j cos(w_j t) + b_j sin(w_j t)`` per column.
+
+    The frequency ``w_j`` is searched on a grid from ``min_turns`` turns over the window to Nyquist
+    (periodogram of the zero-padded FFT), then refined ``rounds`` times on local 9-point grids, 4× finer each
+    by the exact least-squares RSS. Returns ``(freqs (c,), r2 (c,))``;
+    a constant column has R² = 0.
+    """
+    n = y.shape[0]
+    span = float(t[-1] - t[0]) if n > 1 else 1.0
+    base = torch.ones(n, 1, dtype=y.dtype, device=y.device)
+    # Coarse stage: the periodogram on a zero-padded FFT grid (spacing 2π / (5n)), which equals the exact
+    # RSS reduction wherever cos/sin are orthogonal to the constant; the local stages below are exact.
+    pad = 5 * n
+    spec = torch.fft.rfft(y - y.mean(dim=0), n=pad, dim=0)
+    fft_w = 2 * math.pi * torch.arange(spec.shape[0], dtype=y.dtype, device=y.device) / pad
+    w_min = 2 * math.pi * min_turns / max(span, 1.0)
+    keep = (fft_w >= w_min) & (fft_w <= math.pi)
+    if not bool(keep.any()):
+        keep = fft_w == fft_w[fft_w <= math.pi].max()
+    grid, step = fft_w[keep], 2 * math.pi / pad
+    best = grid[(spec.real[keep] ** 2 + spec.imag[keep] ** 2).argmax(dim=0)]  # (c,)
+    lo, hi = max(w_min, float(grid[0]) - step), math.pi
+    offsets = torch.linspace(-1.0, 1.0, 9, dtype=y.dtype, device=y.device)
+    for _ in range(rounds):
+        cand = (best[:, None] + step * offsets[None, :]).clamp(lo, hi)  # (c, 9): each column's own grid
+        best = cand.gather(1, own_rss(y, t, base, cand).argmin(dim=1, keepdim=True))[:, 0]
+        step = step / 4
+    final = own_rss(y, t, base, best[:, None])[:, 0]
+    tss = ((y - y.mean(dim=0)) ** 2).sum(dim=0)
+    r2 = torch.where(tss > 0, 1 - final / tss.clamp_min(1e-300), torch.zeros_like(tss))
+    return best, r2
+
+
+def own_rss(y: torch.Tensor, t: torch.Tensor, base: torch.Tensor, freqs: torch.Tensor, chunk: int = 32):
+    """RSS of column ``j`` of ``y`` at each of its own trial frequencies ``freqs[j, :]``: ``(c, m)``."""
+    q = _orth_base(base)
+    r = y - q @ (q.T @ y)
+    total = (r * r).sum(dim=0)
+    out = []
+    for s in range(0, y.shape[1], chunk):
+        wt = freqs[s : s + chunk, :, None] * t  # (cc, m, n)
+        c = torch.stack([torch.cos(wt), torch.sin(wt)], dim=-1)  # (cc, m, n, 2)
+        c = c - q @ (q.T @ c)
+        gram = c.transpose(-1, -2) @ c  # (cc, m, 2, 2)
+        ridge = 1e-10 * gram.diagonal(dim1=-2, dim2=-1).sum(-1).clamp_min(1e-30)
+        gram = gram + ridge[..., None, None] * torch.eye(2, dtype=gram.dtype, device=gram.device)
+        h = torch.einsum("cmnk,nc->cmk", c, r[:, s : s + chunk])[..., None]  # (cc, m, 2, 1)
+        out.append(total[s : s + chunk, None] - (h * torch.linalg.solve(gram, h)).sum(dim=(-1, -2)))
+    return torch.cat(out).clamp_min(0.0)
+
+
+def linear_detrend(y: torch.Tensor) -> torch.Tensor:
+    """Remove the least-squares line from each series along the last axis."""
+    n = y.shape[-1]
+    x = torch.linspace(-1.0, 1.0, n, dtype=y.dtype, device=y.device)
+    y = y - y.mean(dim=-1, keepdim=True)
+    slope = (y * x).sum(dim=-1, keepdim=True) / (x * x).sum().clamp_min(1e-30)
+    return y - slope * x
+
+
+def tapered_power(y: torch.Tensor, *, pad: int = 8) -> tuple[torch.Tensor, torch.Tensor]:
+    """Normalised power spectrum of series along the last axis: ``(..., F)`` and the periods ``(F,)``.
+
+    Each series is linearly detrended, multiplied by a Hann taper (side lobes −31 dB instead of −13 dB)
+    and zero-padded to ``pad × length`` before the rFFT; the DC bin is dropped and the power is divided
+    by its sum, so each entry is the fraction of the series' (tapered) power at that frequency.
+    Periods are in samples: ``pad·L / k``.
+    """
+    n = y.shape[-1]
+    taper = torch.hann_window(n, periodic=False, dtype=y.dtype, device=y.device)
+    spec = torch.fft.rfft(linear_detrend(y) * taper, n=pad * n, dim=-1)
+    power = (spec.real**2 + spec.imag**2)[..., 1:]
+    power = power / power.sum(dim=-1, keepdim=True).clamp_min(1e-300)
+    k = torch.arange(1, power.shape[-1] + 1, dtype=y.dtype, device=y.device)
+    return power, (pad * n) / k

@@ -1,0 +1,176 @@
+"""How much of the token embeddings lies in the positional subspace.
+
+The top-``k`` principal axes of the positional table span a ``k``-dimensional subspace ``P`` of the
+residual stream. :func:`subspace_overlap` measures how much of the token-embedding matrix
+``(vocab, d)`` lies in ``P`` (its share of the centred variance and of the uncentred squared norm),
+the share a random ``k``-dimensional subspace would get (``k / d``), and the principal angles between
+``P`` and the token matrix's own top-``k`` principal subspace. A share far below ``k / d`` and angles
+near 90° mean the token embeddings avoid the positional subspace.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from pos_geometry.analysis._results import Result
+from pos_geometry.analysis.pca import pca
+from pos_geometry.embedding import Provenance
+from pos_geometry.errors import DeviceMismatchError, InvalidArgumentError
+
+__all__ = ["SubspaceOverlap", "subspace_overlap", "principal_angles"]
+
+
+@dataclass(frozen=True, eq=False)
+class SubspaceOverlap(Result):
+    """Overlap of token embeddings with the top-``k`` positional PCA subspace.
+
+    Attributes:
+        k: dimension of the subspaces compared; d_model: ``d``.
+        token_variance_fraction: ``‖(T - mean T) Pᵀ‖² / ‖T - mean T‖²`` (centred tokens).
+        token_norm_fraction: ``‖T Pᵀ‖² / ‖T‖²`` (raw tokens).
+        random_fraction: ``k / d``, the expectation of either fraction for a uniformly random subspace.
+        principal_angles_deg: ``(k,)`` angles between ``P`` and the tokens' top-``k`` PCA subspace,
+            ascending, in degrees (0 = shared direction, 90 = orthogonal).
+        positional_components: ``(k, d)`` the basis ``P``; token_components: ``(k, d)`` the tokens' basis.
+        positional_variance_ratio: ``(k,)`` explained-variance ratios of ``P`` within the positional table.
+        window, center: how the positional PCA was fitted.
+        provenance: the positional table's provenance; token_provenance: the token matrix's.
+    """
+
+    k: int
+    d_model: int
+    token_variance_fraction: float
+    token_norm_fraction: float
+    random_fraction: float
+    principal_angles_deg: torch.Tensor
+    positional_components: torch.Tensor
+    token_components: torch.Tensor
+    positional_variance_ratio: torch.Tensor
+    window: tuple[int, int]
+    center: bool
+    provenance: Provenance
+    token_provenance: Provenance
+
+    @property
+    def variance_fraction_vs_random(self) -> float:
+        """``token_variance_fraction / (k / d)``: below 1 means tokens avoid the positional subspace."""
+        return self.token_variance_fraction / self.random_fraction
+
+    def summary_rows(self) -> list[tuple[str, str]]:
+        angles = ", ".join(f"{float(a):.1f}" for a in self.principal_angles_deg.cpu())
+        a, b = self.window
+        return [
+            ("positional subspace", f"top-{self.k} PCA of positions {a}..{b - 1} (d={self.d_model})"),
+            ("tokens", self.token_provenance.label),
+            ("token variance in it", f"{self.token_variance_fraction:.4f}"),
+            ("token squared norm in it", f"{self.token_norm_fraction:.4f}"),
+            ("random k-dim subspace", f"{self.random_fraction:.4f} (k/d)"),
+            ("variance vs random", f"{self.variance_fraction_vs_random:.3f}x"),
+            ("principal angles (deg)", angles),
+        ]
+
+
+def principal_angles(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """Principal angles (radians, ascending) between the row spaces of ``a`` ``(p, d)`` and ``b`` ``(q, d)``.
+
+    Björck & Golub with the sine formula for small angles, as ``scipy.linalg.subspace_angles``
+    (which takes column spaces and returns the angles descending); computed in float64.
+    """
+    qa = torch.linalg.qr(a.to(torch.float64).mT).Q
+    qb = torch.linalg.qr(b.to(torch.float64).mT).Q
+    if qa.shape[1] < qb.shape[1]:
+        qa, qb = qb, qa
+    cross = qa.mT @ qb
+    cos = torch.linalg.svdvals(cross).clamp(-1, 1)  # descending -> angles ascending
+    sin = torch.linalg.svdvals(qb - qa @ cross).clamp(-1, 1).flip(-1)  # ascending
+    return torch.where(cos.square() >= 0.5, torch.arcsin(sin), torch.arccos(cos))
+
+
+def _as_tokens(tokens: Any, token_provenance: Provenance | None) -> tuple[torch.Tensor, Provenance]:
+    prov = token_provenance
+    if hasattr(tokens, "matrix") and hasattr(tokens, "provenance"):
+        prov = prov or tokens.provenance
+        tokens = tokens.matrix
+    if isinstance(tokens, np.ndarray):
+        tokens = torch.from_numpy(np.ascontiguousarray(tokens))
+    if not isinstance(tokens, torch.Tensor) or tokens.ndim != 2 or not tokens.is_floating_point():
+        raise InvalidArgumentError(
+            "tokens must be a floating-point token-embedding matrix (vocab, d_model) as a tensor/array, or an "
+            f"object with .matrix and .provenance; got {type(tokens).__name__} "
+            f"{tuple(getattr(tokens, 'shape', ()))}."
+        )
+    if prov is None:
+        prov = Provenance(
+            model_id="<array>",
+            kind="learned",
+            source=f"token-embedding matrix of shape {tuple(tokens.shape)} passed in",
+        )
+    if tokens.dtype in (torch.float16, torch.bfloat16):
+        tokens = tokens.float()
+    return tokens, prov
+
+
+def subspace_overlap(
+    positions: Any,
+    tokens: Any,
+    k: int = 3,
+    *,
+    center: bool = True,
+    window: tuple[int | None, int | None] | None = None,
+    token_provenance: Provenance | None = None,
+) -> SubspaceOverlap:
+    """Share of token-embedding variance and norm in the top-``k`` positional PCA subspace.
+
+    Args:
+        positions: the positional table, a PositionalEmbedding or tensor/array ``(n, d)`` (one matrix).
+        tokens: the token-embedding matrix ``(vocab, d)``: a tensor/array or an object with
+            ``.matrix`` and ``.provenance``; on the same device as ``positions``.
+        k: dimension of the positional subspace (and of the token subspace for the angles).
+        center: centre the positional table before its PCA (the token variance fraction is always
+            centred, the norm fraction never).
+        window: positions used for the positional PCA (see :func:`pca`).
+        token_provenance: provenance of a bare token tensor.
+    """
+    pos = pca(positions, k, window=window, center=center)
+    if pos.batched:
+        raise InvalidArgumentError(
+            f"positions must be one table (n, d); got a batch of {len(pos)}. Call subspace_overlap per table."
+        )
+    t, tprov = _as_tokens(tokens, token_provenance)
+    if t.device != pos.components_.device:
+        raise DeviceMismatchError(
+            f"tokens live on {t.device} and positions on {pos.components_.device}; move one with .to() first."
+        )
+    d = pos.n_features_
+    if t.shape[1] != d:
+        raise InvalidArgumentError(
+            f"tokens must have d_model={d} columns like the positional table; got shape {tuple(t.shape)}."
+        )
+    if t.shape[0] < max(2, k):
+        raise InvalidArgumentError(f"tokens need at least max(2, k)={max(2, k)} rows; got {t.shape[0]}.")
+    basis = pos.components_.to(torch.float64)
+    t64 = t.to(torch.float64)
+    tc = t64 - t64.mean(dim=0, keepdim=True)
+    var_frac = float((tc @ basis.mT).square().sum() / tc.square().sum())
+    norm_frac = float((t64 @ basis.mT).square().sum() / t64.square().sum())
+    tok = pca(t, k, center=True)
+    angles = torch.rad2deg(principal_angles(pos.components_, tok.components_))
+    return SubspaceOverlap(
+        k=k,
+        d_model=d,
+        token_variance_fraction=var_frac,
+        token_norm_fraction=norm_frac,
+        random_fraction=k / d,
+        principal_angles_deg=angles.to(t.dtype),
+        positional_components=pos.components_,
+        token_components=tok.components_,
+        positional_variance_ratio=pos.explained_variance_ratio_,
+        window=pos.window,
+        center=center,
+        provenance=pos.provenance,
+        token_provenance=tprov,
+    )

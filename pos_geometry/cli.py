@@ -1,0 +1,354 @@
+"""The ``pos-geometry`` command line: ``plot``, ``analyze``, ``info`` and ``reproduce``.
+
+The CLI only parses arguments and calls the public API; every number it prints comes from
+the same functions as in Python. Progress goes to stderr (never into ``--json``/``--csv``
+output). A :class:`~pos_geometry.errors.PosGeometryError` is printed as one sentence and exits
+with status 1 (``--debug`` shows the traceback); usage errors exit with status 2.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TypeVar
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from pos_geometry.errors import InvalidArgumentError, PosGeometryError
+
+__all__ = ["app", "main"]
+
+app = typer.Typer(
+    name="pos-geometry",
+    help="The geometry of positional embeddings in pretrained transformers.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+T = TypeVar("T")
+_STATE = {"debug": False}
+_FORMATS = ("html", "png", "svg", "pdf", "jpeg", "webp")
+
+
+def _err() -> Console:
+    return Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+def _out() -> Console:
+    """stdout; when it is not a terminal (a pipe, a file), wide enough that tables are not cut."""
+    console = Console(highlight=False, soft_wrap=True)
+    if not console.is_terminal:
+        console.width = 200
+    return console
+
+
+def _guard(fn: Callable[[], T]) -> T:
+    """Run ``fn``; a PosGeometryError becomes one line on stderr and exit status 1."""
+    try:
+        return fn()
+    except PosGeometryError as exc:
+        if _STATE["debug"]:
+            raise
+        _err().print(f"error: {exc}", markup=False)
+        raise typer.Exit(1) from None
+
+
+def _bar() -> Progress:
+    """A transient progress bar on stderr, shown only when stderr is a terminal."""
+    console = _err()
+    return Progress(
+        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+        console=console, transient=True, disable=not console.is_terminal,
+    )  # fmt: skip
+
+
+@contextmanager
+def _progress(description: str, total: int) -> Iterator[Callable[[str], None]]:
+    """A rich progress bar on stderr; yields ``advance(label)``."""
+    with _bar() as bar:
+        task = bar.add_task(description, total=total)
+
+        def advance(label: str) -> None:
+            bar.update(task, advance=1, description=f"{description}: {label}")
+
+        yield advance
+
+
+def _formats(text: str) -> tuple[str, ...]:
+    fmts = tuple(f.strip().lower() for f in text.split(",") if f.strip())
+    bad = [f for f in fmts if f not in _FORMATS]
+    if bad or not fmts:
+        raise InvalidArgumentError(
+            f"--format takes a comma-separated list of {', '.join(_FORMATS)}; got {text!r}."
+        )
+    return fmts
+
+
+def _load_all(models: list[str], *, revision: str | None, device: str, offline: bool | None) -> list:
+    from pos_geometry.loading import load
+
+    tables = []
+    with _progress("loading", len(models)) as advance:
+        for name in models:
+            tables.append(load(name, revision=revision, device=device, offline=offline))
+            advance(name)
+    return tables
+
+
+def _figures_all(tables: list, window) -> list:
+    from pos_geometry.reproduction.measure import model_figures
+
+    out = []
+    with _progress("analysing", len(tables)) as advance:
+        for pe in tables:
+            out.append(model_figures(pe, window=window))
+            advance(pe.provenance.model_id)
+    return out
+
+
+def _safe_name(label: str) -> str:
+    keep = "".join(c if c.isalnum() or c in "-._" else "_" for c in label)
+    return keep.strip("._") or "model"
+
+
+@app.callback()
+def _root(
+    debug: bool = typer.Option(False, "--debug", help="Show the full traceback of errors."),
+) -> None:
+    """The geometry of positional embeddings in pretrained transformers."""
+    _STATE["debug"] = debug
+
+
+_MODELS = typer.Argument(
+    ..., help="Model-table names (gpt2, pythia-70m), hub repo ids or local checkpoint paths."
+)
+_REVISION = typer.Option(None, "--revision", help="Branch, tag, commit, checkpoint-N or stepN.")
+_WINDOW = typer.Option(None, "--window", help="Positions start:stop (slice semantics), e.g. 1:1024.")
+_DEVICE = typer.Option("auto", "--device", help="auto, cpu, cuda, cuda:N or mps.")
+_OFFLINE = typer.Option(
+    None, "--offline/--online", help="Never touch the network / allow downloads (default: environment)."
+)
+
+
+@app.command()
+def plot(
+    models: list[str] = _MODELS,
+    out: Path = typer.Option(..., "--out", help="Folder for the figures (created if needed)."),
+    revision: str | None = _REVISION,
+    window: str | None = _WINDOW,
+    format: str = typer.Option("html", "--format", help="Comma-separated: html,png,svg,pdf,jpeg,webp."),
+    device: str = _DEVICE,
+    offline: bool | None = _OFFLINE,
+) -> None:
+    """Write one 3D helix figure per model and a grid of all of them; print a summary line per model."""
+    from pos_geometry.plotting.export import save_figure
+    from pos_geometry.plotting.grid import plot_helix_grid
+    from pos_geometry.plotting.helix3d import plot_helix
+    from pos_geometry.reproduction.measure import parse_window_text
+
+    def run() -> None:
+        fmts = _formats(format)
+        win = parse_window_text(window)
+        tables = _load_all(models, revision=revision, device=device, offline=offline)
+        figures = _figures_all(tables, win)
+        out.mkdir(parents=True, exist_ok=True)
+        written: list[Path] = []
+        with _progress("writing figures", len(tables) + 1) as advance:
+            for pe, fig in zip(tables, figures, strict=True):
+                view = plot_helix(pe, window=win, fit=fig.helix if fig.helix is not None else None)
+                stem = _safe_name(pe.provenance.label)
+                written += [save_figure(view, out / f"{stem}.{f}", format=f) for f in fmts]
+                advance(stem)
+            grid = plot_helix_grid(tables, window=win, cols=min(3, len(tables)))
+            written += [save_figure(grid, out / f"grid.{f}", format=f) for f in fmts]
+            advance("grid")
+        console = _out()
+        for fig in figures:
+            console.print(fig.line(), markup=False)
+        console.print(f"wrote {len(written)} file(s) to {out}", markup=False)
+
+    _guard(run)
+
+
+@app.command()
+def analyze(
+    models: list[str] = _MODELS,
+    revision: str | None = _REVISION,
+    window: str | None = _WINDOW,
+    as_json: bool = typer.Option(False, "--json", help="Print the figures as JSON (a list of rows)."),
+    as_csv: bool = typer.Option(False, "--csv", help="Print the figures as CSV."),
+    device: str = _DEVICE,
+    offline: bool | None = _OFFLINE,
+) -> None:
+    """Print the table of figures per model: size, kind, top-k variance, stable rank, helix fit."""
+    from pos_geometry.reproduction.measure import parse_window_text
+
+    if as_json and as_csv:
+        raise typer.BadParameter("use only one of --json and --csv.")
+
+    def run() -> None:
+        rows = [
+            f.row()
+            for f in _figures_all(
+                _load_all(models, revision=revision, device=device, offline=offline),
+                parse_window_text(window),
+            )
+        ]
+        if as_json:
+            sys.stdout.write(json.dumps(rows, indent=2) + "\n")
+            return
+        if as_csv:
+            buf = io.StringIO()
+            writer = csv.DictWriter(buf, fieldnames=list(rows[0]), lineterminator="\n")
+            writer.writeheader()
+            writer.writerows({**r, "processing": ";".join(r["processing"])} for r in rows)
+            sys.stdout.write(buf.getvalue())
+            return
+        table = Table(title="positional-table figures (PCA centred over positions)")
+        cols = [
+            "model",
+            "kind",
+            "n_positions",
+            "d_model",
+            "window",
+            "top1",
+            "top3",
+            "top10",
+            "stable_rank",
+            "helix_shape",
+            "helix_turns",
+            "helix_period",
+            "helix_r2",
+        ]
+        for c in cols:
+            table.add_column(
+                c, justify="left" if c in ("model", "kind", "window", "helix_shape") else "right"
+            )
+        for r in rows:
+            table.add_row(*(_cell(r[c]) for c in cols))
+        _out().print(table)
+
+    _guard(run)
+
+
+def _cell(value: object) -> str:
+    if value is None:
+        return "–"
+    if isinstance(value, float):
+        return f"{value:.4f}" if abs(value) < 10 else f"{value:.1f}"
+    return str(value)
+
+
+@app.command()
+def info(
+    model: str = typer.Argument(..., help="A model-table name, alias or repo id."),
+    revision: str | None = _REVISION,
+) -> None:
+    """Show what the model table knows about MODEL and whether its table is cached locally."""
+    from pos_geometry.registry import get_spec, revisions
+    from pos_geometry.reproduction.availability import cache_status, fetch_command
+
+    def run() -> None:
+        spec = get_spec(model)
+        revs = revisions(spec)
+        shown = ", ".join(revs) if len(revs) <= 6 else f"{', '.join(revs[:3])}, ..., {', '.join(revs[-3:])}"
+        status = cache_status(spec, revision)
+        if status.computed:
+            cached = "not needed: the rotary table is computed from the model table (no download)"
+        elif status.any:
+            cached = "; ".join(
+                s for s in (
+                    f"pos_geometry cache: {status.pos_geometry}" if status.pos_geometry else "",
+                    f"HF cache: commit {status.hf[:12]}" if status.hf else "",
+                ) if s
+            )  # fmt: skip
+        else:
+            cached = f"no (fetch with: {fetch_command(spec)})"
+        rows = [
+            ("name", spec.name),
+            ("aliases", ", ".join(spec.aliases) or "–"),
+            ("repo", spec.repo_id),
+            ("family", spec.family),
+            ("kind", spec.kind + (" (no learned positional table)" if spec.kind == "rotary" else "")),
+            ("tensor key", spec.position_key or "–"),
+            ("n_positions × d_model", f"{spec.n_positions} × {spec.d_model}"),
+            ("row offset", str(spec.row_offset)),
+            ("revisions", f"{len(revs)}: {shown}"),
+            ("cached locally", cached),
+        ]
+        if spec.kind == "rotary":
+            rows.insert(
+                6, ("rotary config", ", ".join(f"{k}={v}" for k, v in sorted(spec.rotary_config.items())))
+            )
+        if spec.notes:
+            rows.append(("notes", spec.notes))
+        table = Table(show_header=False, title=f"{spec.name}")
+        table.add_column(style="bold")
+        table.add_column()
+        for key, value in rows:
+            table.add_row(key, value)
+        _out().print(table)
+
+    _guard(run)
+
+
+@app.command()
+def reproduce(
+    out: Path = typer.Option(..., "--out", help="Folder for report.md, report.json and the figures."),
+    data_dir: Path | None = typer.Option(
+        None,
+        "--data-dir",
+        help="Folder with the real tables (default: ../shared/data/real beside the checkout).",
+    ),
+    model: list[str] = typer.Option(
+        [], "--model", help="NAME=PATH: read NAME's table from a local checkpoint (repeatable)."
+    ),
+    tokens: Path | None = typer.Option(
+        None, "--tokens", help="A checkpoint holding GPT-2 small's token embedding (wte)."
+    ),
+    online: bool = typer.Option(
+        False, "--online", help="Allow downloads of missing models (default: offline)."
+    ),
+    format: str = typer.Option(
+        "html,png", "--format", help="Figure formats; PNG is skipped when no browser is found."
+    ),
+    device: str = typer.Option("cpu", "--device", help="auto, cpu, cuda, cuda:N or mps."),
+) -> None:
+    """Reproduce the figures and claims of "GPT-2's positional embedding matrix is a helix" (offline by default)."""
+    from pos_geometry.reproduction.runner import parse_model_paths, reproduce_blog_post
+
+    def run() -> None:
+        paths = parse_model_paths(model)
+        fmts = _formats(format)
+        console = _out()
+        with _bar() as bar:
+            task = bar.add_task("reproducing", total=None)
+
+            def step(label: str, done: int, total: int) -> None:
+                bar.update(task, description=f"reproducing: {label}", completed=done, total=total)
+
+            result = reproduce_blog_post(
+                out, data_dir=data_dir, paths=paths, tokens=tokens, online=online, formats=fmts,
+                device=device, progress=step,
+            )  # fmt: skip
+        console.print(result.summary_text(), markup=False)
+
+    _guard(run)
+
+
+def main() -> None:
+    """Console-script entry point."""
+    app()
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

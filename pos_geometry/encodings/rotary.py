@@ -1,0 +1,235 @@
+"""Rotary position embeddings (RoPE) as a positional table.
+
+A rotary model stores no positional matrix: attention rotates each query/key pair of
+dimensions ``(x_{2i}, x_{2i+1})`` (or, in the GPT-NeoX/Llama "rotate-half" layout, dims
+``i`` and ``i + rotary_dim/2``) by the angle ``p·θ_i`` with
+``θ_i = base^(-2i/rotary_dim)``, ``i = 0..rotary_dim/2-1``. The analogue of a learned
+table is therefore ``T[p] = [cos(pθ_0), sin(pθ_0), cos(pθ_1), sin(pθ_1), ...]``: shape
+``(n_positions, rotary_dim)``, column pairs ``(2i, 2i+1)`` are the rotation planes, and
+frequencies decrease from left to right. (Transformers' own cos/sin caches use the
+layout ``cat(freqs, freqs)``: its ``cos[:, i]`` is our column ``2i`` and its
+``sin[:, i]`` our column ``2i+1``.)
+
+Everything needed is in config.json: the base (``rope_theta`` / ``rotary_emb_base``), the
+rotary fraction of each head (``partial_rotary_factor`` / ``rotary_pct``), the head size
+(``head_dim``, else ``hidden_size / num_attention_heads``) and ``max_position_embeddings``.
+Both transformers-v4 flat keys and the v5 ``rope_parameters`` dict are understood.
+Scaled variants (linear, dynamic NTK, YaRN, Llama-3 ...) are refused, not ignored.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from pos_geometry._device import resolve_device
+from pos_geometry.embedding import PositionalEmbedding, Provenance
+from pos_geometry.encodings.sinusoidal import check_base, positive_int
+from pos_geometry.errors import InvalidArgumentError
+
+__all__ = ["RotaryParams", "rotary_params", "inverse_frequencies", "rotary_table", "rotary_embedding"]
+
+DEFAULT_BASE = 10000.0
+# transformers' defaults when a config omits the rotary fraction: GPT-NeoX rotates 25% of each head.
+_DEFAULT_FRACTION = {"gpt_neox": 0.25, "gpt_neox_japanese": 1.0}
+
+_MISSING = object()
+
+
+@dataclass(frozen=True)
+class RotaryParams:
+    """What defines a rotary table.
+
+    Attributes:
+        base: the RoPE base θ (``rope_theta``): ``θ_i = base^(-2i/rotary_dim)``.
+        rotary_dim: number of rotated dimensions per head (even); the table has this many columns.
+        head_dim: dimensions per attention head.
+        max_positions: the model's context length (``max_position_embeddings``).
+        config_keys: the config keys that were read, nested ones dotted
+            (``"rope_parameters.rope_theta"``), in the order they were used.
+        defaults: parameters not in the config that took their standard default
+            (``"rope_theta"`` -> 10000, ``"partial_rotary_factor"`` -> 1.0 or 0.25 for GPT-NeoX).
+    """
+
+    base: float
+    rotary_dim: int
+    head_dim: int
+    max_positions: int
+    config_keys: tuple[str, ...] = ()
+    defaults: tuple[tuple[str, Any], ...] = ()
+
+    @property
+    def n_frequencies(self) -> int:
+        return self.rotary_dim // 2
+
+
+def _get(config: Mapping[str, Any], key: str) -> Any:
+    """``config[key]`` following dots into nested mappings; ``_MISSING`` when absent or None."""
+    node: Any = config
+    for part in key.split("."):
+        if not isinstance(node, Mapping) or node.get(part) is None:
+            return _MISSING
+        node = node[part]
+    return node
+
+
+def _first(config: Mapping[str, Any], keys: tuple[str, ...], used: list[str], what: str) -> Any:
+    """The value of the first key present; all present keys must agree."""
+    found = [(k, v) for k in keys if (v := _get(config, k)) is not _MISSING]
+    if not found:
+        return _MISSING
+    key, value = found[0]
+    for other, other_value in found[1:]:
+        if other_value != value:
+            raise InvalidArgumentError(
+                f"config gives two different {what}: {key}={value!r} and {other}={other_value!r}. "
+                "Remove the stale one from the config."
+            )
+    used.append(key)
+    return value
+
+
+def _check_rope_type(config: Mapping[str, Any]) -> None:
+    params = config.get("rope_parameters")
+    if isinstance(params, Mapping) and params and all(isinstance(v, Mapping) for v in params.values()):
+        raise InvalidArgumentError(
+            f"rope_parameters holds one set per layer type ({sorted(params)}); per-layer rotary tables are "
+            "not supported yet. Pass a config with a single rope_parameters dict."
+        )
+    for key in ("rope_parameters", "rope_scaling"):
+        value = config.get(key)
+        if value is None:
+            continue
+        if not isinstance(value, Mapping):
+            raise InvalidArgumentError(f"config {key} must be a dict or null; got {value!r}.")
+        rope_type = value.get("rope_type", value.get("type", "default"))
+        if rope_type != "default":
+            raise InvalidArgumentError(
+                f"config {key} has rope_type={rope_type!r}: scaled rotary embeddings (linear, dynamic, yarn, "
+                "longrope, llama3, ...) are not supported yet; only rope_type 'default' tables can be built. "
+                "The unscaled table would be wrong for this model, so none is returned."
+            )
+
+
+def rotary_params(config: Mapping[str, Any]) -> RotaryParams:
+    """Read the rotary parameters from a config.json dict (transformers v4 or v5 style).
+
+    Raises :class:`InvalidArgumentError` when a needed field is missing or inconsistent,
+    or when the config asks for a scaled rotary variant.
+    """
+    if not isinstance(config, Mapping):
+        raise InvalidArgumentError(
+            f"config must be a mapping (a parsed config.json); got {type(config).__name__}."
+        )
+    _check_rope_type(config)
+    used: list[str] = []
+    defaults: list[tuple[str, Any]] = []
+
+    base = _first(config, ("rope_parameters.rope_theta", "rope_theta", "rotary_emb_base"), used, "rope bases")
+    if base is _MISSING:
+        base = DEFAULT_BASE
+        defaults.append(("rope_theta", DEFAULT_BASE))
+    base = check_base(base, "the rope base (rope_theta / rotary_emb_base)")
+
+    head_dim = _first(config, ("head_dim",), used, "head sizes")
+    if head_dim is _MISSING:
+        hidden = _first(config, ("hidden_size", "n_embd", "d_model"), used, "hidden sizes")
+        heads = _first(config, ("num_attention_heads", "n_head"), used, "head counts")
+        if hidden is _MISSING or heads is _MISSING:
+            raise InvalidArgumentError(
+                "config has neither head_dim nor both hidden_size and num_attention_heads; the rotary head size "
+                f"cannot be determined. Keys present: {sorted(config)}."
+            )
+        hidden, heads = positive_int("hidden_size", hidden), positive_int("num_attention_heads", heads)
+        if hidden % heads:
+            raise InvalidArgumentError(
+                f"hidden_size ({hidden}) is not divisible by num_attention_heads ({heads}); give head_dim explicitly."
+            )
+        head_dim = hidden // heads
+    head_dim = positive_int("head_dim", head_dim)
+
+    rotary_dim = _first(config, ("rotary_dim",), used, "rotary dims")
+    if rotary_dim is _MISSING:
+        fraction_keys = ("rope_parameters.partial_rotary_factor", "partial_rotary_factor", "rotary_pct")
+        fraction = _first(config, fraction_keys, used, "rotary fractions")
+        if fraction is _MISSING:
+            fraction = _DEFAULT_FRACTION.get(str(config.get("model_type", "")), 1.0)
+            defaults.append(("partial_rotary_factor", fraction))
+        if isinstance(fraction, bool) or not isinstance(fraction, int | float) or not 0 < fraction <= 1:
+            raise InvalidArgumentError(f"the rotary fraction must be in (0, 1]; got {fraction!r}.")
+        rotary_dim = int(head_dim * fraction)  # the rounding transformers uses
+    rotary_dim = positive_int("rotary_dim", rotary_dim)
+    if rotary_dim % 2 or rotary_dim > head_dim:
+        raise InvalidArgumentError(
+            f"rotary_dim must be even and at most head_dim ({head_dim}); got {rotary_dim}."
+        )
+
+    max_positions = _first(config, ("max_position_embeddings", "n_positions"), used, "context lengths")
+    if max_positions is _MISSING:
+        raise InvalidArgumentError(
+            f"config has no max_position_embeddings (or n_positions); it is needed for the table length. "
+            f"Keys present: {sorted(config)}."
+        )
+    max_positions = positive_int("max_position_embeddings", max_positions)
+    return RotaryParams(base, rotary_dim, head_dim, max_positions, tuple(used), tuple(defaults))
+
+
+def inverse_frequencies(params: RotaryParams) -> torch.Tensor:
+    """``θ_i = base^(-2i/rotary_dim)`` for ``i = 0..rotary_dim/2-1``: float64, shape ``(rotary_dim//2,)``."""
+    exponents = torch.arange(0, params.rotary_dim, 2, dtype=torch.float64) / params.rotary_dim
+    return params.base ** (-exponents)
+
+
+def rotary_table(
+    params: RotaryParams,
+    n_positions: int | None = None,
+    *,
+    device: str | torch.device = "cpu",
+    dtype: torch.dtype = torch.float32,
+) -> torch.Tensor:
+    """The rotary table ``(n_positions, rotary_dim)``, interleaved ``[cos pθ_0, sin pθ_0, cos pθ_1, ...]``.
+
+    ``n_positions`` defaults to ``params.max_positions``. Angles ``p·θ_i`` are computed in
+    float64 on the CPU, then the table is cast to ``dtype`` and moved to ``device``.
+    """
+    n = params.max_positions if n_positions is None else positive_int("n_positions", n_positions)
+    dev = resolve_device(device)
+    angles = torch.arange(n, dtype=torch.float64)[:, None] * inverse_frequencies(params)[None, :]
+    table = torch.empty(n, params.rotary_dim, dtype=torch.float64)
+    table[:, 0::2] = torch.cos(angles)
+    table[:, 1::2] = torch.sin(angles)
+    return table.to(device=dev, dtype=dtype)
+
+
+def rotary_embedding(
+    config: Mapping[str, Any],
+    *,
+    model_id: str,
+    revision: str | None = None,
+    n_positions: int | None = None,
+    source: str = "config.json",
+    device: str | torch.device = "cpu",
+    dtype: torch.dtype = torch.float32,
+) -> PositionalEmbedding:
+    """The rotary table of the model described by ``config`` as a :class:`PositionalEmbedding`.
+
+    ``source`` says where the config came from (``"config.json"`` or ``"model table"``);
+    ``provenance.config`` records exactly the config fields that were read (and, as
+    ``"<name> (default)"``, any parameter that took its default).
+    """
+    params = rotary_params(config)
+    matrix = rotary_table(params, n_positions, device=device, dtype=dtype)
+    fields: dict[str, Any] = {key: _get(config, key) for key in params.config_keys}
+    fields.update({f"{name} (default)": value for name, value in params.defaults})
+    provenance = Provenance(
+        model_id=model_id,
+        kind="rotary",
+        source=source,
+        revision=revision,
+        config=fields,
+        original_dtype="float64",
+    )
+    return PositionalEmbedding(matrix, provenance, check_finite=False)

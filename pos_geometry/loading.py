@@ -1,0 +1,294 @@
+"""``pos_geometry.load``: from a model name, repo id or path to a :class:`PositionalEmbedding`.
+
+The loader decides *where the bytes come from* and *what kind of table it is*:
+
+* a local path (file or Hugging Face model directory) is read by ``sources.local``;
+* a model-table name is resolved by the registry: learned tables are read from the hub
+  (one tensor, by range requests, cached), rotary tables are built from the config fields
+  the table ships, with no download at all;
+* any other ``org/name`` repo id is classified from its ``config.json``.
+
+It never builds a model and never unpickles anything outside tensor storage.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from pos_geometry._device import resolve_device
+from pos_geometry.embedding import PositionalEmbedding, Provenance, TokenEmbedding
+from pos_geometry.encodings.rotary import rotary_embedding
+from pos_geometry.errors import CheckpointFormatError, InvalidArgumentError, UnknownModelError
+from pos_geometry.registry import ModelSpec, check_revision, find_spec, get_spec, kind_from_config
+from pos_geometry.sources.hub import read_config, read_hub_tensor
+from pos_geometry.sources.local import read_local
+from pos_geometry.sources.tensor_record import TensorRecord, Which
+
+__all__ = ["load", "load_token_embedding"]
+
+# Checkpoints whose learned table stores leading rows that are not positions, by
+# ``config.json`` ``model_type``: the value is the number of rows to drop, or the name of
+# the config field it follows from (RoBERTa-style tables start at padding_idx + 1).
+_ROW_OFFSET_BY_MODEL_TYPE: Mapping[str, int | str] = {
+    "opt": 2,
+    "roberta": "pad_token_id",
+    "xlm-roberta": "pad_token_id",
+    "camembert": "pad_token_id",
+}
+
+
+def _row_offset_from_config(config: Mapping[str, Any]) -> int:
+    rule = _ROW_OFFSET_BY_MODEL_TYPE.get(str(config.get("model_type", "")), 0)
+    if isinstance(rule, str):
+        return int(config.get(rule, 1)) + 1
+    return rule
+
+
+def _looks_like_repo_id(name: str) -> bool:
+    parts = name.split("/")
+    return len(parts) == 2 and all(parts) and not name.startswith((".", "/", "~"))
+
+
+def _local_config(path: Path) -> dict[str, Any] | None:
+    folder = path if path.is_dir() else path.parent
+    cfg = folder / "config.json"
+    if not cfg.is_file():
+        return None
+    try:
+        return json.loads(cfg.read_text())
+    except (OSError, ValueError) as exc:
+        raise CheckpointFormatError(
+            f"{str(cfg)!r} is not valid JSON ({exc}); fix or remove it so the model kind can be read."
+        ) from None
+
+
+def _finish(
+    record: TensorRecord,
+    *,
+    model_id: str,
+    revision: str | None,
+    row_offset: int,
+    commit: str | None,
+    device: torch.device,
+    dtype: torch.dtype,
+) -> PositionalEmbedding:
+    matrix = record.tensor
+    if matrix.ndim != 2:
+        raise CheckpointFormatError(
+            f"the positional tensor {record.key!r} in {record.file!r} has shape {tuple(matrix.shape)}; "
+            "a positional table must be 2-D (n_positions, d_model)."
+        )
+    if row_offset:
+        if matrix.shape[0] <= row_offset:
+            raise CheckpointFormatError(
+                f"the positional tensor {record.key!r} has {matrix.shape[0]} rows but {row_offset} leading "
+                "rows are not positions for this model; the checkpoint does not match its config."
+            )
+        matrix = matrix[row_offset:]
+    provenance = Provenance(
+        model_id=model_id,
+        kind="learned",
+        source=f"{record.file}::{record.key}",
+        revision=revision,
+        tensor_key=record.key,
+        original_dtype=record.dtype,
+        row_offset=row_offset,
+        commit=commit,
+    )
+    return PositionalEmbedding(matrix.to(device=device, dtype=dtype).contiguous(), provenance)
+
+
+def _rotary(
+    config: Mapping[str, Any],
+    *,
+    model_id: str,
+    revision: str | None,
+    n_positions: int | None,
+    source: str,
+    device: torch.device,
+    dtype: torch.dtype,
+) -> PositionalEmbedding:
+    return rotary_embedding(
+        config,
+        model_id=model_id,
+        revision=revision,
+        n_positions=n_positions,
+        source=source,
+        device=device,
+        dtype=dtype,
+    )
+
+
+def _load_local(path: Path, *, which: Which, key: str | None) -> tuple[TensorRecord, dict[str, Any] | None]:
+    return read_local(path, which=which, key=key), _local_config(path)
+
+
+def load(
+    name_or_path: str | os.PathLike[str],
+    *,
+    revision: str | None = None,
+    device: str | torch.device = "cpu",
+    dtype: torch.dtype = torch.float32,
+    n_positions: int | None = None,
+    key: str | None = None,
+) -> PositionalEmbedding:
+    """Load the positional table of a model as a ``(n_positions, d_model)`` :class:`PositionalEmbedding`.
+
+    Args:
+        name_or_path: a model-table name or alias (``"gpt2"``, ``"gpt2-small"``, ``"pythia-70m"``,
+            ``"stanford-crfm/alias-gpt2-small-x21"``), any Hugging Face repo id, a local
+            checkpoint file (``.safetensors``, ``.bin``/``.pt`` zip, ``.npy``, ``.npz``) or an
+            HF model directory.
+        revision: a branch, tag or commit; for the Stanford CRFM replicas ``"checkpoint-N"``,
+            for Pythia ``"stepN"``. Rotary tables do not change with training, so for them the
+            revision is only recorded.
+        device: where the matrix should live (``"auto"`` picks CUDA when present).
+        dtype: the dtype of the returned matrix (the stored dtype is recorded in provenance).
+        n_positions: rotary tables only: how many positions to build (default: the model's
+            ``max_position_embeddings``).
+        key: read this checkpoint key instead of looking for a positional one.
+
+    Learned tables are read as one tensor without building the model; leading rows that are
+    not positions (OPT, RoBERTa) are dropped and recorded in ``provenance.row_offset``.
+    Rotary models (Pythia, Mistral, any RoPE config) have no learned table: the exact rotary
+    table ``cos(p·θ_i), sin(p·θ_i)`` is built from the config and has ``kind == "rotary"``.
+    """
+    dev = resolve_device(device)
+    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
+        raise InvalidArgumentError(
+            f"dtype must be a floating torch.dtype such as torch.float32; got {dtype!r}."
+        )
+    name = os.fspath(name_or_path)
+    path = Path(name).expanduser()
+    if path.exists():
+        record, config = _load_local(path, which="position", key=key)
+        if config is not None and key is None and kind_from_config(config) == "rotary":
+            return _rotary(
+                config,
+                model_id=name,
+                revision=revision,
+                n_positions=n_positions,
+                source=str(path / "config.json" if path.is_dir() else path.parent / "config.json"),
+                device=dev,
+                dtype=dtype,
+            )
+        offset = _row_offset_from_config(config) if config is not None else 0
+        return _finish(
+            record, model_id=name, revision=revision, row_offset=offset, commit=None, device=dev, dtype=dtype
+        )
+
+    spec = find_spec(name)
+    if spec is not None:
+        return _load_spec(spec, revision=revision, device=dev, dtype=dtype, n_positions=n_positions, key=key)
+    if not _looks_like_repo_id(name):
+        get_spec(name)  # raises UnknownModelError with the closest known names
+    return _load_repo(name, revision=revision, device=dev, dtype=dtype, n_positions=n_positions, key=key)
+
+
+def _load_spec(spec: ModelSpec, *, revision, device, dtype, n_positions, key) -> PositionalEmbedding:
+    rev = check_revision(spec, revision)
+    if spec.kind == "rotary":
+        return _rotary(
+            spec.rotary_config,
+            model_id=spec.name,
+            revision=rev,
+            n_positions=n_positions,
+            source="model table",
+            device=device,
+            dtype=dtype,
+        )
+    record, commit = read_hub_tensor(
+        spec.repo_id, revision=rev, which="position", key=key or spec.position_key
+    )
+    return _finish(
+        record,
+        model_id=spec.name,
+        revision=rev,
+        row_offset=spec.row_offset,
+        commit=commit,
+        device=device,
+        dtype=dtype,
+    )
+
+
+def _load_repo(repo_id: str, *, revision, device, dtype, n_positions, key) -> PositionalEmbedding:
+    try:
+        config, commit = read_config(repo_id, revision)
+    except UnknownModelError as exc:
+        try:
+            get_spec(repo_id)
+        except UnknownModelError as table_exc:
+            if table_exc.suggestions:
+                raise UnknownModelError(
+                    f"{exc} Known models with similar names: {', '.join(table_exc.suggestions)}.",
+                    name=repo_id,
+                    suggestions=table_exc.suggestions,
+                ) from None
+        raise
+    if key is None and kind_from_config(config) == "rotary":
+        return _rotary(
+            config,
+            model_id=repo_id,
+            revision=revision,
+            n_positions=n_positions,
+            source=f"{repo_id}@{commit[:12]}::config.json",
+            device=device,
+            dtype=dtype,
+        )
+    record, commit = read_hub_tensor(repo_id, revision=revision, which="position", key=key)
+    return _finish(
+        record,
+        model_id=repo_id,
+        revision=revision,
+        row_offset=_row_offset_from_config(config),
+        commit=commit,
+        device=device,
+        dtype=dtype,
+    )
+
+
+def load_token_embedding(
+    name_or_path: str | os.PathLike[str],
+    *,
+    revision: str | None = None,
+    device: str | torch.device = "cpu",
+    dtype: torch.dtype = torch.float32,
+    key: str | None = None,
+) -> TokenEmbedding:
+    """Load the token-embedding matrix ``(vocab, d_model)`` the same lazy way as :func:`load`.
+
+    Used to measure how token embeddings sit relative to the positional subspace.
+    """
+    dev = resolve_device(device)
+    name = os.fspath(name_or_path)
+    path = Path(name).expanduser()
+    commit = None
+    if path.exists():
+        record = read_local(path, which="token", key=key)
+        model_id, rev = name, revision
+    else:
+        spec = find_spec(name)
+        if spec is None and not _looks_like_repo_id(name):
+            get_spec(name)
+        repo = spec.repo_id if spec is not None else name
+        rev = check_revision(spec, revision) if spec is not None else revision
+        record, commit = read_hub_tensor(
+            repo, revision=rev, which="token", key=key or (spec.token_key if spec else None)
+        )
+        model_id = spec.name if spec is not None else name
+    provenance = Provenance(
+        model_id=model_id,
+        kind="learned",
+        source=f"{record.file}::{record.key}",
+        revision=rev,
+        tensor_key=record.key,
+        original_dtype=record.dtype,
+        commit=commit,
+    )
+    return TokenEmbedding(record.tensor.to(device=dev, dtype=dtype), provenance)

@@ -1,0 +1,233 @@
+"""Write figures to disk: standalone offline HTML, or PNG/SVG/PDF/JPEG/WebP through kaleido.
+
+HTML embeds plotly.js (no CDN, no MathJax), uses a deterministic div id, and is written
+atomically, so the file opens offline and the same figure gives the same bytes. Figures
+whose 3D cameras are linked (see :func:`~pos_geometry.plotting.plot_helix_grid`) get a
+small script that keeps every scene's camera equal to the one being dragged.
+
+Static formats are rendered by kaleido 1.x in a headless Chromium. The browser is found
+in this order: the ``browser`` argument; the ``BROWSER_PATH`` environment variable (the
+one choreographer/kaleido read); ``/usr/bin/chromium`` (Debian's package); ``chromium``,
+``chromium-browser``, ``google-chrome`` on ``PATH``; a Chrome downloaded by
+``kaleido.get_chrome()``/``plotly_get_chrome``. The path is handed to kaleido for this
+call only (no environment variable is changed). Kaleido starts Chromium with
+``--headless --no-sandbox --disable-gpu --no-first-run --disable-component-update
+--disable-sync`` and Debian's launcher adds ``--disable-background-networking``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import plotly.graph_objects as go
+import plotly.io as pio
+
+from pos_geometry.errors import ExportError, InvalidArgumentError
+from pos_geometry.plotting._style import figure_id
+
+__all__ = ["INSTALL_HINT", "LINKED_SCENES_META", "figure_to_html", "find_browser", "save_figure"]
+
+DEBIAN_CHROMIUM = "/usr/bin/chromium"
+_BROWSER_NAMES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable", "chrome")
+STATIC_FORMATS = ("png", "svg", "pdf", "jpeg", "webp")
+_SUFFIX_FORMATS = {"html": "html", "htm": "html", "jpg": "jpeg", **{f: f for f in STATIC_FORMATS}}
+DEFAULT_WIDTH, DEFAULT_HEIGHT = 900, 700
+
+LINKED_SCENES_META = "pos_geometry_linked_scenes"
+"""Key in ``fig.layout.meta`` listing the 3D scenes whose cameras move together in HTML."""
+
+INSTALL_HINT = (
+    "Static export (PNG/SVG/PDF) renders the figure in a headless Chromium through kaleido, and none was "
+    "found. Install one: `apt-get install -y chromium` on Debian/Ubuntu (it lands at /usr/bin/chromium); "
+    "or, where the internet is reachable, run `plotly_get_chrome` (or `kaleido.get_chrome_sync()` in "
+    "Python); or point to an existing Chrome/Chromium with save_figure(..., browser=PATH) or the "
+    "BROWSER_PATH environment variable. HTML export needs no browser: save to a .html path."
+)
+
+# Keeps every linked scene's camera equal to the one the user drags ({plot_id} is filled by plotly).
+_LINK_CAMERAS_JS = """
+(function () {
+  var gd = document.getElementById('{plot_id}');
+  var scenes = %s;
+  var busy = false;
+  function sync(ev) {
+    if (busy || !ev) return;
+    var cam = null, src = null;
+    for (var k in ev) {
+      var m = k.match(/^(scene[0-9]*)\\.camera$/);
+      if (m) { cam = ev[k]; src = m[1]; break; }
+    }
+    if (!cam) return;
+    var upd = {};
+    scenes.forEach(function (s) { if (s !== src) upd[s + '.camera'] = cam; });
+    busy = true;
+    Plotly.relayout(gd, upd).then(function () { busy = false; }, function () { busy = false; });
+  }
+  gd.on('plotly_relayout', sync);
+  gd.on('plotly_relayouting', sync);
+})();
+"""
+
+
+def _linked_scenes(fig: go.Figure) -> list[str]:
+    meta = fig.layout.meta
+    if isinstance(meta, dict) and isinstance(meta.get(LINKED_SCENES_META), list | tuple):
+        return [str(s) for s in meta[LINKED_SCENES_META]]
+    return []
+
+
+def figure_to_html(
+    fig: go.Figure,
+    *,
+    div_id: str | None = None,
+    width: int | None = None,
+    height: int | None = None,
+) -> str:
+    """A standalone HTML page for ``fig`` that works offline.
+
+    plotly.js is embedded, MathJax is not loaded, the div id is ``div_id`` or a hash of the
+    figure (:func:`~pos_geometry.plotting._style.figure_id`), and linked 3D cameras get their
+    sync script. ``width``/``height`` (pixels) fix the plot size; by default it fills the page.
+    """
+    scenes = _linked_scenes(fig)
+    post_script = _LINK_CAMERAS_JS % json.dumps(scenes) if len(scenes) > 1 else None
+    return pio.to_html(
+        fig,
+        include_plotlyjs=True,
+        include_mathjax=False,
+        full_html=True,
+        div_id=div_id or figure_id(fig),
+        post_script=post_script,
+        config={"displaylogo": False, "responsive": True},
+        default_width=f"{width}px" if width else "100%",
+        default_height=f"{height}px" if height else "100%",
+    )
+
+
+def find_browser(browser: str | os.PathLike[str] | None = None) -> Path:
+    """The Chrome/Chromium executable static export will use (order in the module docstring).
+
+    Raises :class:`ExportError` with installation instructions when there is none, or when
+    ``browser``/``BROWSER_PATH`` names a file that is missing or not executable.
+    """
+    for origin, value in (("browser=", browser), ("BROWSER_PATH=", os.environ.get("BROWSER_PATH"))):
+        if value:
+            path = Path(value)
+            if path.is_file() and os.access(path, os.X_OK):
+                return path
+            raise ExportError(f"no executable browser at {origin}{str(value)!r}. {INSTALL_HINT}")
+    candidates = [DEBIAN_CHROMIUM, *(shutil.which(n) for n in _BROWSER_NAMES)]
+    for cand in candidates:
+        if cand and Path(cand).is_file() and os.access(cand, os.X_OK):
+            return Path(cand)
+    try:  # a Chrome downloaded by kaleido.get_chrome() / plotly_get_chrome
+        from choreographer.browsers.chromium import Chromium
+
+        found = Chromium.find_browser(skip_local=False)
+    except Exception:  # best effort: choreographer's search is optional
+        found = None
+    if found and Path(found).is_file():
+        return Path(found)
+    raise ExportError(f"no Chrome or Chromium found. {INSTALL_HINT}")
+
+
+def _format_for(path: Path, format: str | None) -> str:
+    if format is not None:
+        fmt = _SUFFIX_FORMATS.get(format.lower().lstrip("."))
+        if fmt is None:
+            raise InvalidArgumentError(
+                f"format must be one of html, {', '.join(STATIC_FORMATS)} (or jpg); got {format!r}."
+            )
+        return fmt
+    fmt = _SUFFIX_FORMATS.get(path.suffix.lower().lstrip("."))
+    if fmt is None:
+        raise InvalidArgumentError(
+            f"cannot tell the format from the file name {str(path)!r} (suffix {path.suffix!r}); use a "
+            f"suffix .html, .png, .svg, .pdf, .jpg or .webp, or pass format=..."
+        )
+    return fmt
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def _render_static(fig: go.Figure, fmt: str, width: int, height: int, scale: float, browser: Path) -> bytes:
+    import kaleido
+    from kaleido.errors import ChromeNotFoundError
+
+    opts: dict[str, Any] = {"format": fmt, "width": width, "height": height, "scale": scale}
+    try:
+        data = kaleido.calc_fig_sync(fig, opts=opts, kopts={"path": str(browser), "mathjax": False})
+    except ChromeNotFoundError as exc:
+        raise ExportError(
+            f"kaleido could not start the browser at {str(browser)!r} ({exc}). {INSTALL_HINT}"
+        ) from None
+    except Exception as exc:
+        raise ExportError(
+            f"kaleido failed to render the figure as {fmt} with the browser {str(browser)!r}: "
+            f"{type(exc).__name__}: {exc}. Check that the browser starts (`{browser} --headless --version`), "
+            "or save to .html instead."
+        ) from exc
+    if not isinstance(data, bytes | bytearray) or not data:
+        raise ExportError(
+            f"kaleido returned no {fmt} data (got {type(data).__name__}); try again or save to .html."
+        )
+    return bytes(data)
+
+
+def save_figure(
+    fig: go.Figure,
+    path: str | os.PathLike[str],
+    *,
+    format: str | None = None,
+    width: int | None = None,
+    height: int | None = None,
+    scale: float = 1,
+    div_id: str | None = None,
+    browser: str | os.PathLike[str] | None = None,
+) -> Path:
+    """Write ``fig`` to ``path`` atomically and return the path.
+
+    Args:
+        fig: the figure.
+        path: where to write; the suffix picks the format unless ``format`` is given.
+        format: ``"html"``, ``"png"``, ``"svg"``, ``"pdf"``, ``"jpeg"``/``"jpg"`` or ``"webp"``.
+        width, height: size in CSS pixels (default: the figure's layout size, else 900×700).
+            A PNG is ``width*scale`` × ``height*scale`` pixels. For HTML, None fills the page.
+        scale: resolution multiplier for raster formats (> 0).
+        div_id: HTML id of the plot div (default: a hash of the figure, so output is reproducible).
+        browser: Chrome/Chromium executable for static formats (default: see :func:`find_browser`).
+
+    Raises:
+        ExportError: no browser for a static format, or kaleido failed (the message says why).
+        InvalidArgumentError: unknown format, or a non-positive size or scale.
+    """
+    if not isinstance(fig, go.Figure):
+        raise InvalidArgumentError(f"fig must be a plotly.graph_objects.Figure; got {type(fig).__name__}.")
+    path = Path(path)
+    fmt = _format_for(path, format)
+    for name, value in (("width", width), ("height", height), ("scale", scale)):
+        if value is not None and not value > 0:
+            raise InvalidArgumentError(f"{name} must be > 0; got {value!r}.")
+    if fmt == "html":
+        data = figure_to_html(fig, div_id=div_id, width=width, height=height).encode("utf-8")
+    else:
+        w = int(width or fig.layout.width or DEFAULT_WIDTH)
+        h = int(height or fig.layout.height or DEFAULT_HEIGHT)
+        data = _render_static(fig, fmt, w, h, scale, find_browser(browser))
+    _write_atomic(path, data)
+    return path

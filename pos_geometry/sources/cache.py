@@ -1,0 +1,253 @@
+"""pos_geometry's own cache of tensors fetched from the Hub by range reads.
+
+A positional table read over HTTP is stored once, so that a second load makes no
+network request. Layout under :func:`cache_dir`::
+
+    hub/<org>--<name>/<commit>/<quoted tensor key>.safetensors   one tensor, as stored
+    hub/<org>--<name>/refs/<quoted revision>                      the commit a revision resolved to
+
+Entries are keyed by the RESOLVED 40-hex commit, never by a branch name, so a
+cached tensor always belongs to one immutable snapshot; ``refs`` only remember
+which commit a name (``main``, ``checkpoint-400``) pointed to when it was fetched.
+
+Each tensor file is a safetensors file holding the tensor under its checkpoint key,
+in its stored dtype, with metadata ``repo_id``, ``commit``, ``key``, ``file``,
+``dtype`` and ``available_keys`` (JSON). Every write goes to a temporary file in the
+same directory followed by ``os.replace``, so a crash leaves either the old state or
+the complete new file, never a partial file under a name that is read back.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import re
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO
+from urllib.parse import quote
+
+from huggingface_hub.errors import HFValidationError
+from huggingface_hub.utils import validate_repo_id
+from safetensors import SafetensorError, safe_open
+from safetensors.torch import save
+
+from pos_geometry.errors import InvalidArgumentError
+from pos_geometry.sources.keys import select_key
+from pos_geometry.sources.tensor_record import TensorRecord, Which, dtype_name
+
+__all__ = [
+    "cache_dir",
+    "cached_ref",
+    "cached_table",
+    "cached_tensor",
+    "clear",
+    "is_commit",
+    "store_ref",
+    "store_tensor",
+]
+
+_COMMIT = re.compile(r"^[0-9a-f]{40}$")
+_SUFFIX = ".safetensors"
+_MAX_NAME = 200
+
+
+def is_commit(revision: str | None) -> bool:
+    """Whether ``revision`` is a full 40-hex commit hash (immutable)."""
+    return revision is not None and _COMMIT.fullmatch(revision) is not None
+
+
+def cache_dir() -> Path:
+    """``$POS_GEOMETRY_CACHE``, else ``$XDG_CACHE_HOME/pos_geometry``, else ``~/.cache/pos_geometry``."""
+    explicit = os.environ.get("POS_GEOMETRY_CACHE")
+    if explicit:
+        return Path(explicit).expanduser()
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    base = Path(xdg).expanduser() if xdg else Path.home() / ".cache"
+    return base / "pos_geometry"
+
+
+def _repo_dir(repo_id: str) -> Path:
+    try:
+        validate_repo_id(repo_id)
+    except HFValidationError as exc:
+        raise InvalidArgumentError(
+            f"{repo_id!r} is not a valid Hugging Face repo id ('name' or 'org/name', letters, digits, "
+            f"'-', '_', '.'): {exc}"
+        ) from None
+    return cache_dir() / "hub" / repo_id.replace("/", "--")
+
+
+def _check_commit(commit: str) -> None:
+    if not is_commit(commit):
+        raise InvalidArgumentError(
+            f"the pos_geometry cache is keyed by resolved commit hashes (40 lowercase hex digits); got "
+            f"{commit!r}. Resolve the revision first (pos_geometry.sources.hub.resolve_commit)."
+        )
+
+
+def _safe_name(text: str) -> str:
+    name = quote(text, safe="-_.+=")
+    if len(name) > _MAX_NAME or name.startswith("."):
+        name = "sha256-" + hashlib.sha256(text.encode()).hexdigest()
+    return name
+
+
+def _tensor_path(repo_id: str, commit: str, key: str) -> Path:
+    _check_commit(commit)
+    return _repo_dir(repo_id) / commit / (_safe_name(key) + _SUFFIX)
+
+
+@contextlib.contextmanager
+def _atomic_writer(path: Path) -> Iterator[IO[bytes]]:
+    """Yield a temp file beside ``path``; on success fsync + ``os.replace`` it onto ``path``.
+
+    On any exception the temp file is removed and ``path`` is left as it was.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.NamedTemporaryFile(dir=path.parent, prefix=".tmp-", suffix=".part", delete=False) as tmp:
+        try:
+            yield tmp
+            tmp.flush()
+            os.fsync(tmp.fileno())
+        except BaseException:
+            _discard(tmp.name)
+            raise
+    try:
+        os.replace(tmp.name, path)
+    except BaseException:
+        _discard(tmp.name)
+        raise
+
+
+def _discard(name: str) -> None:
+    with contextlib.suppress(OSError):
+        os.unlink(name)
+
+
+def _load(path: Path, repo_id: str, commit: str, key: str | None) -> TensorRecord | None:
+    """Read one cached tensor file; ``None`` (and the file removed) if it is not a valid entry."""
+    try:
+        with safe_open(str(path), framework="pt") as fh:
+            meta = fh.metadata() or {}
+            stored = meta.get("key", "")
+            if (
+                (key is not None and stored != key)
+                or meta.get("repo_id") != repo_id
+                or meta.get("commit") != commit
+            ):
+                return None
+            tensor = fh.get_tensor(stored)
+        available = tuple(json.loads(meta.get("available_keys", "[]")))
+    except (SafetensorError, OSError, ValueError):
+        with contextlib.suppress(OSError):
+            path.unlink()  # unreadable: never trusted, refetched next time
+        return None
+    return TensorRecord(
+        tensor=tensor, key=stored, file=meta.get("file", ""), dtype=meta.get("dtype", dtype_name(tensor.dtype)),
+        available_keys=available,
+    )  # fmt: skip
+
+
+def cached_tensor(repo_id: str, commit: str, key: str) -> TensorRecord | None:
+    """The tensor ``key`` of ``repo_id`` at ``commit`` if it was stored before, else ``None``.
+
+    The tensor comes back on CPU in its stored dtype and shape; no network is used.
+    """
+    path = _tensor_path(repo_id, commit, key)
+    return _load(path, repo_id, commit, key) if path.is_file() else None
+
+
+def cached_table(
+    repo_id: str, commit: str, which: Which = "position", key: str | None = None
+) -> TensorRecord | None:
+    """The cached ``which`` table of ``repo_id`` at ``commit`` (or tensor ``key``), else ``None``.
+
+    Without ``key`` the stored keys of that commit are matched with
+    :func:`pos_geometry.sources.keys.select_key` (so a cached ``transformer.wpe.weight``
+    answers ``which="position"``).
+    """
+    if key is not None:
+        return cached_tensor(repo_id, commit, key)
+    _check_commit(commit)
+    folder = _repo_dir(repo_id) / commit
+    if not folder.is_dir():
+        return None
+    found: dict[str, Path] = {}
+    for path in sorted(folder.glob("*" + _SUFFIX)):
+        if path.name.startswith("."):
+            continue  # a temp file left by a crash: never read
+        try:
+            with safe_open(str(path), framework="pt") as fh:
+                stored = (fh.metadata() or {}).get("key")
+        except (SafetensorError, OSError):
+            continue
+        if stored:
+            found[stored] = path
+    if not found:
+        return None
+    try:
+        chosen = select_key(found, which)
+    except LookupError:
+        return None
+    return _load(found[chosen], repo_id, commit, chosen)
+
+
+def store_tensor(repo_id: str, commit: str, record: TensorRecord) -> Path:
+    """Store ``record`` for ``repo_id`` at the resolved ``commit``; returns the file written.
+
+    Atomic: the safetensors bytes go to a temp file in the same directory, which is
+    fsynced and renamed over the final name with ``os.replace``. The stored dtype,
+    key, source file and the checkpoint's other keys are kept in the metadata.
+    """
+    path = _tensor_path(repo_id, commit, record.key)
+    meta = {
+        "repo_id": repo_id,
+        "commit": commit,
+        "key": record.key,
+        "file": record.file,
+        "dtype": record.dtype,
+        "available_keys": json.dumps(list(record.available_keys)),
+    }
+    tensor = record.tensor.detach().to("cpu").contiguous()
+    payload = save({record.key: tensor}, metadata=meta)
+    with _atomic_writer(path) as fh:
+        fh.write(payload)
+    return path
+
+
+def _ref_path(repo_id: str, revision: str) -> Path:
+    if not revision:
+        raise InvalidArgumentError(
+            "a revision name must be a non-empty string, e.g. 'main' or 'checkpoint-400'."
+        )
+    return _repo_dir(repo_id) / "refs" / _safe_name(revision)
+
+
+def cached_ref(repo_id: str, revision: str) -> str | None:
+    """The commit ``revision`` of ``repo_id`` resolved to when last fetched, else ``None``."""
+    path = _ref_path(repo_id, revision)
+    try:
+        commit = path.read_text().strip()
+    except OSError:
+        return None
+    return commit if is_commit(commit) else None
+
+
+def store_ref(repo_id: str, revision: str, commit: str) -> None:
+    """Remember that ``revision`` of ``repo_id`` resolved to ``commit`` (atomic write)."""
+    _check_commit(commit)
+    if revision == commit:
+        return
+    with _atomic_writer(_ref_path(repo_id, revision)) as fh:
+        fh.write(commit.encode())
+
+
+def clear(repo_id: str | None = None) -> None:
+    """Remove the cached entries of ``repo_id`` (or of every repo)."""
+    target = _repo_dir(repo_id) if repo_id is not None else cache_dir() / "hub"
+    shutil.rmtree(target, ignore_errors=True)

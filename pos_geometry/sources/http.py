@@ -1,0 +1,198 @@
+"""A :class:`~pos_geometry.sources.byte_source.ByteSource` over HTTP ``Range`` requests.
+
+:class:`HttpByteSource` lets the checkpoint parsers (safetensors header, PyTorch zip
+central directory) run on a remote file while transferring only the bytes they ask
+for. Requests go through ``huggingface_hub.get_session()`` (the shared ``httpx2``
+client, which honours ``HF_HUB_OFFLINE`` and follows redirects) with the headers
+``huggingface_hub.utils.build_hf_headers()`` builds (user agent, and the saved token
+when the URL is on the Hub).
+
+Every answer is checked: a ranged ``GET`` must come back ``206 Partial Content``
+with a ``Content-Range`` naming exactly the bytes asked for. A server that ignores
+``Range`` and starts sending the whole file with ``200 OK`` is cut off before its
+body is read, and :class:`~pos_geometry.errors.CheckpointFormatError` says so.
+HTTP errors are raised as huggingface_hub's own typed errors (``hf_raise_for_status``)
+so that :mod:`pos_geometry.sources.hub` can turn them into pos_geometry errors
+that name the repository and revision.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlsplit
+
+from huggingface_hub import constants, get_hf_file_metadata
+from huggingface_hub.utils import build_hf_headers, get_session, hf_raise_for_status
+
+from pos_geometry.errors import CheckpointFormatError
+
+__all__ = ["DEFAULT_READAHEAD", "HttpByteSource"]
+
+DEFAULT_READAHEAD = 64 * 1024
+"""Reads shorter than this fetch this many bytes around them."""
+_MAX_WINDOWS = 4  # read-ahead windows kept (a zip's head and tail, a header, a record start)
+
+_CONTENT_RANGE = re.compile(r"^\s*bytes\s+(\d+)-(\d+)/(\d+|\*)\s*$")
+
+
+def _origin(url: str) -> tuple[str, str, int | None]:
+    parts = urlsplit(url)
+    return parts.scheme, (parts.hostname or "").lower(), parts.port
+
+
+@dataclass
+class HttpByteSource:
+    """Random access to a remote file by HTTP ``Range`` requests.
+
+    Args:
+        url: the file's URL (for a Hub file, ``huggingface_hub.hf_hub_url(repo, filename, revision=commit)``,
+            or the ``location`` of its ``get_hf_file_metadata``).
+        name: used in error messages (default: the URL).
+        size: the file size in bytes; when 0 it is fetched with one ``HEAD`` request
+            (``huggingface_hub.get_hf_file_metadata``).
+        headers: extra request headers; the default is ``build_hf_headers()``, which carries the saved
+            Hugging Face token. The token is only sent to the Hub endpoint's own origin.
+        readahead: a read shorter than this fetches a window of ``readahead`` bytes around it (forward,
+            or backward when the read is near the end of the file, as for a zip's central directory)
+            and keeps it, so the small header reads of a parser cost one request. Reads at least this
+            long fetch exactly the bytes asked for. The last few windows are kept, so a parser
+            that returns to the start of the file after reading its end costs no extra request.
+        timeout: seconds to wait for the server (``None`` = huggingface_hub's download timeout).
+
+    ``bytes_read`` counts the body bytes received (read-ahead included); ``requests`` counts the
+    ranged ``GET`` requests made.
+    """
+
+    url: str
+    name: str = ""
+    size: int = 0
+    headers: dict[str, str] | None = None
+    readahead: int = DEFAULT_READAHEAD
+    timeout: float | None = None
+    bytes_read: int = field(default=0)
+    requests: int = field(default=0)
+    _windows: list[tuple[int, bytes]] = field(default_factory=list, repr=False)
+
+    def __post_init__(self) -> None:
+        self.name = self.name or self.url
+        if self.headers is None:
+            same_hub = _origin(self.url) == _origin(constants.ENDPOINT)
+            self.headers = build_hf_headers(token=None if same_hub else False)
+        if self.timeout is None:
+            self.timeout = float(constants.HF_HUB_DOWNLOAD_TIMEOUT)
+        if self.size <= 0:
+            meta = get_hf_file_metadata(self.url, headers=self.headers, timeout=self.timeout)
+            if meta.size is None:
+                raise CheckpointFormatError(
+                    f"{self.name!r}: the server did not report the file size (no Content-Length on HEAD), "
+                    "so it cannot be read by byte ranges. Download the file and read it locally instead."
+                )
+            self.size = int(meta.size)
+
+    # -- ByteSource -------------------------------------------------------------------------------
+    def read(self, offset: int, length: int) -> bytes:
+        """Return ``length`` bytes at ``offset``, fetching only what the read-ahead window lacks."""
+        if offset < 0 or length < 0 or offset + length > self.size:
+            raise CheckpointFormatError(
+                f"{self.name!r} is truncated or corrupted: a read of {length} bytes at offset {offset} "
+                f"goes past its end ({self.size} bytes)."
+            )
+        end = offset + length
+        parts: list[bytes] = []
+        pos = offset
+        while pos < end:
+            window = next(((ws, w) for ws, w in self._windows if ws <= pos < ws + len(w)), None)
+            if window is not None:
+                ws, w = window
+                take = min(end, ws + len(w)) - pos
+                parts.append(w[pos - ws : pos - ws + take])
+                pos += take
+                continue
+            need = end - pos
+            if need >= self.readahead:
+                parts.append(self._fetch(pos, need))
+                break
+            f_end = min(self.size, pos + self.readahead)
+            f_start = max(0, min(pos, f_end - self.readahead))
+            data = self._fetch(f_start, f_end - f_start)
+            self._windows = [*self._windows[-(_MAX_WINDOWS - 1) :], (f_start, data)]
+            parts.append(data[pos - f_start : pos - f_start + need])
+            pos = end
+        return b"".join(parts)
+
+    # -- one ranged GET ---------------------------------------------------------------------------
+    def _fetch(self, start: int, length: int) -> bytes:
+        """``GET`` bytes ``[start, start + length)``; validates status, Content-Range and body length."""
+        if length == 0:
+            return b""
+        last = start + length - 1
+        headers: dict[str, Any] = {
+            **(self.headers or {}),
+            "Range": f"bytes={start}-{last}",
+            "Accept-Encoding": "identity",
+        }
+        self.requests += 1
+        with get_session().stream("GET", self.url, headers=headers, timeout=self.timeout) as response:
+            if response.status_code == 200:
+                # The server ignored Range and is sending the whole file: leave without reading the body
+                # (closing the stream drops the connection).
+                raise CheckpointFormatError(
+                    f"{self.name!r}: the server ignored the HTTP Range request for bytes {start}-{last} and "
+                    f"answered 200 OK with the whole file ({response.headers.get('Content-Length', 'unknown')} "
+                    "bytes); the transfer was stopped before its body was read. pos_geometry reads only the "
+                    "bytes it needs, so it requires a server that honours Range requests (the Hugging Face "
+                    "Hub does). Check HF_ENDPOINT and any proxy in between, or download the file and load "
+                    "it with read_local()."
+                )
+            if response.status_code == 416:
+                raise CheckpointFormatError(
+                    f"{self.name!r}: the server refused the range bytes {start}-{last} (416); the remote "
+                    f"file is not the {self.size} bytes it was announced to be. It may have changed: retry."
+                )
+            if response.status_code >= 400:
+                response.read()
+                hf_raise_for_status(response)
+            if response.status_code != 206:
+                raise CheckpointFormatError(
+                    f"{self.name!r}: expected 206 Partial Content for bytes {start}-{last}, got "
+                    f"{response.status_code}. Check HF_ENDPOINT and any proxy in between."
+                )
+            self._check_content_range(response.headers.get("Content-Range"), start, last)
+            chunks: list[bytes] = []
+            received = 0
+            for chunk in response.iter_bytes():
+                received += len(chunk)
+                if received > length:
+                    raise CheckpointFormatError(
+                        f"{self.name!r}: the server sent more than the {length} bytes asked for "
+                        f"(bytes {start}-{last}); the transfer was stopped."
+                    )
+                chunks.append(chunk)
+        self.bytes_read += received
+        if received != length:
+            raise CheckpointFormatError(
+                f"{self.name!r}: the connection ended after {received} of the {length} bytes asked for "
+                f"(bytes {start}-{last}). Retry; if it persists, check the network or proxy."
+            )
+        return b"".join(chunks)
+
+    def _check_content_range(self, header: str | None, start: int, last: int) -> None:
+        match = _CONTENT_RANGE.match(header or "")
+        if match is None:
+            raise CheckpointFormatError(
+                f"{self.name!r}: a 206 answer for bytes {start}-{last} carried no valid Content-Range "
+                f"header (got {header!r}); the bytes cannot be trusted. Check HF_ENDPOINT and any proxy."
+            )
+        first, final, total = int(match[1]), int(match[2]), match[3]
+        if (first, final) != (start, last):
+            raise CheckpointFormatError(
+                f"{self.name!r}: asked for bytes {start}-{last}, the server answered bytes {first}-{final} "
+                f"(Content-Range {header!r}); refusing bytes at the wrong offset."
+            )
+        if total != "*" and int(total) != self.size:
+            raise CheckpointFormatError(
+                f"{self.name!r}: the file is now {total} bytes, not the {self.size} announced when it was "
+                "opened; it changed on the server while being read. Retry."
+            )

@@ -1,0 +1,312 @@
+"""Read one tensor (the positional table) from a Hugging Face Hub repo, fetching only its bytes.
+
+:func:`read_hub_tensor` looks in this order, stopping at the first hit:
+
+1. pos_geometry's own cache (:mod:`pos_geometry.sources.cache`), keyed by resolved commit;
+2. weight files already in the Hugging Face cache (:mod:`pos_geometry.sources.hf_cache`),
+   read lazily from disk;
+3. the network: the repo's file list at that revision (one ``model_info`` call, which also
+   resolves the commit), then for ``model.safetensors`` the header and the tensor's byte
+   range; for an index, the (small) index json then the shard's header and the tensor's
+   range; for ``pytorch_model.bin``, the zip central directory, ``data.pkl`` and the one
+   storage record. The tensor is then stored in the pos_geometry cache, so a second call
+   makes no request.
+
+Offline (``HF_HUB_OFFLINE=1`` as ``huggingface_hub.constants`` sees it, or
+``POS_GEOMETRY_OFFLINE=1``) only steps 1 and 2 run. All endpoint, auth and cache
+handling is huggingface_hub's (``HfApi``, ``hf_hub_url``, ``get_hf_file_metadata``,
+``hf_hub_download``); its errors become pos_geometry errors naming the repo, the
+revision and the fix.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import os
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx2
+from huggingface_hub import HfApi, constants, get_hf_file_metadata, hf_hub_download, hf_hub_url
+from huggingface_hub import errors as hf_errors
+from huggingface_hub.utils import validate_repo_id
+
+from pos_geometry.errors import (
+    CheckpointFormatError,
+    NotCachedError,
+    RevisionNotFoundError,
+    UnknownModelError,
+)
+from pos_geometry.sources.cache import cache_dir, cached_ref, cached_table, is_commit, store_ref, store_tensor
+from pos_geometry.sources.hf_cache import hf_cached_ref, hf_cached_revisions, read_from_hf_cache
+from pos_geometry.sources.http import HttpByteSource
+from pos_geometry.sources.local import read_checkpoint_tensor
+from pos_geometry.sources.sharded import INDEX_SUFFIX, WEIGHT_FILES, parse_index, shard_for
+from pos_geometry.sources.tensor_record import TensorRecord, Which, check_which
+
+__all__ = ["is_offline", "resolve_commit", "read_config", "read_hub_tensor"]
+
+_TRUE = {"1", "on", "yes", "true"}
+_MAX_LISTED = 20
+
+
+def is_offline() -> bool:
+    """``HF_HUB_OFFLINE`` as ``huggingface_hub.constants`` sees it, or ``$POS_GEOMETRY_OFFLINE`` set true."""
+    env = os.environ.get("POS_GEOMETRY_OFFLINE", "").strip().lower() in _TRUE
+    return env or bool(constants.is_offline_mode())
+
+
+def _where(repo_id: str, revision: str | None) -> str:
+    return f"{repo_id!r} at revision {revision or 'main'!r}"
+
+
+def _fetch_hint(repo_id: str, revision: str | None, files: str = "config.json model.safetensors") -> str:
+    rev = f" --revision {revision}" if revision and revision != "main" else ""
+    return (
+        f"Run once with network access (unset HF_HUB_OFFLINE / POS_GEOMETRY_OFFLINE) to fetch and cache it, "
+        f"or download the files beforehand: `hf download {repo_id} {files}{rev}` "
+        "(use pytorch_model.bin for repos without safetensors)."
+    )
+
+
+def _listing(names: list[str] | tuple[str, ...]) -> str:
+    shown = ", ".join(names[:_MAX_LISTED])
+    return shown + (f", ... ({len(names) - _MAX_LISTED} more)" if len(names) > _MAX_LISTED else "")
+
+
+def _known_revisions(repo_id: str) -> str:
+    """The repo's branches and tags, from one API call (best effort; '' when unknown)."""
+    try:
+        refs = HfApi().list_repo_refs(repo_id)
+    except (hf_errors.HfHubHTTPError, httpx2.HTTPError, OSError, ValueError, KeyError):
+        return ""
+    names = [r.name for r in refs.branches] + [r.name for r in refs.tags]
+    return f" It has {len(names)} branches/tags: {_listing(sorted(names))}." if names else ""
+
+
+@contextlib.contextmanager
+def _hub_errors(repo_id: str, revision: str | None, what: str = "") -> Iterator[None]:
+    """Turn huggingface_hub / httpx2 errors raised inside into pos_geometry errors."""
+    where = _where(repo_id, revision)
+    item = f" ({what})" if what else ""
+    try:
+        yield
+    except hf_errors.HFValidationError as exc:
+        raise UnknownModelError(
+            f"{repo_id!r} is not a valid Hugging Face repo id ({exc}). Use 'org/name' as on huggingface.co, "
+            "or a model-table name, or a local path.",
+            name=repo_id,
+        ) from None
+    except hf_errors.GatedRepoError:
+        raise UnknownModelError(
+            f"{repo_id!r} is gated on {constants.ENDPOINT}: accept its terms on the model page and log in "
+            "(`hf auth login` or HF_TOKEN), then retry.",
+            name=repo_id,
+        ) from None
+    except hf_errors.RepositoryNotFoundError:
+        raise UnknownModelError(
+            f"No model repository {repo_id!r} on {constants.ENDPOINT} (or it is private and no valid token was "
+            "sent). Check the spelling ('org/name'); for a private repo log in with `hf auth login` or set HF_TOKEN.",
+            name=repo_id,
+        ) from None
+    except hf_errors.RevisionNotFoundError:
+        raise RevisionNotFoundError(
+            f"{repo_id!r} has no revision {revision!r} on {constants.ENDPOINT}.{_known_revisions(repo_id)} "
+            "Pass an existing branch, tag or commit hash as revision= (e.g. 'main', 'checkpoint-400', 'step1000')."
+        ) from None
+    except hf_errors.RemoteEntryNotFoundError:
+        raise CheckpointFormatError(
+            f"{where} has no file{item}; the repo listing and its files disagree or the file was removed. "
+            "Retry, or pass another revision."
+        ) from None
+    except (hf_errors.LocalEntryNotFoundError, hf_errors.OfflineModeIsEnabled):
+        raise NotCachedError(
+            f"{where}{item} is not in the local caches and the Hub cannot be reached (offline mode or no "
+            f"connection). {_fetch_hint(repo_id, revision)}"
+        ) from None
+    except (httpx2.TransportError, hf_errors.FileMetadataError) as exc:
+        raise NotCachedError(
+            f"Could not reach {constants.ENDPOINT} for {where}{item} ({type(exc).__name__}: {exc}) and it is "
+            "not cached. Check the connection and HF_ENDPOINT, then retry. " + _fetch_hint(repo_id, revision)
+        ) from None
+    except hf_errors.HfHubHTTPError as exc:
+        status = exc.response.status_code if exc.response is not None else "?"
+        raise NotCachedError(
+            f"{constants.ENDPOINT} answered HTTP {status} for {where}{item} and it is not cached: "
+            f"{str(exc).splitlines()[0]}. Retry later; if the repo is private, log in (`hf auth login`)."
+        ) from None
+
+
+def _check_repo_id(repo_id: str) -> None:
+    with _hub_errors(repo_id, None):
+        validate_repo_id(repo_id)
+
+
+def _model_info(repo_id: str, revision: str) -> tuple[str, tuple[str, ...]]:
+    """(commit, repo-relative filenames) of ``repo_id`` at ``revision``: one API request."""
+    with _hub_errors(repo_id, revision, "model info"):
+        info = HfApi().model_info(repo_id, revision=revision)
+    if not is_commit(info.sha):
+        raise CheckpointFormatError(
+            f"{constants.ENDPOINT} returned no commit hash (sha={info.sha!r}) for {_where(repo_id, revision)}; "
+            "HF_ENDPOINT does not look like a Hugging Face Hub. Check it."
+        )
+    return str(info.sha), tuple(s.rfilename for s in (info.siblings or ()))
+
+
+def _local_commit(repo_id: str, revision: str) -> str | None:
+    if is_commit(revision):
+        return revision
+    return cached_ref(repo_id, revision) or hf_cached_ref(repo_id, revision)
+
+
+def resolve_commit(repo_id: str, revision: str | None = None) -> str:
+    """The 40-hex commit that ``revision`` (default ``"main"``; a branch, tag, ``checkpoint-N``,
+    ``stepN`` or commit) of ``repo_id`` points to.
+
+    Online this asks the Hub (one ``model_info`` request; a commit hash is returned as is).
+    Offline it reads the HF cache's ``refs/<revision>``, then pos_geometry's own ref index.
+
+    Raises:
+        UnknownModelError: no such repo (or private without a token).
+        RevisionNotFoundError: the repo has no such revision (the message lists those it has).
+        NotCachedError: offline (or the Hub unreachable) and the revision was never resolved here.
+    """
+    _check_repo_id(repo_id)
+    rev = revision or constants.DEFAULT_REVISION
+    if is_commit(rev):
+        return rev
+    if is_offline():
+        commit = hf_cached_ref(repo_id, rev) or cached_ref(repo_id, rev)
+        if commit is None:
+            known = sorted(set(hf_cached_revisions(repo_id)))
+            have = f" Cached revisions: {_listing(known)}." if known else ""
+            raise NotCachedError(
+                f"Offline, and revision {rev!r} of {repo_id!r} was never resolved on this machine "
+                f"(no refs/{rev} in {constants.HF_HUB_CACHE} nor in the pos_geometry cache).{have} "
+                + _fetch_hint(repo_id, rev)
+            )
+        return commit
+    return _model_info(repo_id, rev)[0]
+
+
+def read_config(repo_id: str, revision: str | None = None) -> tuple[dict, str]:
+    """``(config.json contents, commit)`` of ``repo_id`` at ``revision``, via the HF cache.
+
+    Uses ``hf_hub_download`` (so it is cached like any HF download and works offline once
+    fetched); reads nothing but ``config.json``.
+    """
+    _check_repo_id(repo_id)
+    rev = revision or constants.DEFAULT_REVISION
+    with _hub_errors(repo_id, rev, "config.json"):
+        path = Path(hf_hub_download(repo_id, "config.json", revision=rev, local_files_only=is_offline()))
+    commit = path.parent.name if is_commit(path.parent.name) else resolve_commit(repo_id, rev)
+    try:
+        config = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise CheckpointFormatError(
+            f"config.json of {_where(repo_id, rev)} is not valid JSON ({exc}); delete {path} and retry."
+        ) from None
+    if not isinstance(config, dict):
+        raise CheckpointFormatError(
+            f"config.json of {_where(repo_id, rev)} must be a JSON object; got a {type(config).__name__}."
+        )
+    return config, commit
+
+
+def _remote_source(repo_id: str, commit: str, filename: str) -> HttpByteSource:
+    """An :class:`HttpByteSource` on ``filename`` at ``commit`` (one HEAD for size and location)."""
+    meta = get_hf_file_metadata(hf_hub_url(repo_id, filename, revision=commit))
+    if meta.size is None:
+        raise CheckpointFormatError(
+            f"{constants.ENDPOINT} did not report the size of {filename} in {repo_id!r}@{commit[:10]}; it "
+            "cannot be read by byte ranges. Download it with `hf download` and load the local file."
+        )
+    return HttpByteSource(meta.location, name=f"{repo_id}@{commit[:10]}/{filename}", size=int(meta.size))
+
+
+def _read_remote(
+    repo_id: str, revision: str, commit: str, files: tuple[str, ...], which: Which, key: str | None
+) -> TensorRecord:
+    """Read the table over HTTP from the first weight file of ``files`` (see module docstring)."""
+    present = [name for name in WEIGHT_FILES if name in files]
+    if not present:
+        raise CheckpointFormatError(
+            f"{_where(repo_id, revision)} (commit {commit[:10]}) has none of the weight files "
+            f"{', '.join(WEIGHT_FILES)}; it has: {_listing(sorted(files)) or 'no files'}. Pass another "
+            "revision, or download a checkpoint and load it with read_local()."
+        )
+    name, wanted = present[0], key
+    with _hub_errors(repo_id, revision, name):
+        if name.endswith(INDEX_SUFFIX):
+            index_path = hf_hub_download(repo_id, name, revision=commit)
+            source = f"{repo_id}@{commit[:10]}/{name}"
+            wanted, name = shard_for(parse_index(Path(index_path).read_bytes(), source), which, key, source)
+        src = _remote_source(repo_id, commit, name)
+        record = read_checkpoint_tensor(src, which=which, key=wanted)
+    return dataclasses.replace(record, file=name)
+
+
+def read_hub_tensor(
+    repo_id: str, *, revision: str | None = None, which: Which = "position", key: str | None = None
+) -> tuple[TensorRecord, str]:
+    """``(record, commit)``: the ``which`` table (or tensor ``key``) of ``repo_id`` at ``revision``.
+
+    ``record.tensor`` is on CPU in the stored dtype and shape (e.g. ``(1024, 768)`` float32 for
+    GPT-2's ``transformer.wpe.weight``); ``record.file`` is the repo-relative file it came from.
+    Looks in the pos_geometry cache, then the HF cache, then reads only the needed bytes from
+    the Hub and caches them (see the module docstring).
+
+    A branch name resolved before is remembered: the second call makes no request, even if the
+    branch moved since. Pass a commit hash, or clear the cache, to pick up a newer commit.
+
+    Raises:
+        UnknownModelError, RevisionNotFoundError: see :func:`resolve_commit`.
+        NotCachedError: offline (or the Hub unreachable) and not cached; says how to fetch it.
+        MissingTensorError: the checkpoint holds no such table (lists its keys).
+        CheckpointFormatError: the repo has no weight file, or a file is malformed, or the server
+            does not honour HTTP Range requests.
+    """
+    check_which(which)
+    _check_repo_id(repo_id)
+    rev = revision or constants.DEFAULT_REVISION
+    commit = _local_commit(repo_id, rev)
+    if commit is not None:
+        hit = cached_table(repo_id, commit, which, key) or read_from_hf_cache(repo_id, commit, which, key)
+        if hit is not None:
+            return hit, commit
+    if is_offline():
+        known = f" (revision {rev!r} resolves to {commit[:10]} locally)" if commit else ""
+        raise NotCachedError(
+            f"Offline, and the {which} table of {_where(repo_id, rev)} is in neither the pos_geometry cache "
+            f"nor the HF cache{known}. " + _fetch_hint(repo_id, rev)
+        )
+    remote_commit, files = _model_info(repo_id, rev)
+    if remote_commit != commit:
+        hit = cached_table(repo_id, remote_commit, which, key) or read_from_hf_cache(
+            repo_id, remote_commit, which, key
+        )
+        if hit is not None:
+            _remember(repo_id, rev, remote_commit, None)
+            return hit, remote_commit
+    record = _read_remote(repo_id, rev, remote_commit, files, which, key)
+    _remember(repo_id, rev, remote_commit, record)
+    return record, remote_commit
+
+
+def _remember(repo_id: str, revision: str, commit: str, record: TensorRecord | None) -> None:
+    """Cache the tensor and the ref; a cache that cannot be written only costs a warning."""
+    try:
+        if record is not None:
+            store_tensor(repo_id, commit, record)
+        store_ref(repo_id, revision, commit)
+    except OSError as exc:
+        warnings.warn(
+            f"pos_geometry could not write its cache under {cache_dir()} ({exc}); {repo_id!r} will be "
+            "fetched again next time. Set POS_GEOMETRY_CACHE to a writable directory.",
+            RuntimeWarning,
+            stacklevel=3,
+        )

@@ -1,0 +1,34 @@
+"""Shared fixtures: the real tables in ../shared/data/real (skipped with a reason when absent)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+REAL_DATA_DIR = REPO_ROOT.parent / "shared" / "data" / "real"
+
+
+@pytest.fixture(scope="session")
+def real_data_dir() -> Path:
+    """``../shared/data/real`` beside the checkout; skips when it is not there."""
+    if not (REAL_DATA_DIR / "gpt2_small_wpe.npy").is_file():
+        pytest.skip(
+            f"real pretrained tables not found at {REAL_DATA_DIR} (they live in ../shared/data/real "
+            "beside the checkout and are never copied into the repository)"
+        )
+    return REAL_DATA_DIR
+
+
+@pytest.fixture(scope="session")
+def gpt2_wpe(real_data_dir: Path) -> np.ndarray:
+    """GPT-2 small's learned positional table, ``(1024, 768)`` float32."""
+    return np.load(real_data_dir / "gpt2_small_wpe.npy")
+
+
+@pytest.fixture(scope="session")
+def gpt1_positions(real_data_dir: Path) -> np.ndarray:
+    """GPT-1's learned positional table, ``(512, 768)`` float32."""
+    return np.load(real_data_dir / "gpt1_openai_positions_embed.npy")

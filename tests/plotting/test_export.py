@@ -1,0 +1,165 @@
+"""save_figure: offline reproducible HTML, PNG/SVG through kaleido + Chromium, clear errors."""
+
+from __future__ import annotations
+
+import re
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import numpy as np
+import plotly.graph_objects as go
+import pytest
+
+from pos_geometry.errors import ExportError, InvalidArgumentError
+from pos_geometry.plotting import export
+from pos_geometry.plotting.export import LINKED_SCENES_META, find_browser, save_figure
+
+
+def _helix_figure(n: int = 120) -> go.Figure:
+    t = np.linspace(0, 4 * np.pi, n)
+    return go.Figure(
+        go.Scatter3d(
+            x=np.cos(t),
+            y=np.sin(t),
+            z=t,
+            mode="markers",
+            marker={"color": t, "colorbar": {"title": "position"}},
+        ),
+        layout={"title": {"text": "synthetic helix"}},
+    )
+
+
+def _line_figure() -> go.Figure:
+    return go.Figure(
+        go.Scatter(x=[0, 1, 2, 3], y=[0, 3, 1, 2], mode="lines+markers"), layout={"title": "line"}
+    )
+
+
+# --- HTML -----------------------------------------------------------------------------------------
+def test_html_is_standalone_offline_and_reproducible(tmp_path: Path) -> None:
+    fig = _helix_figure()
+    a = save_figure(fig, tmp_path / "a.html")
+    b = save_figure(fig, tmp_path / "b.html")
+    text = a.read_text(encoding="utf-8")
+    # plotly.js is inlined (the bundle is megabytes), nothing is fetched from the network
+    assert a.stat().st_size > 1_000_000
+    assert not re.search(r"<script[^>]+src=", text), "an external script would break offline use"
+    assert "cdn.plot.ly" not in re.sub(r"<script[^>]*>.*?</script>", "", text, flags=re.S)
+    assert "MathJax.Hub" not in text and "mathjax" not in text.split("<body>")[0].lower()
+    # deterministic div id -> identical files for identical figures
+    assert a.read_bytes() == b.read_bytes()
+    ids = set(re.findall(r'<div id="([^"]+)" class="plotly-graph-div', text))
+    assert len(ids) == 1 and next(iter(ids)).startswith("pos-geometry-")
+    # a different figure gets a different id
+    other = save_figure(_line_figure(), tmp_path / "c.html").read_text(encoding="utf-8")
+    assert next(iter(ids)) not in other
+    # nothing but the outputs is left behind (atomic write via a temporary file)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.html", "b.html", "c.html"]
+
+
+def test_html_explicit_div_id_and_size(tmp_path: Path) -> None:
+    out = save_figure(_line_figure(), tmp_path / "fig.htm", div_id="my-plot", width=640, height=480)
+    text = out.read_text(encoding="utf-8")
+    assert '<div id="my-plot"' in text
+    assert "height:480px; width:640px" in text
+
+
+def test_linked_scene_meta_adds_camera_sync_script(tmp_path: Path) -> None:
+    fig = _helix_figure()
+    plain = save_figure(fig, tmp_path / "plain.html").read_text(encoding="utf-8")
+    fig.update_layout(meta={LINKED_SCENES_META: ["scene", "scene2"]})
+    linked = save_figure(fig, tmp_path / "linked.html").read_text(encoding="utf-8")
+    assert "gd.on('plotly_relayout', sync)" not in plain
+    assert '["scene", "scene2"]' in linked and "gd.on('plotly_relayout', sync)" in linked
+
+
+def test_format_errors(tmp_path: Path) -> None:
+    with pytest.raises(InvalidArgumentError, match=r"suffix '\.txt'"):
+        save_figure(_line_figure(), tmp_path / "fig.txt")
+    with pytest.raises(InvalidArgumentError, match="format must be one of"):
+        save_figure(_line_figure(), tmp_path / "fig.png", format="bmp")
+    with pytest.raises(InvalidArgumentError, match="scale must be > 0"):
+        save_figure(_line_figure(), tmp_path / "fig.png", scale=0)
+    with pytest.raises(InvalidArgumentError, match=r"plotly\.graph_objects\.Figure"):
+        save_figure({"data": []}, tmp_path / "fig.html")  # type: ignore[arg-type]
+    assert list(tmp_path.iterdir()) == []
+
+
+# --- missing or failing browser --------------------------------------------------------------------
+def test_missing_browser_argument_raises_export_error_with_install_hint(tmp_path: Path) -> None:
+    with pytest.raises(ExportError, match=r"apt-get install -y chromium") as info:
+        save_figure(_line_figure(), tmp_path / "fig.png", browser=tmp_path / "no-such-chromium")
+    assert "no-such-chromium" in str(info.value) and "plotly_get_chrome" in str(info.value)
+    assert info.value.__cause__ is None and info.value.__suppress_context__ is False
+    assert not (tmp_path / "fig.png").exists()
+
+
+def test_browser_path_env_pointing_nowhere_raises(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("BROWSER_PATH", str(tmp_path / "missing" / "chrome"))
+    with pytest.raises(ExportError, match=r"BROWSER_PATH=.*missing.*apt-get install -y chromium"):
+        save_figure(_line_figure(), tmp_path / "fig.svg")
+
+
+def test_no_browser_anywhere_raises(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.delenv("BROWSER_PATH", raising=False)
+    monkeypatch.setattr(export, "DEBIAN_CHROMIUM", str(tmp_path / "usr-bin-chromium"))
+    monkeypatch.setattr(export.shutil, "which", lambda name: None)
+    from choreographer.browsers import chromium as choreo_chromium
+
+    monkeypatch.setattr(choreo_chromium.Chromium, "find_browser", classmethod(lambda cls, **kw: None))
+    with pytest.raises(ExportError, match=r"no Chrome or Chromium found.*apt-get install -y chromium"):
+        find_browser()
+
+
+def test_kaleido_failure_is_wrapped(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    import kaleido
+
+    fake_browser = tmp_path / "chromium"
+    fake_browser.write_text("#!/bin/sh\nexit 1\n")
+    fake_browser.chmod(0o755)
+
+    def boom(*args, **kwargs):
+        raise RuntimeError("renderer crashed")
+
+    monkeypatch.setattr(kaleido, "calc_fig_sync", boom)
+    with pytest.raises(
+        ExportError, match=r"kaleido failed to render the figure as png.*renderer crashed"
+    ) as info:
+        save_figure(_line_figure(), tmp_path / "fig.png", browser=fake_browser)
+    assert isinstance(info.value.__cause__, RuntimeError)
+    assert not (tmp_path / "fig.png").exists()
+
+
+# --- real rendering through Chromium ---------------------------------------------------------------
+@pytest.mark.browser
+def test_png_export_has_requested_size_and_is_not_blank(chromium: str, tmp_path: Path, png_pixels) -> None:
+    out = save_figure(_line_figure(), tmp_path / "fig.png", width=320, height=240, scale=2, browser=chromium)
+    pixels = png_pixels(out.read_bytes())
+    assert pixels.shape[:2] == (480, 640)  # height*scale, width*scale
+    rgb = pixels[..., :3].reshape(-1, 3)
+    background = np.all(rgb == rgb[0], axis=1).mean()
+    assert len(np.unique(rgb, axis=0)) > 20, "a rendered plot has lines, text and antialiasing"
+    assert 0.5 < background < 0.99, f"fraction of background pixels {background:.3f}"
+
+
+@pytest.mark.browser
+def test_svg_export_parses_as_xml(chromium: str, tmp_path: Path) -> None:
+    out = save_figure(_line_figure(), tmp_path / "fig.svg", width=400, height=300)
+    root = ET.parse(out).getroot()
+    assert root.tag == "{http://www.w3.org/2000/svg}svg"
+    assert float(root.get("width")) == 400 and float(root.get("height")) == 300
+    texts = "".join(t.text or "" for t in root.iter("{http://www.w3.org/2000/svg}text"))
+    assert "line" in texts  # the title made it into the drawing
+
+
+@pytest.mark.browser
+@pytest.mark.slow
+def test_html_renders_in_chromium(tmp_path: Path, browser_probe) -> None:
+    out = save_figure(_helix_figure(), tmp_path / "helix.html")
+    report = browser_probe(out)
+    assert report["errors"] == []
+    assert report["roots"] == 1 and report["main_svg"] >= 1
+    assert report["canvases"] >= 1, "a 3D scene draws into a WebGL canvas"
+    assert "WebGL is not supported" not in report["text"]
+    shot = report["screenshot"][..., :3].reshape(-1, 3)
+    assert len(np.unique(shot, axis=0)) > 50, "screenshot is blank"

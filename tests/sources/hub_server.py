@@ -1,0 +1,357 @@
+"""A Hugging Face Hub-compatible HTTP server on 127.0.0.1, for tests.
+
+It serves repos built from files on disk and implements exactly the endpoints
+huggingface_hub 2.4 calls for what pos_geometry uses:
+
+* ``GET /api/models/{org}/{name}/revision/{rev}``  -> ``{"id", "sha", "siblings": [{"rfilename"}]}``
+  (``HfApi.model_info``);
+* ``GET /api/models/{org}/{name}/refs``            -> ``{"branches", "tags", "converts"}``
+  (``HfApi.list_repo_refs``);
+* ``HEAD`` / ``GET /{org}/{name}/resolve/{rev}/{filename}`` with ``X-Repo-Commit``, ``ETag``,
+  ``Content-Length``, ``Accept-Ranges`` and ``Range`` support (206 + ``Content-Range``; 416 when
+  unsatisfiable) — ``get_hf_file_metadata``, ``hf_hub_download`` and range reads;
+* optionally (``lfs_redirect``) ``/resolve`` of a weight file answers ``302`` to ``/cdn/{etag}``
+  with ``X-Linked-Size``/``X-Linked-Etag``, as the Hub does for large (LFS) files;
+* errors: 404 with ``X-Error-Code: RepoNotFound`` / ``RevisionNotFound`` / ``EntryNotFound``,
+  which ``hf_raise_for_status`` turns into the matching huggingface_hub exceptions.
+
+Every request is logged with the bytes written to the socket (status line, headers and
+body), so tests measure the real transfer independently of the client's own counters.
+``ignore_range = True`` makes it behave like a server that ignores ``Range`` (200 + whole body).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import sys
+import threading
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from urllib.parse import unquote, urlsplit
+
+_CHUNK = 64 * 1024
+_RANGE = re.compile(r"^bytes=(\d*)-(\d*)$")
+
+
+@dataclass
+class LoggedRequest:
+    """One request as the server saw it."""
+
+    method: str
+    path: str
+    status: int = 0
+    range: str | None = None
+    bytes_sent: int = 0  # everything written to the socket for this request (headers + body)
+    body_bytes: int = 0
+    aborted: bool = False  # the client closed the connection before the body was fully sent
+
+
+@dataclass
+class _Repo:
+    refs: dict[str, str] = field(default_factory=dict)  # branch/tag -> commit
+    commits: dict[str, dict[str, Path]] = field(default_factory=dict)  # commit -> filename -> file
+
+
+def _etag(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+class _CountingWriter:
+    def __init__(self, inner) -> None:
+        self.inner = inner
+        self.count = 0
+
+    def write(self, data: bytes) -> int:
+        n = self.inner.write(data)
+        self.count += len(data)
+        return n
+
+    def flush(self) -> None:
+        self.inner.flush()
+
+    def __getattr__(self, name: str):  # closed, close, fileno, ...
+        return getattr(self.inner, name)
+
+
+class _QuietServer(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request, client_address) -> None:
+        """A client hanging up (as a range reader does on a 200) is expected, not an error."""
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
+
+
+class HubServer:
+    """Start with :meth:`start` (or use as a context manager); ``url`` is the endpoint for HF_ENDPOINT."""
+
+    def __init__(self) -> None:
+        self.repos: dict[str, _Repo] = {}
+        self.log: list[LoggedRequest] = []
+        self.ignore_range = False
+        self.lfs_redirect = False
+        self._etags: dict[Path, str] = {}
+        self._lock = threading.Lock()
+        self._httpd: ThreadingHTTPServer | None = None
+
+    # -- content --------------------------------------------------------------------------------
+    def add_revision(self, repo_id: str, files: dict[str, Path], *, refs: tuple[str, ...] = ("main",)) -> str:
+        """Serve ``files`` (repo-relative name -> path) as a new commit of ``repo_id``; returns its hash.
+
+        ``refs`` are the branch names pointing to it.
+        """
+        repo = self.repos.setdefault(repo_id, _Repo())
+        files = {name: Path(p) for name, p in files.items()}
+        for p in files.values():
+            if p not in self._etags:
+                self._etags[p] = _etag(p)
+        listing = json.dumps([*sorted((n, self._etags[p]) for n, p in files.items()), repo_id, *refs])
+        commit = hashlib.sha1(listing.encode()).hexdigest()
+        repo.commits[commit] = files
+        for ref in refs:
+            repo.refs[ref] = commit
+        return commit
+
+    # -- log ------------------------------------------------------------------------------------
+    def clear_log(self) -> None:
+        with self._lock:
+            self.log.clear()
+
+    @property
+    def bytes_sent(self) -> int:
+        with self._lock:
+            return sum(r.bytes_sent for r in self.log)
+
+    def requests(self) -> list[LoggedRequest]:
+        with self._lock:
+            return list(self.log)
+
+    # -- lifecycle ------------------------------------------------------------------------------
+    def start(self) -> HubServer:
+        server = self
+
+        class Handler(_Handler):
+            hub = server
+
+        self._httpd = _QuietServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self._httpd.serve_forever, daemon=True).start()
+        return self
+
+    def stop(self) -> None:
+        if self._httpd is not None:
+            self._httpd.shutdown()
+            self._httpd.server_close()
+            self._httpd = None
+
+    @property
+    def url(self) -> str:
+        assert self._httpd is not None, "server not started"
+        return f"http://127.0.0.1:{self._httpd.server_address[1]}"
+
+    def __enter__(self) -> HubServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # -- resolution -----------------------------------------------------------------------------
+    def _resolve(self, repo_id: str, rev: str) -> tuple[_Repo | None, str | None]:
+        repo = self.repos.get(repo_id)
+        if repo is None:
+            return None, None
+        commit = rev if rev in repo.commits else repo.refs.get(rev)
+        return repo, commit
+
+
+class _Handler(BaseHTTPRequestHandler):
+    hub: HubServer
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: object) -> None:  # silence stderr
+        pass
+
+    def setup(self) -> None:
+        super().setup()
+        self.wfile = _CountingWriter(self.wfile)  # type: ignore[assignment]
+
+    # -- plumbing -------------------------------------------------------------------------------
+    def _begin(self) -> LoggedRequest:
+        entry = LoggedRequest(self.command, self.path, range=self.headers.get("Range"))
+        self._entry, self._start = entry, self.wfile.count  # type: ignore[attr-defined]
+        with self.hub._lock:
+            self.hub.log.append(entry)
+        return entry
+
+    def _finish(self) -> None:
+        self._entry.bytes_sent = self.wfile.count - self._start  # type: ignore[attr-defined]
+
+    def _reply(self, status: int, body: bytes = b"", headers: dict[str, str] | None = None) -> None:
+        self._entry.status = status
+        self.send_response(status)
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        if self.command != "HEAD" and body:
+            self.wfile.write(body)
+            self._entry.body_bytes += len(body)
+
+    def _error(self, code: str, commit: str | None = None) -> None:
+        headers = {"X-Error-Code": code, "X-Error-Message": code, "Content-Type": "application/json"}
+        if commit:
+            headers["X-Repo-Commit"] = commit
+        self._reply(404, json.dumps({"error": code}).encode(), headers)
+
+    def _json(self, data: object) -> None:
+        self._reply(200, json.dumps(data).encode(), {"Content-Type": "application/json"})
+
+    # -- routes ---------------------------------------------------------------------------------
+    def do_HEAD(self) -> None:
+        self.do_GET()
+
+    def do_GET(self) -> None:
+        self._begin()
+        try:
+            self._route(unquote(urlsplit(self.path).path))
+        except (BrokenPipeError, ConnectionResetError):
+            self._entry.aborted = True
+            self.close_connection = True
+        finally:
+            self._finish()
+
+    def _route(self, path: str) -> None:
+        parts = path.strip("/").split("/")
+        if parts[:2] == ["api", "models"] and len(parts) >= 5:
+            repo_id = "/".join(parts[2:4])
+            if parts[4] == "refs":
+                return self._refs(repo_id)
+            if parts[4] == "revision" and len(parts) >= 6:
+                return self._model_info(repo_id, "/".join(parts[5:]))
+        if len(parts) >= 5 and parts[2] == "resolve":
+            return self._resolve_file("/".join(parts[:2]), parts[3], "/".join(parts[4:]))
+        if len(parts) == 2 and parts[0] == "cdn":
+            for repo in self.hub.repos.values():
+                for files in repo.commits.values():
+                    for p in files.values():
+                        if self.hub._etags[p] == parts[1]:
+                            return self._send_file(p, {"ETag": f'"{parts[1]}"'})
+        return self._reply(404, b"not found")
+
+    def _refs(self, repo_id: str) -> None:
+        repo = self.hub.repos.get(repo_id)
+        if repo is None:
+            return self._error("RepoNotFound")
+        branches = [
+            {"name": n, "ref": f"refs/heads/{n}", "targetCommit": c} for n, c in sorted(repo.refs.items())
+        ]
+        return self._json({"branches": branches, "tags": [], "converts": []})
+
+    def _model_info(self, repo_id: str, rev: str) -> None:
+        repo, commit = self.hub._resolve(repo_id, rev)
+        if repo is None:
+            return self._error("RepoNotFound")
+        if commit is None:
+            return self._error("RevisionNotFound")
+        siblings = [{"rfilename": name} for name in sorted(repo.commits[commit])]
+        return self._json({"id": repo_id, "modelId": repo_id, "sha": commit, "siblings": siblings})
+
+    def _resolve_file(self, repo_id: str, rev: str, filename: str) -> None:
+        repo, commit = self.hub._resolve(repo_id, rev)
+        if repo is None:
+            return self._error("RepoNotFound")
+        if commit is None:
+            return self._error("RevisionNotFound")
+        path = repo.commits[commit].get(filename)
+        if path is None:
+            return self._error("EntryNotFound", commit)
+        etag = self.hub._etags[path]
+        headers = {"X-Repo-Commit": commit, "ETag": f'"{etag}"'}
+        if self.hub.lfs_redirect and filename.endswith((".safetensors", ".bin")):  # LFS files only
+            headers |= {"Location": f"/cdn/{etag}", "X-Linked-Size": str(path.stat().st_size)}
+            headers["X-Linked-Etag"] = f'"{etag}"'
+            return self._reply(302, b"", headers)
+        return self._send_file(path, headers)
+
+    def _send_file(self, path: Path, headers: dict[str, str]) -> None:
+        size = path.stat().st_size
+        start, end, status = 0, size - 1, 200
+        requested = self.headers.get("Range")
+        headers = {**headers, "Accept-Ranges": "bytes", "Content-Type": "application/octet-stream"}
+        if requested and not self.hub.ignore_range:
+            match = _RANGE.match(requested.strip())
+            if match is None or (match[1] == "" and match[2] == ""):
+                return self._reply(416, b"", {"Content-Range": f"bytes */{size}"})
+            if match[1] == "":  # suffix range: the last N bytes
+                start, end = max(0, size - int(match[2])), size - 1
+            else:
+                start, end = int(match[1]), min(int(match[2]) if match[2] else size - 1, size - 1)
+            if start >= size or start > end:
+                return self._reply(416, b"", {"Content-Range": f"bytes */{size}"})
+            status = 206
+            headers["Content-Range"] = f"bytes {start}-{end}/{size}"
+        self._entry.status = status
+        self.send_response(status)
+        for name, value in headers.items():
+            self.send_header(name, value)
+        self.send_header("Content-Length", str(end - start + 1))
+        self.end_headers()
+        if self.command == "HEAD":
+            return
+        with path.open("rb") as fh:
+            fh.seek(start)
+            remaining = end - start + 1
+            while remaining > 0:
+                block = fh.read(min(_CHUNK, remaining))
+                self.wfile.write(block)
+                self._entry.body_bytes += len(block)
+                remaining -= len(block)
+
+
+def point_hub_at(monkeypatch, server: HubServer, tmp_path: Path) -> None:
+    """Point huggingface_hub at ``server`` with private caches under ``tmp_path``.
+
+    huggingface_hub reads HF_ENDPOINT / HF_HUB_CACHE / HF_HUB_OFFLINE into
+    ``huggingface_hub.constants`` at import time, so the constants are patched (the env vars too,
+    for anything that reads them later).
+    """
+    from huggingface_hub import constants
+
+    hf_home = tmp_path / "hf_home"
+    monkeypatch.setenv("HF_ENDPOINT", server.url)
+    monkeypatch.setenv("HF_HOME", str(hf_home))
+    monkeypatch.setenv("HF_HUB_CACHE", str(hf_home / "hub"))
+    monkeypatch.setenv("POS_GEOMETRY_CACHE", str(tmp_path / "pos_geometry_cache"))
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.delenv("POS_GEOMETRY_OFFLINE", raising=False)
+    monkeypatch.delenv("HF_TOKEN", raising=False)
+    monkeypatch.setattr(constants, "ENDPOINT", server.url)
+    monkeypatch.setattr(
+        constants, "HUGGINGFACE_CO_URL_TEMPLATE", server.url + "/{repo_id}/resolve/{revision}/{filename}"
+    )
+    monkeypatch.setattr(constants, "HF_HOME", str(hf_home))
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(hf_home / "hub"))
+    monkeypatch.setattr(constants, "HF_TOKEN_PATH", str(hf_home / "token"))
+    monkeypatch.setattr(constants, "HF_STORED_TOKENS_PATH", str(hf_home / "stored_tokens"))
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.setattr(constants, "HF_HUB_DISABLE_XET", True)
+    monkeypatch.setattr(constants, "AGENT_HARNESSES_PATH", str(hf_home / ".agent_harnesses.json"))
+    # huggingface_hub fetches an "agent harness" registry once per process on its first request;
+    # that is its own traffic, not the loader's: give it an empty registry so logs hold only ours.
+    from huggingface_hub.utils import _detect_agent
+
+    monkeypatch.setattr(_detect_agent, "_registry", _detect_agent._EMPTY_REGISTRY)
+
+
+def go_offline(monkeypatch) -> None:
+    """``HF_HUB_OFFLINE=1`` as huggingface_hub sees it."""
+    from huggingface_hub import constants
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
