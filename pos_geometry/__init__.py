@@ -1,7 +1,23 @@
-"""pos_geometry: the geometry of positional embeddings in pretrained transformers."""
+"""pos_geometry: the geometry of positional embeddings in pretrained transformers.
+
+The data flow, and where each step lives::
+
+    load / sinusoidal / from_transformer_lens   ->  PositionalEmbedding(matrix, provenance)
+    pca, fit_helix, periodicity, fit_recurrence, subspace_overlap   ->  frozen results
+    pos_geometry.plotting                       ->  plotly figures (never shown)
+
+Importing the package does nothing global: no network, no printing, no plotly settings.
+"""
 
 from pos_geometry._version import __version__
+from pos_geometry.analysis.helix import HelixFit, fit_helix
+from pos_geometry.analysis.pca import PCAResult, pca
+from pos_geometry.analysis.periodicity import PeriodicityResult, periodicity
+from pos_geometry.analysis.procrustes import align_bases
+from pos_geometry.analysis.recurrence import RecurrenceFit, fit_recurrence
+from pos_geometry.analysis.subspace import SubspaceOverlap, subspace_overlap
 from pos_geometry.embedding import PositionalEmbedding, Provenance, TokenEmbedding
+from pos_geometry.encodings.sinusoidal import sinusoidal
 from pos_geometry.errors import (
     CheckpointFormatError,
     DeviceMismatchError,
@@ -16,12 +32,36 @@ from pos_geometry.errors import (
     UnknownModelError,
     UnsafeCheckpointError,
 )
+from pos_geometry.loading import load, load_token_embedding
+from pos_geometry.registry import ModelSpec, get_spec
+from pos_geometry.sources.lens import from_transformer_lens
 
 __all__ = [
     "__version__",
+    # the data type
     "PositionalEmbedding",
     "Provenance",
     "TokenEmbedding",
+    # loading
+    "load",
+    "load_token_embedding",
+    "sinusoidal",
+    "from_transformer_lens",
+    "ModelSpec",
+    "get_spec",
+    # analysis
+    "pca",
+    "PCAResult",
+    "align_bases",
+    "fit_helix",
+    "HelixFit",
+    "periodicity",
+    "PeriodicityResult",
+    "fit_recurrence",
+    "RecurrenceFit",
+    "subspace_overlap",
+    "SubspaceOverlap",
+    # errors
     "PosGeometryError",
     "UnknownModelError",
     "CheckpointFormatError",

@@ -123,11 +123,6 @@ def test_processed_bridge_is_centred_and_says_so(gpt2_dir: Path, raw_table: torc
     assert emb.provenance.processing == ("transformer_lens.process_weights", "center_d_model")
 
 
-@pytest.mark.xfail(
-    reason="lens._is_row_centred uses a fixed 1e-5 tolerance; TransformerLens centres in fp32 and then "
-    "rounds to bf16, leaving row means ~1e-3 of the scale, so the centring goes unrecorded "
-    "(fix: tolerance max(1e-5, 4 * torch.finfo(dtype).eps))",
-)
 def test_processed_bfloat16_bridge_is_recorded_as_centred(gpt2_dir: Path, raw_table: torch.Tensor) -> None:
     bridge = TransformerBridge.boot_transformers(str(gpt2_dir), device="cpu", dtype=torch.bfloat16)
     bridge.enable_compatibility_mode(disable_warnings=True)
