@@ -28,7 +28,7 @@ from pos_geometry.errors import CheckpointFormatError, InvalidArgumentError, Unk
 from pos_geometry.registry import ModelSpec, check_revision, find_spec, get_spec, kind_from_config
 from pos_geometry.sources.hub import read_config, read_hub_tensor
 from pos_geometry.sources.local import read_local
-from pos_geometry.sources.tensor_record import TensorRecord, Which
+from pos_geometry.sources.tensor_record import TensorRecord
 
 __all__ = ["load", "load_token_embedding"]
 
@@ -104,31 +104,6 @@ def _finish(
     return PositionalEmbedding(matrix.to(device=device, dtype=dtype).contiguous(), provenance)
 
 
-def _rotary(
-    config: Mapping[str, Any],
-    *,
-    model_id: str,
-    revision: str | None,
-    n_positions: int | None,
-    source: str,
-    device: torch.device,
-    dtype: torch.dtype,
-) -> PositionalEmbedding:
-    return rotary_embedding(
-        config,
-        model_id=model_id,
-        revision=revision,
-        n_positions=n_positions,
-        source=source,
-        device=device,
-        dtype=dtype,
-    )
-
-
-def _load_local(path: Path, *, which: Which, key: str | None) -> tuple[TensorRecord, dict[str, Any] | None]:
-    return read_local(path, which=which, key=key), _local_config(path)
-
-
 def load(
     name_or_path: str | os.PathLike[str],
     *,
@@ -137,6 +112,8 @@ def load(
     dtype: torch.dtype = torch.float32,
     n_positions: int | None = None,
     key: str | None = None,
+    offline: bool | None = None,
+    model_id: str | None = None,
 ) -> PositionalEmbedding:
     """Load the positional table of a model as a ``(n_positions, d_model)`` :class:`PositionalEmbedding`.
 
@@ -153,6 +130,10 @@ def load(
         n_positions: rotary tables only: how many positions to build (default: the model's
             ``max_position_embeddings``).
         key: read this checkpoint key instead of looking for a positional one.
+        offline: ``True`` never touches the network (only the pos_geometry and HF caches are read);
+            ``None`` follows ``HF_HUB_OFFLINE`` / ``POS_GEOMETRY_OFFLINE``.
+        model_id: the name recorded in ``provenance.model_id`` for a local file (default: the path),
+            e.g. ``"gpt2"`` for a table exported from GPT-2 small. The path stays in ``source``.
 
     Learned tables are read as one tensor without building the model; leading rows that are
     not positions (OPT, RoBERTa) are dropped and recorded in ``provenance.row_offset``.
@@ -167,34 +148,42 @@ def load(
     name = os.fspath(name_or_path)
     path = Path(name).expanduser()
     if path.exists():
-        record, config = _load_local(path, which="position", key=key)
+        config = _local_config(path)
         if config is not None and key is None and kind_from_config(config) == "rotary":
-            return _rotary(
+            return rotary_embedding(
                 config,
-                model_id=name,
+                model_id=model_id or name,
                 revision=revision,
                 n_positions=n_positions,
                 source=str(path / "config.json" if path.is_dir() else path.parent / "config.json"),
                 device=dev,
                 dtype=dtype,
             )
+        record = read_local(path, which="position", key=key)
         offset = _row_offset_from_config(config) if config is not None else 0
         return _finish(
-            record, model_id=name, revision=revision, row_offset=offset, commit=None, device=dev, dtype=dtype
+            record,
+            model_id=model_id or name,
+            revision=revision,
+            row_offset=offset,
+            commit=None,
+            device=dev,
+            dtype=dtype,
         )
 
     spec = find_spec(name)
+    opts = {"revision": revision, "device": dev, "dtype": dtype, "n_positions": n_positions, "key": key}
     if spec is not None:
-        return _load_spec(spec, revision=revision, device=dev, dtype=dtype, n_positions=n_positions, key=key)
+        return _load_spec(spec, offline=offline, **opts)
     if not _looks_like_repo_id(name):
         get_spec(name)  # raises UnknownModelError with the closest known names
-    return _load_repo(name, revision=revision, device=dev, dtype=dtype, n_positions=n_positions, key=key)
+    return _load_repo(name, offline=offline, **opts)
 
 
-def _load_spec(spec: ModelSpec, *, revision, device, dtype, n_positions, key) -> PositionalEmbedding:
+def _load_spec(spec: ModelSpec, *, revision, device, dtype, n_positions, key, offline) -> PositionalEmbedding:
     rev = check_revision(spec, revision)
     if spec.kind == "rotary":
-        return _rotary(
+        return rotary_embedding(
             spec.rotary_config,
             model_id=spec.name,
             revision=rev,
@@ -204,7 +193,7 @@ def _load_spec(spec: ModelSpec, *, revision, device, dtype, n_positions, key) ->
             dtype=dtype,
         )
     record, commit = read_hub_tensor(
-        spec.repo_id, revision=rev, which="position", key=key or spec.position_key
+        spec.repo_id, revision=rev, which="position", key=key or spec.position_key, offline=offline
     )
     return _finish(
         record,
@@ -217,9 +206,9 @@ def _load_spec(spec: ModelSpec, *, revision, device, dtype, n_positions, key) ->
     )
 
 
-def _load_repo(repo_id: str, *, revision, device, dtype, n_positions, key) -> PositionalEmbedding:
+def _load_repo(repo_id: str, *, revision, device, dtype, n_positions, key, offline) -> PositionalEmbedding:
     try:
-        config, commit = read_config(repo_id, revision)
+        config, commit = read_config(repo_id, revision, offline=offline)
     except UnknownModelError as exc:
         try:
             get_spec(repo_id)
@@ -232,7 +221,7 @@ def _load_repo(repo_id: str, *, revision, device, dtype, n_positions, key) -> Po
                 ) from None
         raise
     if key is None and kind_from_config(config) == "rotary":
-        return _rotary(
+        return rotary_embedding(
             config,
             model_id=repo_id,
             revision=revision,
@@ -241,7 +230,7 @@ def _load_repo(repo_id: str, *, revision, device, dtype, n_positions, key) -> Po
             device=device,
             dtype=dtype,
         )
-    record, commit = read_hub_tensor(repo_id, revision=revision, which="position", key=key)
+    record, commit = read_hub_tensor(repo_id, revision=revision, which="position", key=key, offline=offline)
     return _finish(
         record,
         model_id=repo_id,
@@ -260,10 +249,13 @@ def load_token_embedding(
     device: str | torch.device = "cpu",
     dtype: torch.dtype = torch.float32,
     key: str | None = None,
+    offline: bool | None = None,
+    model_id: str | None = None,
 ) -> TokenEmbedding:
     """Load the token-embedding matrix ``(vocab, d_model)`` the same lazy way as :func:`load`.
 
-    Used to measure how token embeddings sit relative to the positional subspace.
+    Used to measure how token embeddings sit relative to the positional subspace. ``offline`` and
+    ``model_id`` are as in :func:`load`.
     """
     dev = resolve_device(device)
     name = os.fspath(name_or_path)
@@ -271,7 +263,7 @@ def load_token_embedding(
     commit = None
     if path.exists():
         record = read_local(path, which="token", key=key)
-        model_id, rev = name, revision
+        model_id, rev = model_id or name, revision
     else:
         spec = find_spec(name)
         if spec is None and not _looks_like_repo_id(name):
@@ -279,9 +271,9 @@ def load_token_embedding(
         repo = spec.repo_id if spec is not None else name
         rev = check_revision(spec, revision) if spec is not None else revision
         record, commit = read_hub_tensor(
-            repo, revision=rev, which="token", key=key or (spec.token_key if spec else None)
+            repo, revision=rev, which="token", key=key or (spec.token_key if spec else None), offline=offline
         )
-        model_id = spec.name if spec is not None else name
+        model_id = model_id or (spec.name if spec is not None else name)
     provenance = Provenance(
         model_id=model_id,
         kind="learned",

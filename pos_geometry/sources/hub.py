@@ -53,8 +53,15 @@ _TRUE = {"1", "on", "yes", "true"}
 _MAX_LISTED = 20
 
 
-def is_offline() -> bool:
-    """``HF_HUB_OFFLINE`` as ``huggingface_hub.constants`` sees it, or ``$POS_GEOMETRY_OFFLINE`` set true."""
+def is_offline(offline: bool | None = None) -> bool:
+    """Whether the network is off limits.
+
+    ``offline=True`` forces it. Otherwise ``HF_HUB_OFFLINE`` (as ``huggingface_hub.constants``
+    sees it) or ``$POS_GEOMETRY_OFFLINE`` set true decide; ``offline=False`` cannot override
+    them, since huggingface_hub itself refuses the network then.
+    """
+    if offline:
+        return True
     env = os.environ.get("POS_GEOMETRY_OFFLINE", "").strip().lower() in _TRUE
     return env or bool(constants.is_offline_mode())
 
@@ -163,7 +170,7 @@ def _local_commit(repo_id: str, revision: str) -> str | None:
     return cached_ref(repo_id, revision) or hf_cached_ref(repo_id, revision)
 
 
-def resolve_commit(repo_id: str, revision: str | None = None) -> str:
+def resolve_commit(repo_id: str, revision: str | None = None, *, offline: bool | None = None) -> str:
     """The 40-hex commit that ``revision`` (default ``"main"``; a branch, tag, ``checkpoint-N``,
     ``stepN`` or commit) of ``repo_id`` points to.
 
@@ -179,7 +186,7 @@ def resolve_commit(repo_id: str, revision: str | None = None) -> str:
     rev = revision or constants.DEFAULT_REVISION
     if is_commit(rev):
         return rev
-    if is_offline():
+    if is_offline(offline):
         commit = hf_cached_ref(repo_id, rev) or cached_ref(repo_id, rev)
         if commit is None:
             known = sorted(set(hf_cached_revisions(repo_id)))
@@ -193,7 +200,9 @@ def resolve_commit(repo_id: str, revision: str | None = None) -> str:
     return _model_info(repo_id, rev)[0]
 
 
-def read_config(repo_id: str, revision: str | None = None) -> tuple[dict, str]:
+def read_config(
+    repo_id: str, revision: str | None = None, *, offline: bool | None = None
+) -> tuple[dict, str]:
     """``(config.json contents, commit)`` of ``repo_id`` at ``revision``, via the HF cache.
 
     Uses ``hf_hub_download`` (so it is cached like any HF download and works offline once
@@ -202,8 +211,12 @@ def read_config(repo_id: str, revision: str | None = None) -> tuple[dict, str]:
     _check_repo_id(repo_id)
     rev = revision or constants.DEFAULT_REVISION
     with _hub_errors(repo_id, rev, "config.json"):
-        path = Path(hf_hub_download(repo_id, "config.json", revision=rev, local_files_only=is_offline()))
-    commit = path.parent.name if is_commit(path.parent.name) else resolve_commit(repo_id, rev)
+        path = Path(
+            hf_hub_download(repo_id, "config.json", revision=rev, local_files_only=is_offline(offline))
+        )
+    commit = (
+        path.parent.name if is_commit(path.parent.name) else resolve_commit(repo_id, rev, offline=offline)
+    )
     try:
         config = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
@@ -251,7 +264,12 @@ def _read_remote(
 
 
 def read_hub_tensor(
-    repo_id: str, *, revision: str | None = None, which: Which = "position", key: str | None = None
+    repo_id: str,
+    *,
+    revision: str | None = None,
+    which: Which = "position",
+    key: str | None = None,
+    offline: bool | None = None,
 ) -> tuple[TensorRecord, str]:
     """``(record, commit)``: the ``which`` table (or tensor ``key``) of ``repo_id`` at ``revision``.
 
@@ -278,7 +296,7 @@ def read_hub_tensor(
         hit = cached_table(repo_id, commit, which, key) or read_from_hf_cache(repo_id, commit, which, key)
         if hit is not None:
             return hit, commit
-    if is_offline():
+    if is_offline(offline):
         known = f" (revision {rev!r} resolves to {commit[:10]} locally)" if commit else ""
         raise NotCachedError(
             f"Offline, and the {which} table of {_where(repo_id, rev)} is in neither the pos_geometry cache "
