@@ -159,7 +159,16 @@ class PositionalEmbedding:
             raise InvalidArgumentError(
                 f"matrix must be floating point; got dtype {m.dtype}. Cast it with .float()."
             )
-        if self.check_finite and not bool(torch.isfinite(m).all()):
+        finite = True
+        if self.check_finite:
+            # One min/max pass, no full-size temporaries (torch.isfinite allocates |m| and two
+            # boolean masks of m's size): min and max propagate NaN, and +-inf is the min or the max.
+            if m.dtype in (torch.float16, torch.bfloat16, torch.float32, torch.float64):
+                lo, hi = torch.aminmax(m)
+                finite = abs(lo.item()) < float("inf") and abs(hi.item()) < float("inf")
+            else:  # float8 and other dtypes aminmax does not implement
+                finite = bool(torch.isfinite(m).all())
+        if not finite:
             bad = (~torch.isfinite(m)).nonzero()
             first = tuple(int(i) for i in bad[0])
             raise NonFiniteError(

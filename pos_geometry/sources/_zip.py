@@ -15,9 +15,18 @@ import zlib
 from dataclasses import dataclass, field
 
 from pos_geometry.errors import CheckpointFormatError
-from pos_geometry.sources.byte_source import ByteSource
+from pos_geometry.sources.byte_source import ByteSource, read_into
 
-__all__ = ["ZipEntry", "read_directory", "member_offset", "read_member", "SliceSource", "MAX_DIRECTORY_BYTES"]
+__all__ = [
+    "ZipEntry",
+    "read_directory",
+    "member_offset",
+    "check_member",
+    "read_member",
+    "read_member_into",
+    "SliceSource",
+    "MAX_DIRECTORY_BYTES",
+]
 
 MAX_DIRECTORY_BYTES = 64 * 1024 * 1024
 _EOCD = struct.Struct("<4s4H2IH")  # 22 bytes
@@ -160,6 +169,45 @@ def member_offset(src: ByteSource, entry: ZipEntry) -> int:
     return start
 
 
+def check_member(
+    src: ByteSource, entry: ZipEntry, start: int, length: int, allow_deflate: bool = False
+) -> None:
+    """Raise :class:`CheckpointFormatError` unless ``[start, start + length)`` of ``entry`` can be read.
+
+    The range must lie inside the member; a stored member's sizes must agree (so its declared
+    size is bounded by the file); a compressed one is only accepted when ``allow_deflate`` and its
+    declared size is within deflate's maximum ratio. Call it before allocating ``length`` bytes.
+    """
+    if start < 0 or length < 0 or start + length > entry.size:
+        raise _bad(
+            src, f"bytes [{start}, {start + length}) are outside member {entry.name!r} ({entry.size} bytes)"
+        )
+    if entry.method == 0:
+        if entry.compressed_size != entry.size:
+            raise _bad(src, f"stored member {entry.name!r} has sizes {entry.compressed_size} != {entry.size}")
+        return
+    if entry.method != 8 or not allow_deflate:
+        raise CheckpointFormatError(
+            f"{src.name!r}: member {entry.name!r} is compressed (ZIP method {entry.method}); PyTorch checkpoints "
+            "store tensors uncompressed, so this file was rewritten by another tool. Re-save it with torch.save."
+        )
+    if entry.size > 1100 * entry.compressed_size + 1024:  # deflate cannot exceed ~1032:1
+        raise _bad(
+            src, f"member {entry.name!r} claims {entry.size} bytes from {entry.compressed_size} compressed"
+        )
+
+
+def _inflate(src: ByteSource, entry: ZipEntry) -> bytes:
+    packed = src.read(member_offset(src, entry), entry.compressed_size)
+    try:
+        data = zlib.decompressobj(-15).decompress(packed, entry.size)
+    except zlib.error as exc:
+        raise _bad(src, f"member {entry.name!r} does not inflate: {exc}") from exc
+    if len(data) != entry.size:
+        raise _bad(src, f"member {entry.name!r} inflates to {len(data)} bytes, not the declared {entry.size}")
+    return data
+
+
 def read_member(
     src: ByteSource,
     entry: ZipEntry,
@@ -174,31 +222,24 @@ def read_member(
     ``allow_deflate`` (``.npz``), by inflating the whole member (bounded by its declared size).
     """
     length = entry.size - start if length is None else length
-    if start < 0 or length < 0 or start + length > entry.size:
-        raise _bad(
-            src, f"bytes [{start}, {start + length}) are outside member {entry.name!r} ({entry.size} bytes)"
-        )
+    check_member(src, entry, start, length, allow_deflate)
     if entry.method == 0:
-        if entry.compressed_size != entry.size:
-            raise _bad(src, f"stored member {entry.name!r} has sizes {entry.compressed_size} != {entry.size}")
         return src.read(member_offset(src, entry) + start, length)
-    if entry.method != 8 or not allow_deflate:
-        raise CheckpointFormatError(
-            f"{src.name!r}: member {entry.name!r} is compressed (ZIP method {entry.method}); PyTorch checkpoints "
-            "store tensors uncompressed, so this file was rewritten by another tool. Re-save it with torch.save."
-        )
-    if entry.size > 1100 * entry.compressed_size + 1024:  # deflate cannot exceed ~1032:1
-        raise _bad(
-            src, f"member {entry.name!r} claims {entry.size} bytes from {entry.compressed_size} compressed"
-        )
-    packed = src.read(member_offset(src, entry), entry.compressed_size)
-    try:
-        data = zlib.decompressobj(-15).decompress(packed, entry.size)
-    except zlib.error as exc:
-        raise _bad(src, f"member {entry.name!r} does not inflate: {exc}") from exc
-    if len(data) != entry.size:
-        raise _bad(src, f"member {entry.name!r} inflates to {len(data)} bytes, not the declared {entry.size}")
-    return data[start : start + length]
+    return _inflate(src, entry)[start : start + length]
+
+
+def read_member_into(
+    src: ByteSource, entry: ZipEntry, start: int, buffer: memoryview, *, allow_deflate: bool = False
+) -> None:
+    """Like :func:`read_member` for ``len(buffer)`` bytes from ``start``, written into ``buffer``.
+
+    A stored member's bytes go straight from the source into ``buffer`` (no intermediate copy).
+    """
+    check_member(src, entry, start, buffer.nbytes, allow_deflate)
+    if entry.method == 0:
+        read_into(src, member_offset(src, entry) + start, buffer)
+    else:
+        buffer[:] = _inflate(src, entry)[start : start + buffer.nbytes]
 
 
 @dataclass
@@ -219,3 +260,13 @@ class SliceSource:
             )
         self.bytes_read += length
         return self.parent.read(self.start + offset, length)
+
+    def readinto(self, offset: int, buffer: memoryview) -> None:
+        length = buffer.nbytes
+        if offset < 0 or offset + length > self.size:
+            raise CheckpointFormatError(
+                f"{self.name!r} is truncated or corrupted: a read of {length} bytes at offset {offset} "
+                f"goes past its end ({self.size} bytes). Re-download the file."
+            )
+        self.bytes_read += length
+        read_into(self.parent, self.start + offset, buffer)

@@ -3,6 +3,10 @@
 Checkpoint parsers (safetensors, PyTorch zip) read through a :class:`ByteSource`,
 so the same parser serves a local file and an HTTP range reader: only the bytes
 of the header and of the wanted tensor are ever read.
+
+Sources that can also fill a caller's buffer in place (``readinto(offset, buffer)``: a local
+file, an in-memory buffer, a slice of either) let :func:`read_into` put a tensor's bytes
+straight into the tensor's own memory, with no intermediate ``bytes`` object.
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ from typing import Protocol, runtime_checkable
 
 from pos_geometry.errors import CheckpointFormatError
 
-__all__ = ["ByteSource", "FileByteSource", "BytesSource"]
+__all__ = ["ByteSource", "FileByteSource", "BytesSource", "read_into"]
 
 
 @runtime_checkable
@@ -66,6 +70,22 @@ class FileByteSource:
         self.bytes_read += length
         return data
 
+    def readinto(self, offset: int, buffer: memoryview) -> None:
+        """Fill ``buffer`` (writable, byte-addressed) with the ``len(buffer)`` bytes at ``offset``."""
+        length = buffer.nbytes
+        _check_range(self, offset, length)
+        done = 0
+        with open(self.path, "rb", buffering=0) as fh:
+            fh.seek(offset)
+            while done < length:
+                n = fh.readinto(buffer[done:])
+                if not n:
+                    raise CheckpointFormatError(
+                        f"{self.name!r} changed while being read (got {done} of {length} bytes at {offset})."
+                    )
+                done += n
+        self.bytes_read += length
+
 
 @dataclass
 class BytesSource:
@@ -83,3 +103,23 @@ class BytesSource:
         _check_range(self, offset, length)
         self.bytes_read += length
         return bytes(self.data[offset : offset + length])
+
+    def readinto(self, offset: int, buffer: memoryview) -> None:
+        """Fill ``buffer`` with the ``len(buffer)`` bytes at ``offset``."""
+        length = buffer.nbytes
+        _check_range(self, offset, length)
+        self.bytes_read += length
+        buffer[:] = memoryview(self.data)[offset : offset + length]
+
+
+def read_into(src: ByteSource, offset: int, buffer: memoryview) -> None:
+    """Fill the writable byte buffer ``buffer`` with ``len(buffer)`` bytes of ``src`` at ``offset``.
+
+    Uses ``src.readinto`` when the source has one (no intermediate copy), else ``src.read``
+    followed by one copy. Raises :class:`CheckpointFormatError` like ``read``.
+    """
+    fill = getattr(src, "readinto", None)
+    if fill is not None:
+        fill(offset, buffer)
+    else:
+        buffer[:] = src.read(offset, buffer.nbytes)

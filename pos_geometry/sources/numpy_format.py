@@ -18,7 +18,7 @@ import torch
 
 from pos_geometry.errors import CheckpointFormatError
 from pos_geometry.sources._zip import SliceSource, ZipEntry, member_offset, read_directory, read_member
-from pos_geometry.sources.byte_source import ByteSource, BytesSource
+from pos_geometry.sources.byte_source import ByteSource, BytesSource, read_into
 
 __all__ = ["NPY_MAGIC", "read_npy", "npz_members", "read_npz_member"]
 
@@ -74,7 +74,9 @@ def read_npy(src: ByteSource) -> torch.Tensor:
             f"{src.name!r} is truncated: shape {shape} of {dtype} needs {nbytes} bytes after the header, "
             f"only {src.size - start} are there. {_FIX}"
         )
-    arr = np.frombuffer(src.read(start, nbytes), dtype=dtype).reshape(shape, order="F" if fortran else "C")
+    raw = np.empty(nbytes, dtype=np.uint8)
+    read_into(src, start, memoryview(raw))  # straight into the array's memory: no intermediate bytes
+    arr = np.frombuffer(raw, dtype=dtype).reshape(shape, order="F" if fortran else "C")
     native = np.ascontiguousarray(arr, dtype=dtype.newbyteorder("="))
     try:
         return torch.from_numpy(native.copy() if not native.flags.writeable else native)

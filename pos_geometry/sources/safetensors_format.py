@@ -19,9 +19,9 @@ from typing import Any
 import torch
 
 from pos_geometry.errors import CheckpointFormatError
-from pos_geometry.sources.byte_source import ByteSource
+from pos_geometry.sources.byte_source import ByteSource, read_into
 from pos_geometry.sources.keys import select_key
-from pos_geometry.sources.tensor_record import tensor_from_bytes
+from pos_geometry.sources.tensor_record import tensor_from_buffer
 
 __all__ = ["SafetensorsHeader", "read_header", "read_tensor", "SAFETENSORS_DTYPES", "MAX_HEADER_BYTES"]
 
@@ -167,6 +167,10 @@ def read_tensor(src: ByteSource, header: SafetensorsHeader, key: str) -> torch.T
         MissingTensorError: ``key`` is not in the header (the message lists the keys it has).
     """
     select_key(header.entries, key=key, source=src.name)
-    code, shape, (begin, end) = header.entries[key]
-    data = src.read(header.data_offset + begin, end - begin)
-    return tensor_from_bytes(data, SAFETENSORS_DTYPES[code], shape, little_endian=True)
+    code, shape, (begin, _end) = header.entries[key]  # end - begin == prod(shape) * itemsize (checked)
+    offset = header.data_offset + begin
+
+    def fill(buf: memoryview) -> None:
+        read_into(src, offset, buf)  # straight into the tensor's memory: no intermediate bytes
+
+    return tensor_from_buffer(fill, SAFETENSORS_DTYPES[code], shape, little_endian=True)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import math
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -10,7 +12,15 @@ import torch
 
 from pos_geometry.errors import InvalidArgumentError
 
-__all__ = ["TensorRecord", "Which", "WHICH", "dtype_name", "check_which", "tensor_from_bytes"]
+__all__ = [
+    "TensorRecord",
+    "Which",
+    "WHICH",
+    "dtype_name",
+    "check_which",
+    "tensor_from_buffer",
+    "tensor_from_bytes",
+]
 
 Which = Literal["position", "token"]
 WHICH: tuple[str, ...] = ("position", "token")
@@ -51,6 +61,32 @@ class TensorRecord:
     available_keys: tuple[str, ...] = ()
 
 
+def tensor_from_buffer(
+    fill: Callable[[memoryview], None],
+    dtype: torch.dtype,
+    shape: tuple[int, ...],
+    *,
+    little_endian: bool = True,
+) -> torch.Tensor:
+    """A CPU tensor of ``dtype`` and ``shape`` whose bytes ``fill`` writes in place.
+
+    The tensor's memory is allocated once (``prod(shape) * itemsize`` bytes) and handed to
+    ``fill`` as a writable byte ``memoryview`` (e.g. ``lambda buf: read_into(src, offset, buf)``),
+    so the bytes are never held twice. ``little_endian`` says how they are stored; they are
+    byte-swapped (one extra copy) when that differs from this machine.
+    """
+    nbytes = math.prod(shape) * dtype.itemsize
+    if nbytes == 0:
+        return torch.empty(shape, dtype=dtype)
+    raw = torch.empty(nbytes, dtype=torch.uint8)
+    fill(memoryview(raw.numpy()))
+    if little_endian != (sys.byteorder == "little") and dtype.itemsize > 1:
+        raw = raw.reshape(-1, dtype.itemsize).flip(1).reshape(-1)
+    if dtype == torch.bool:  # only 0/1 bytes are valid bools in torch; normalise instead of trusting the file
+        return (raw != 0).reshape(shape)
+    return raw.view(dtype).reshape(shape)
+
+
 def tensor_from_bytes(
     data: bytes, dtype: torch.dtype, shape: tuple[int, ...], *, little_endian: bool = True
 ) -> torch.Tensor:
@@ -59,13 +95,8 @@ def tensor_from_bytes(
     ``little_endian`` says how ``data`` is stored; it is byte-swapped when that differs
     from this machine. ``len(data)`` must equal ``prod(shape) * itemsize`` (checked by the callers).
     """
-    if len(data) == 0:
-        return torch.empty(shape, dtype=dtype)
-    buf = bytearray(data)
-    itemsize = torch.empty((), dtype=dtype).element_size()
-    if little_endian != (sys.byteorder == "little") and itemsize > 1:
-        raw = torch.frombuffer(buf, dtype=torch.uint8).reshape(-1, itemsize).flip(1).contiguous()
-        buf = bytearray(raw.numpy().tobytes())
-    if dtype == torch.bool:  # only 0/1 bytes are valid bools in torch; normalise instead of trusting the file
-        return (torch.frombuffer(buf, dtype=torch.uint8) != 0).reshape(shape)
-    return torch.frombuffer(buf, dtype=dtype).reshape(shape)
+
+    def fill(buf: memoryview) -> None:
+        buf[:] = data
+
+    return tensor_from_buffer(fill, dtype, shape, little_endian=little_endian)

@@ -24,10 +24,10 @@ from typing import Any, NamedTuple
 import torch
 
 from pos_geometry.errors import CheckpointFormatError, PosGeometryError, UnsafeCheckpointError
-from pos_geometry.sources._zip import ZipEntry, read_directory, read_member
+from pos_geometry.sources._zip import ZipEntry, check_member, read_directory, read_member, read_member_into
 from pos_geometry.sources.byte_source import ByteSource
 from pos_geometry.sources.keys import select_key
-from pos_geometry.sources.tensor_record import tensor_from_bytes
+from pos_geometry.sources.tensor_record import tensor_from_buffer
 
 __all__ = ["TorchZipIndex", "TensorRef", "read_index", "tensor_keys", "read_tensor", "MAX_PICKLE_BYTES"]
 
@@ -294,9 +294,13 @@ def read_tensor(src: ByteSource, index: TorchZipIndex, key: str) -> torch.Tensor
         if n != 1 and s != expected:
             contiguous = False
         expected *= n
+    # validated before the tensor is allocated: a damaged record size cannot cause a huge allocation
+    check_member(src, record, ref.offset * itemsize, (numel if contiguous else extent) * itemsize)
+
+    def fill(buf: memoryview) -> None:  # straight from the record into the tensor's memory
+        read_member_into(src, record, ref.offset * itemsize, buf)
+
     if contiguous:
-        data = read_member(src, record, ref.offset * itemsize, numel * itemsize)
-        return tensor_from_bytes(data, ref.dtype, ref.shape, little_endian=index.little_endian)
-    data = read_member(src, record, ref.offset * itemsize, extent * itemsize)
-    flat = tensor_from_bytes(data, ref.dtype, (extent,), little_endian=index.little_endian)
+        return tensor_from_buffer(fill, ref.dtype, ref.shape, little_endian=index.little_endian)
+    flat = tensor_from_buffer(fill, ref.dtype, (extent,), little_endian=index.little_endian)
     return torch.as_strided(flat, ref.shape, ref.stride).contiguous()
