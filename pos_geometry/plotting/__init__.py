@@ -7,6 +7,7 @@ revision, the position window, and the variance share of the plotted components.
 PNG/SVG/PDF.
 """
 
+from pos_geometry.plotting.checkpoints import plot_checkpoints
 from pos_geometry.plotting.columns import plot_columns
 from pos_geometry.plotting.export import figure_to_html, find_browser, save_figure
 from pos_geometry.plotting.grid import plot_helix_grid
@@ -14,12 +15,14 @@ from pos_geometry.plotting.helix3d import block_means, plot_helix
 from pos_geometry.plotting.recurrence import plot_recurrence
 from pos_geometry.plotting.similarity import plot_similarity, plot_similarity_by_offset
 from pos_geometry.plotting.spectra import plot_spectrum
+from pos_geometry.plotting.tokens import plot_token_positions
 from pos_geometry.plotting.variance import plot_explained_variance
 
 __all__ = [
     "block_means",
     "figure_to_html",
     "find_browser",
+    "plot_checkpoints",
     "plot_columns",
     "plot_explained_variance",
     "plot_helix",
@@ -28,5 +31,6 @@ __all__ = [
     "plot_similarity",
     "plot_similarity_by_offset",
     "plot_spectrum",
+    "plot_token_positions",
     "save_figure",
 ]
