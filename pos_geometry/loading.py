@@ -94,9 +94,9 @@ def _finish(
     provenance = Provenance(
         model_id=model_id,
         kind="learned",
-        source=f"{record.file}::{record.key}",
+        source=f"{record.file}::{record.key}" if record.key else record.file,
         revision=revision,
-        tensor_key=record.key,
+        tensor_key=record.key or None,
         original_dtype=record.dtype,
         row_offset=row_offset,
         commit=commit,

@@ -20,13 +20,13 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import plotly.graph_objects as go
 import plotly.io as pio
 
+from pos_geometry._files import atomic_write
 from pos_geometry.errors import ExportError, InvalidArgumentError
 from pos_geometry.plotting._style import figure_id
 
@@ -92,7 +92,8 @@ def figure_to_html(
 
     plotly.js is embedded, MathJax is not loaded, the div id is ``div_id`` or a hash of the
     figure (:func:`~pos_geometry.plotting._style.figure_id`), and linked 3D cameras get their
-    sync script. ``width``/``height`` (pixels) fix the plot size; by default it fills the page.
+    sync script. Animations (e.g. a checkpoint slider) do not start by themselves.
+    ``width``/``height`` (pixels) fix the plot size; by default it fills the page.
     """
     scenes = _linked_scenes(fig)
     post_script = _LINK_CAMERAS_JS % json.dumps(scenes) if len(scenes) > 1 else None
@@ -104,6 +105,7 @@ def figure_to_html(
         div_id=div_id or figure_id(fig),
         post_script=post_script,
         config={"displaylogo": False, "responsive": True},
+        auto_play=False,  # an animated figure opens on its initial frame and waits for the user
         default_width=f"{width}px" if width else "100%",
         default_height=f"{height}px" if height else "100%",
     )
@@ -151,18 +153,6 @@ def _format_for(path: Path, format: str | None) -> str:
             f"suffix .html, .png, .svg, .pdf, .jpg or .webp, or pass format=..."
         )
     return fmt
-
-
-def _write_atomic(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
 
 
 def _render_static(fig: go.Figure, fmt: str, width: int, height: int, scale: float, browser: Path) -> bytes:
@@ -229,5 +219,4 @@ def save_figure(
         w = int(width or fig.layout.width or DEFAULT_WIDTH)
         h = int(height or fig.layout.height or DEFAULT_HEIGHT)
         data = _render_static(fig, fmt, w, h, scale, find_browser(browser))
-    _write_atomic(path, data)
-    return path
+    return atomic_write(path, data)

@@ -1,0 +1,367 @@
+"""The claims of "GPT-2's positional embedding matrix is a helix", each measured and judged.
+
+Every function here takes loaded tables (or None when a table is missing), computes the
+numbers with the public analysis API, and returns a :class:`Claim`: the post's statement,
+the rule the verdict follows, what was measured, and the verdict. A claim whose table is
+missing is ``"not measured"``; nothing is estimated in its place.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from pos_geometry.analysis.helix import HelixFit, fit_helix
+from pos_geometry.analysis.pca import pca
+from pos_geometry.analysis.periodicity import PeriodicityResult
+from pos_geometry.analysis.subspace import subspace_overlap
+from pos_geometry.embedding import PositionalEmbedding, Provenance, TokenEmbedding
+
+__all__ = [
+    "VERDICTS",
+    "TRUNCATION_WINDOWS",
+    "Claim",
+    "claim_columns",
+    "claim_family",
+    "claim_helix",
+    "claim_outliers",
+    "claim_rotary",
+    "claim_similarity",
+    "claim_tokens",
+    "claim_truncation",
+    "claim_variance",
+    "fit_or_none",
+    "top3",
+]
+
+VERDICTS = ("reproduced", "partly reproduced", "not reproduced", "not measured", "corrected")
+
+TRUNCATION_WINDOWS: Mapping[str, tuple[int, int]] = {
+    "all rows": (0, 1024),
+    "rows 1–1023": (1, 1024),
+    "rows 100–1023": (100, 1024),
+    "rows 1–99": (1, 100),
+}
+"""The windows the post (and its code's early versions) used, as ``(start, stop)``."""
+
+_MIN_DELTA_BIC = 10.0  # "very strong" evidence on the Kass & Raftery scale
+
+
+@dataclass(frozen=True)
+class Claim:
+    """One claim of the post with the measurement that tests it.
+
+    ``statement``: the claim, as the post makes it. ``criterion``: the rule the verdict follows.
+    ``measured``: what was found, in words. ``verdict``: one of :data:`VERDICTS`. ``values``: the
+    numbers behind it. ``provenance``: the tables it was measured on.
+    """
+
+    key: str
+    statement: str
+    criterion: str
+    measured: str
+    verdict: str
+    values: dict[str, Any] = field(default_factory=dict)
+    provenance: tuple[Provenance, ...] = ()
+
+
+def _missing(key: str, statement: str, criterion: str, what: str) -> Claim:
+    return Claim(
+        key, statement, criterion, f"{what} is not available here, so nothing was measured.", "not measured"
+    )
+
+
+def top3(pe: PositionalEmbedding, window: tuple[int, int] | None = None) -> float:
+    """Top-3 explained-variance ratio of ``pe`` over ``window`` (exact PCA, centred over positions)."""
+    return float(pca(pe, 3, window=window, solver="exact").explained_variance_ratio_.double().sum())
+
+
+def claim_variance(gpt2: PositionalEmbedding | None) -> Claim:
+    """About 90% of the variance lies in the top three principal components."""
+    statement = (
+        "About 90% of the variance of GPT-2 small's positional matrix lies in its top 3 principal components."
+    )
+    criterion = "top-3 explained-variance ratio (PCA centred over positions, all 1024 rows, raw weights) in [0.85, 0.95]"
+    if gpt2 is None:
+        return _missing("variance_3d", statement, criterion, "GPT-2 small's table")
+    raw = top3(gpt2)
+    lens = top3(gpt2.center("d_model"))
+    ok = 0.85 <= raw <= 0.95
+    measured = (
+        f"top-3 ratio {raw:.4f} ({100 * (1 - raw):.1f}% left outside 3D). With TransformerLens's default "
+        f"processing (each row centred over d_model, as the post's code read W_pos) it is {lens:.4f}."
+    )
+    return Claim(
+        "variance_3d",
+        statement,
+        criterion,
+        measured,
+        "reproduced" if ok else "not reproduced",
+        {"top3": raw, "top3_center_d_model": lens},
+        (gpt2.provenance,),
+    )
+
+
+def claim_truncation(gpt2: PositionalEmbedding | None) -> Claim:
+    """The truncated views (dropping the first positions, or only the first 100) are closer to 3D."""
+    statement = (
+        "The truncated view (positions 100–1023) is cleaner: more of its variance lies in 3D than for all rows; "
+        "the first 100 positions alone are also close to 3D."
+    )
+    criterion = "top-3 ratio of rows 100–1023 > top-3 ratio of all rows"
+    if gpt2 is None:
+        return _missing("truncation", statement, criterion, "GPT-2 small's table")
+    ratios = {name: top3(gpt2, w) for name, w in TRUNCATION_WINDOWS.items() if w[1] <= gpt2.n_positions}
+    base, cut = ratios["all rows"], ratios["rows 100–1023"]
+    measured = "; ".join(f"{name}: {r:.4f}" for name, r in ratios.items()) + (
+        f". Truncating to rows 100–1023 changes the top-3 share by {100 * (cut - base):+.2f} points."
+    )
+    return Claim(
+        "truncation",
+        statement,
+        criterion,
+        measured,
+        "reproduced" if cut > base else "not reproduced",
+        {f"top3[{name}]": r for name, r in ratios.items()},
+        (gpt2.provenance,),
+    )
+
+
+def _steps(m: torch.Tensor) -> torch.Tensor:
+    return (m[1:] - m[:-1]).double().norm(dim=1)
+
+
+def claim_outliers(gpt2: PositionalEmbedding | None) -> Claim:
+    """Position 0 and the last position are outliers."""
+    statement = "Position 0 and position 1023 are outliers, off the helix traced by the other positions."
+    criterion = (
+        "the step ‖E[p] − E[p±1]‖ from each end position to its neighbour is larger than every interior step"
+    )
+    if gpt2 is None:
+        return _missing("outliers", statement, criterion, "GPT-2 small's table")
+    steps = _steps(gpt2.matrix)
+    median = float(steps.median())
+    interior = float(steps[1:-1].max())
+    first, last = float(steps[0]), float(steps[-1])
+    norms = gpt2.matrix.double().norm(dim=1)
+    n = gpt2.n_positions
+    ok = first > interior and last > interior
+    measured = (
+        f"step from position 0 to 1: {first / median:.1f}× the median step; from {n - 2} to {n - 1}: "
+        f"{last / median:.1f}×; the largest interior step is {interior / median:.1f}×. Row norms: position 0 "
+        f"{float(norms[0]):.3f}, position {n - 1} {float(norms[-1]):.3f}, median {float(norms.median()):.3f}."
+    )
+    values = {
+        "step_first_over_median": first / median,
+        "step_last_over_median": last / median,
+        "max_interior_step_over_median": interior / median,
+        "norm_first": float(norms[0]),
+        "norm_last": float(norms[-1]),
+        "norm_median": float(norms.median()),
+    }
+    verdict = (
+        "reproduced"
+        if ok
+        else ("partly reproduced" if first > interior or last > interior else "not reproduced")
+    )
+    return Claim("outliers", statement, criterion, measured, verdict, values, (gpt2.provenance,))
+
+
+def _helix_words(fit: HelixFit) -> str:
+    return (
+        f"best shape {fit.shape} (ΔBIC {fit.bic['line'] - fit.bic[fit.shape]:.0f} over a line, "
+        f"{fit.bic['ellipse'] - fit.bic[fit.shape]:.0f} over an ellipse); {float(fit.turns[0]):.2f} turns of "
+        f"period {float(fit.periods[0]):.0f} positions, R² {fit.r2:.3f}"
+    )
+
+
+def _is_helix(fit: HelixFit) -> bool:
+    best = min(fit.bic[s] for s in ("circular_helix", "helix"))
+    return (
+        fit.shape in ("helix", "circular_helix")
+        and min(fit.bic["line"] - best, fit.bic["ellipse"] - best) > _MIN_DELTA_BIC
+    )
+
+
+def claim_helix(gpt2: PositionalEmbedding | None, fit: HelixFit | None) -> Claim:
+    """The top-3 trajectory is a helix, not a line or a closed loop."""
+    statement = "In its top 3 principal components, GPT-2 small's positional matrix traces a helix."
+    criterion = (
+        f"fit_helix's BIC picks a helix (drift + harmonics, or constant radius) over both a line and an ellipse "
+        f"by ΔBIC > {_MIN_DELTA_BIC:.0f}"
+    )
+    if gpt2 is None or fit is None:
+        return _missing("helix", statement, criterion, "GPT-2 small's table")
+    values = {
+        "shape": fit.shape,
+        "bic": dict(fit.bic),
+        "turns": float(fit.turns[0]),
+        "period": float(fit.periods[0]),
+        "r2": fit.r2,
+        "pitch": fit.pitch,
+    }
+    verdict = "reproduced" if _is_helix(fit) else "not reproduced"
+    return Claim("helix", statement, criterion, _helix_words(fit), verdict, values, (gpt2.provenance,))
+
+
+def claim_family(
+    fits: Mapping[str, HelixFit | None], tables: Mapping[str, PositionalEmbedding | None]
+) -> Claim:
+    """All nine GPT-2s (four OpenAI sizes, five CRFM replicas) trace helices."""
+    statement = "All nine GPT-2s (the four OpenAI sizes and five Stanford CRFM replicas) show the same helix."
+    criterion = "every one of the nine tables has a helix as its BIC winner (as in the helix claim)"
+    measured_fits = {name: fit for name, fit in fits.items() if fit is not None}
+    missing = [name for name, fit in fits.items() if fit is None]
+    if not measured_fits:
+        return _missing("family", statement, criterion, "None of the nine tables")
+    helices = {name: _is_helix(fit) for name, fit in measured_fits.items()}
+    parts = [f"{name}: {_helix_words(fit)}" for name, fit in measured_fits.items()]
+    measured = f"{len(measured_fits)} of {len(fits)} measured. " + "; ".join(parts)
+    if missing:
+        measured += f". Not available here: {', '.join(missing)}."
+    if not all(helices.values()):
+        verdict = "not reproduced"
+    else:
+        verdict = "reproduced" if not missing else "partly reproduced"
+    provs = tuple(t.provenance for t in tables.values() if t is not None)
+    values = {name: {"helix": helices[name], "shape": f.shape} for name, f in measured_fits.items()}
+    return Claim(
+        "family", statement, criterion, measured, verdict, {"models": values, "missing": missing}, provs
+    )
+
+
+def claim_similarity(gpt2: PositionalEmbedding | None, result: PeriodicityResult | None) -> Claim:
+    """The cosine similarity between rows is periodic in their offset."""
+    statement = "The cosine similarity between positional rows is periodic in the offset between positions."
+    if result is not None:
+        criterion = (
+            f"a significant period (permutation test, {result.n_surrogates} surrogates, α={result.alpha}) in the "
+            "mean cosine similarity as a function of the offset"
+        )
+    else:
+        criterion = "a significant period (permutation test, α=0.01) in the mean cosine similarity by offset"
+    if gpt2 is None or result is None:
+        return _missing("similarity", statement, criterion, "GPT-2 small's table")
+    peaks = [p for p in result.dominant_periods if p.series == "mean_similarity"]
+    sim = result.mean_similarity
+    at = {o: float(sim[o]) for o in (1, 64, 256, 512) if o < result.n_positions}
+    measured = (
+        "mean similarity at offset "
+        + ", ".join(f"{o}: {v:.3f}" for o, v in at.items())
+        + f"; Toeplitz score {result.toeplitz_score:.3f} (share of the similarity explained by the offset alone); "
+        + (
+            ", ".join(f"period {p.period:.0f} positions (p={p.p_value:.3g})" for p in peaks)
+            if peaks
+            else "no significant period"
+        )
+    )
+    values = {
+        "periods": [p.period for p in peaks],
+        "p_values": [p.p_value for p in peaks],
+        "toeplitz_score": result.toeplitz_score,
+        "mean_similarity_at": at,
+    }
+    return Claim(
+        "similarity",
+        statement,
+        criterion,
+        measured,
+        "reproduced" if peaks else "not reproduced",
+        values,
+        (result.provenance,),
+    )
+
+
+def claim_columns(gpt2: PositionalEmbedding | None, result: PeriodicityResult | None) -> Claim:
+    """Individual columns of the table look like sine waves."""
+    statement = "Individual columns of the matrix look like sine waves of the position."
+    criterion = (
+        "share of columns whose best single sinusoid (free period, phase and offset) has R² ≥ 0.5: "
+        "≥ 50% reproduced, ≥ 10% partly reproduced, else not reproduced"
+    )
+    if gpt2 is None or result is None:
+        return _missing("columns", statement, criterion, "GPT-2 small's table")
+    r2 = result.column_r2.double().cpu()
+    shares = {t: float((r2 >= t).double().mean()) for t in (0.5, 0.9)}
+    good = r2 >= 0.5
+    periods = result.column_periods.double().cpu()[good]
+    median_period = float(periods.median()) if periods.numel() else None
+    measured = (
+        f"{100 * shares[0.5]:.1f}% of the {r2.numel()} columns have R² ≥ 0.5 and {100 * shares[0.9]:.1f}% have "
+        f"R² ≥ 0.9 (median R² {float(r2.median()):.3f})"
+        + (
+            f"; the well-fitted columns' median period is {median_period:.0f} positions"
+            if median_period
+            else ""
+        )
+    )
+    verdict = (
+        "reproduced"
+        if shares[0.5] >= 0.5
+        else ("partly reproduced" if shares[0.5] >= 0.1 else "not reproduced")
+    )
+    values = {"share_r2_0.5": shares[0.5], "share_r2_0.9": shares[0.9], "median_r2": float(r2.median())}
+    return Claim("columns", statement, criterion, measured, verdict, values, (result.provenance,))
+
+
+def claim_tokens(gpt2: PositionalEmbedding | None, tokens: TokenEmbedding | None, k: int = 3) -> Claim:
+    """Token embeddings are concentrated away from the positional subspace."""
+    statement = "Token embeddings lie mostly outside the subspace spanned by the positional helix."
+    criterion = (
+        f"share of (centred) token-embedding variance in the top-{k} positional PCA subspace below k/d, the share "
+        "a random subspace of that dimension would hold"
+    )
+    if gpt2 is None or tokens is None:
+        what = "GPT-2 small's table" if gpt2 is None else "GPT-2 small's token embedding (wte)"
+        return _missing("tokens", statement, criterion, what)
+    ov = subspace_overlap(gpt2, tokens.matrix.to(gpt2.device), k, token_provenance=tokens.provenance)
+    angles = ", ".join(f"{float(a):.1f}°" for a in ov.principal_angles_deg)
+    measured = (
+        f"{100 * ov.token_variance_fraction:.2f}% of token variance lies in the top-{k} positional subspace "
+        f"(random: {100 * ov.random_fraction:.2f}%, i.e. {ov.variance_fraction_vs_random:.2f}× random); "
+        f"principal angles to the tokens' own top-{k} subspace: {angles}"
+    )
+    values = {
+        "token_variance_fraction": ov.token_variance_fraction,
+        "random_fraction": ov.random_fraction,
+        "principal_angles_deg": [float(a) for a in ov.principal_angles_deg],
+    }
+    verdict = "reproduced" if ov.token_variance_fraction < ov.random_fraction else "not reproduced"
+    return Claim(
+        "tokens", statement, criterion, measured, verdict, values, (gpt2.provenance, tokens.provenance)
+    )
+
+
+def claim_rotary(tables: Sequence[PositionalEmbedding]) -> Claim:
+    """Pythia and Mistral have no learned matrix; their exact rotary tables are shown instead."""
+    statement = (
+        "A retracted comment plotted a positional matrix 'W_pos' for Pythia and Mistral. Those models use rotary "
+        "embeddings and have no learned positional matrix: any such 'W_pos' is zeros or initial weights."
+    )
+    criterion = (
+        "each model is shown as its exact rotary table cos(p·θ_i), sin(p·θ_i), built from its config and labelled "
+        "kind='rotary'; no learned matrix is loaded or drawn for it"
+    )
+    parts, values = [], {}
+    for t in tables:
+        cfg = t.provenance.config_dict
+        ratio = top3(t)
+        parts.append(
+            f"{t.provenance.model_id}: rotary table {t.n_positions}×{t.d_model} from "
+            + ", ".join(f"{k}={v}" for k, v in sorted(cfg.items()))
+            + f"; top-3 ratio {ratio:.4f}"
+        )
+        values[t.provenance.model_id] = {"kind": t.kind, "shape": list(t.shape), "top3": ratio}
+    measured = "; ".join(parts) if parts else "no rotary model was built"
+    verdict = "corrected" if parts and all(t.kind == "rotary" for t in tables) else "not measured"
+    return Claim(
+        "rotary", statement, criterion, measured, verdict, values, tuple(t.provenance for t in tables)
+    )
+
+
+def fit_or_none(pe: PositionalEmbedding | None) -> HelixFit | None:
+    """The top-3 helix fit of ``pe`` (all rows), or None for a missing table."""
+    return fit_helix(pe) if pe is not None else None

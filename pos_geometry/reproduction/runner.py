@@ -1,0 +1,237 @@
+"""``reproduce_blog_post``: measure every claim of the post on what is available, write figures and a report.
+
+The steps: find each table (:mod:`~pos_geometry.reproduction.availability`), measure the claims
+(:mod:`~pos_geometry.reproduction.claims`), draw the figures
+(:mod:`~pos_geometry.reproduction.figures`), write them and ``report.md`` / ``report.json``
+(:mod:`~pos_geometry.reproduction.report`). It works offline unless ``online=True``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from pos_geometry._device import resolve_device
+from pos_geometry._files import atomic_write
+from pos_geometry.analysis.periodicity import periodicity
+from pos_geometry.embedding import TokenEmbedding
+from pos_geometry.encodings.sinusoidal import sinusoidal
+from pos_geometry.errors import ExportError, InvalidArgumentError, MissingTensorError, NotCachedError
+from pos_geometry.loading import load_token_embedding
+from pos_geometry.plotting.export import find_browser, save_figure
+from pos_geometry.registry import get_spec
+from pos_geometry.reproduction import claims as C
+from pos_geometry.reproduction.availability import Located, find_data_dir, locate
+from pos_geometry.reproduction.figures import blog_figures
+from pos_geometry.reproduction.report import FigureEntry, render_json, render_markdown
+
+__all__ = [
+    "COMPARISON_MODELS",
+    "NINE_GPT2S",
+    "ROTARY_MODELS",
+    "ReproductionResult",
+    "parse_model_paths",
+    "reproduce_blog_post",
+]
+
+NINE_GPT2S: tuple[str, ...] = (
+    "gpt2",
+    "gpt2-medium",
+    "gpt2-large",
+    "gpt2-xl",
+    "alias-gpt2-small-x21",
+    "battlestar-gpt2-small-x49",
+    "caprica-gpt2-small-x81",
+    "darkmatter-gpt2-small-x343",
+    "expanse-gpt2-small-x777",
+)
+"""The post's nine GPT-2s: the four OpenAI sizes and five Stanford CRFM GPT-2 small replicas."""
+
+ROTARY_MODELS: tuple[str, ...] = ("pythia-160m", "mistral-7b-v0.1")
+COMPARISON_MODELS: tuple[str, ...] = ("openai-gpt",)
+ROTARY_POSITIONS = 1024  # rows of the rotary tables: the same as GPT-2's, for side-by-side figures
+
+Progress = Callable[[str, int, int], None]
+
+
+def parse_model_paths(items: Sequence[str]) -> dict[str, Path]:
+    """``["gpt2-medium=/ckpt/dir", ...]`` -> ``{"gpt2-medium": Path(...)}`` (names resolved by the model table)."""
+    out: dict[str, Path] = {}
+    for item in items:
+        name, sep, path = item.partition("=")
+        if not sep or not name.strip() or not path.strip():
+            raise InvalidArgumentError(
+                f"--model takes NAME=PATH (a model-table name and a local checkpoint, file or folder); got "
+                f"{item!r}. Example: --model gpt2-medium=~/ckpts/gpt2-medium"
+            )
+        spec = get_spec(name.strip())  # UnknownModelError suggests the closest names
+        target = Path(path.strip()).expanduser()
+        if not target.exists():
+            raise InvalidArgumentError(
+                f"--model {item!r}: {str(target)!r} does not exist; give an existing checkpoint file or folder."
+            )
+        out[spec.name] = target
+    return out
+
+
+@dataclass(frozen=True)
+class ReproductionResult:
+    """What a reproduction run measured and wrote."""
+
+    out: Path
+    claims: tuple[C.Claim, ...]
+    located: tuple[Located, ...]
+    figures: tuple[FigureEntry, ...]
+    report: Path
+
+    @property
+    def missing(self) -> tuple[Located, ...]:
+        return tuple(loc for loc in self.located if not loc.found)
+
+    def summary_text(self) -> str:
+        """A few lines for the terminal: one per claim, the missing models, where the report is."""
+        width = max(len(c.key) for c in self.claims)
+        lines = [f"{c.key.ljust(width)}  {c.verdict:<17}  {c.measured[:110]}" for c in self.claims]
+        if self.missing:
+            lines.append(f"missing ({len(self.missing)}): " + ", ".join(loc.name for loc in self.missing))
+            lines += [f"  fetch {loc.name}: {loc.fetch}" for loc in self.missing]
+        n_files = sum(len(f.files) for f in self.figures)
+        lines.append(f"wrote {self.report} and {n_files} figure file(s) to {self.out}")
+        return "\n".join(lines)
+
+
+def _tokens(path: Path | None, online: bool, device: torch.device) -> tuple[TokenEmbedding | None, str]:
+    if path is not None:
+        return load_token_embedding(path, model_id="gpt2", device=device), f"{path} (given with --tokens)"
+    try:
+        return load_token_embedding("gpt2", offline=not online, device=device), "local cache"
+    except (NotCachedError, MissingTensorError):
+        return None, (
+            "GPT-2 small's token embedding (wte) is not available here; pass --tokens CHECKPOINT, or fetch it "
+            "with `python -c \"import pos_geometry as pg; pg.load_token_embedding('gpt2')\"`"
+        )
+
+
+def _write(
+    figures: Mapping, out: Path, formats: Sequence[str], progress: Progress, done: int, total: int
+) -> list[FigureEntry]:
+    static = [f for f in formats if f != "html"]
+    skipped = ""
+    if static:
+        try:
+            find_browser()
+        except ExportError as exc:
+            skipped = f"{', '.join(static)} skipped: {exc}"
+            static = []
+    fmts = [f for f in formats if f == "html" or f in static]
+    entries = []
+    for i, (stem, (fig, caption)) in enumerate(figures.items()):
+        progress(f"figure {stem}", done + i, total)
+        files = tuple(save_figure(fig, out / "figures" / f"{stem}.{fmt}", format=fmt) for fmt in fmts)
+        entries.append(FigureEntry(stem, caption, files, skipped))
+    return entries
+
+
+def reproduce_blog_post(
+    out: str | os.PathLike[str],
+    *,
+    data_dir: str | os.PathLike[str] | None = None,
+    paths: Mapping[str, Path] | None = None,
+    tokens: str | os.PathLike[str] | None = None,
+    online: bool = False,
+    formats: Sequence[str] = ("html", "png"),
+    device: str | torch.device = "cpu",
+    progress: Progress | None = None,
+) -> ReproductionResult:
+    """Reproduce "GPT-2's positional embedding matrix is a helix" into ``out``.
+
+    Args:
+        out: folder for ``report.md``, ``report.json`` and ``figures/`` (created).
+        data_dir: folder of real tables (default: ``../shared/data/real`` beside the checkout, or
+            ``$POS_GEOMETRY_DATA``).
+        paths: ``{model name: checkpoint}`` read instead of looking in the caches.
+        tokens: a checkpoint holding GPT-2 small's ``wte`` (else the caches are tried).
+        online: allow downloads of missing tables (only their bytes are fetched).
+        formats: figure formats; static ones are skipped, and the report says so, without a browser.
+        device: where the analysis runs.
+        progress: called as ``progress(label, done, total)``.
+
+    Returns:
+        a :class:`ReproductionResult`. Missing models are listed with the command that fetches them.
+    """
+    step = progress or (lambda label, done, total: None)
+    out = Path(out)
+    dev = resolve_device(device)
+    folder = find_data_dir(data_dir)
+    if data_dir is not None and folder is None:
+        raise InvalidArgumentError(
+            f"--data-dir {str(data_dir)!r} holds none of the real tables (gpt2_small_wpe.npy, "
+            "gpt1_openai_positions_embed.npy); point it at ../shared/data/real or leave it out."
+        )
+    names = [*NINE_GPT2S, *COMPARISON_MODELS, *ROTARY_MODELS]
+    total = len(names) + 4
+    located: list[Located] = []
+    for i, name in enumerate(names):
+        step(f"looking for {name}", i, total)
+        n_rows = ROTARY_POSITIONS if name in ROTARY_MODELS else None
+        located.append(
+            locate(name, paths=paths, data_dir=folder, online=online, device=dev, n_positions=n_rows)
+        )
+    tables = {loc.name: loc.table for loc in located}
+    gpt2 = tables["gpt2"]
+    token_table, token_where = _tokens(Path(tokens) if tokens is not None else None, online, dev)
+
+    step("measuring the helix and the periodicity", len(names), total)
+    fits = {name: C.fit_or_none(tables[name]) for name in NINE_GPT2S}
+    per = periodicity(gpt2) if gpt2 is not None else None
+    rotary = [tables[n] for n in ROTARY_MODELS if tables[n] is not None]
+    claims = (
+        C.claim_variance(gpt2),
+        C.claim_truncation(gpt2),
+        C.claim_outliers(gpt2),
+        C.claim_helix(gpt2, fits["gpt2"]),
+        C.claim_family(fits, {n: tables[n] for n in NINE_GPT2S}),
+        C.claim_similarity(gpt2, per),
+        C.claim_columns(gpt2, per),
+        C.claim_tokens(gpt2, token_table),
+        C.claim_rotary(rotary),
+    )
+
+    step("drawing the figures", len(names) + 1, total)
+    reference = [sinusoidal(ROTARY_POSITIONS, gpt2.d_model if gpt2 is not None else 768, device=dev)]
+    figures = blog_figures(
+        gpt2=gpt2,
+        fit=fits["gpt2"],
+        periodicity=per,
+        family={n: tables[n] for n in NINE_GPT2S},
+        learned=[tables[n] for n in COMPARISON_MODELS if tables[n] is not None],
+        rotary=rotary,
+        reference=reference,
+        tokens=token_table,
+    )
+    out.mkdir(parents=True, exist_ok=True)
+    entries = _write(figures, out, formats, step, len(names) + 2, total + len(figures))
+
+    notes = [
+        f"Token embedding: {token_where}.",
+        f"Rotary tables are built for the first {ROTARY_POSITIONS} positions (GPT-2's context length) so they can "
+        "be compared side by side; their configs allow more.",
+        "The sinusoidal table (Vaswani et al.) is included as an analytic reference.",
+    ]
+    if folder is None:
+        notes.append(
+            "No folder of real tables was found (../shared/data/real beside the checkout, or $POS_GEOMETRY_DATA)."
+        )
+    report_md = out / "report.md"
+    md = render_markdown(claims, located, entries, notes=notes, out=out)
+    atomic_write(report_md, md)
+    data = render_json(claims, located, entries, out=out)
+    data["notes"] = notes
+    atomic_write(out / "report.json", json.dumps(data, indent=2))
+    step("done", total + len(figures), total + len(figures))
+    return ReproductionResult(out, claims, tuple(located), tuple(entries), report_md)
