@@ -21,19 +21,35 @@ from pos_geometry.embedding import Provenance
 __all__ = ["Result", "to_jsonable"]
 
 
+def _finite_or_strings(array: np.ndarray) -> Any:
+    """``array.tolist()``, with NaN/±inf written as the strings ``"nan"``/``"inf"``/``"-inf"``.
+
+    ``json.dumps`` would otherwise emit ``NaN``/``Infinity``, which is not JSON (strict parsers,
+    JavaScript's ``JSON.parse`` included, refuse it). Finite arrays take the fast path.
+    """
+    if array.dtype.kind != "f" or bool(np.isfinite(array).all()):
+        return array.tolist()
+    return np.where(np.isfinite(array), array.astype(object), array.astype(str).astype(object)).tolist()
+
+
 def to_jsonable(value: Any) -> Any:
-    """Convert tensors, arrays, provenances, dataclasses and tuples into JSON-ready values."""
+    """Convert tensors, arrays, provenances, dataclasses and tuples into strict-JSON-ready values.
+
+    Non-finite floats become the strings ``"nan"``, ``"inf"`` and ``"-inf"``.
+    """
     if isinstance(value, Provenance):
         return value.to_dict()
     if isinstance(value, torch.Tensor):
         value = value.detach().cpu()
         if value.is_complex():
             return {"real": to_jsonable(value.real), "imag": to_jsonable(value.imag)}
-        return value.float().tolist() if value.dtype in (torch.float16, torch.bfloat16) else value.tolist()
+        if value.dtype in (torch.float16, torch.bfloat16):
+            value = value.float()
+        return _finite_or_strings(value.numpy())
     if isinstance(value, np.ndarray):
         if np.iscomplexobj(value):
-            return {"real": value.real.tolist(), "imag": value.imag.tolist()}
-        return value.tolist()
+            return {"real": _finite_or_strings(value.real), "imag": _finite_or_strings(value.imag)}
+        return _finite_or_strings(value)
     if isinstance(value, np.generic):
         return value.item()
     if isinstance(value, float) and not math.isfinite(value):

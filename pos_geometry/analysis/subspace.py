@@ -6,18 +6,25 @@ residual stream. :func:`subspace_overlap` measures how much of the token-embeddi
 the share a random ``k``-dimensional subspace would get (``k / d``), and the principal angles between
 ``P`` and the token matrix's own top-``k`` principal subspace. A share far below ``k / d`` and angles
 near 90° mean the token embeddings avoid the positional subspace.
+
+Like every analysis it takes one table or a batch: a batch of positional tables (many checkpoints of
+one model, say) is fitted by one batched PCA on the tables' device, and compared with one shared
+token matrix or with one token matrix per table; the result is then a ``BatchResult`` of
+:class:`SubspaceOverlap`, one per table, in input order.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import torch
 
+from pos_geometry.analysis._batch import BatchResult
 from pos_geometry.analysis._results import Result
-from pos_geometry.analysis.pca import pca
+from pos_geometry.analysis.pca import PCAResult, pca
 from pos_geometry.embedding import Provenance
 from pos_geometry.errors import DeviceMismatchError, InvalidArgumentError
 
@@ -114,33 +121,28 @@ def _as_tokens(tokens: Any, token_provenance: Provenance | None) -> tuple[torch.
     return tokens, prov
 
 
-def subspace_overlap(
-    positions: Any,
-    tokens: Any,
-    k: int = 3,
-    *,
-    center: bool = True,
-    window: tuple[int | None, int | None] | None = None,
-    token_provenance: Provenance | None = None,
-) -> SubspaceOverlap:
-    """Share of token-embedding variance and norm in the top-``k`` positional PCA subspace.
-
-    Args:
-        positions: the positional table, a PositionalEmbedding or tensor/array ``(n, d)`` (one matrix).
-        tokens: the token-embedding matrix ``(vocab, d)``: a tensor/array or an object with
-            ``.matrix`` and ``.provenance``; on the same device as ``positions``.
-        k: dimension of the positional subspace (and of the token subspace for the angles).
-        center: centre the positional table before its PCA (the token variance fraction is always
-            centred, the norm fraction never).
-        window: positions used for the positional PCA (see :func:`pca`).
-        token_provenance: provenance of a bare token tensor.
-    """
-    pos = pca(positions, k, window=window, center=center)
-    if pos.batched:
+def _token_list(
+    tokens: Any, n: int, token_provenance: Provenance | None
+) -> list[tuple[torch.Tensor, Provenance]]:
+    """One ``(matrix, provenance)`` per positional table: a shared token matrix, or one per table."""
+    per_table = None
+    if isinstance(tokens, list | tuple):
+        per_table = list(tokens)
+    elif isinstance(tokens, torch.Tensor | np.ndarray) and tokens.ndim == 3:
+        per_table = [tokens[i] for i in range(tokens.shape[0])]
+    if per_table is None:
+        return [_as_tokens(tokens, token_provenance)] * n
+    if len(per_table) != n:
         raise InvalidArgumentError(
-            f"positions must be one table (n, d); got a batch of {len(pos)}. Call subspace_overlap per table."
+            f"tokens must be one token matrix (vocab, d_model) shared by every positional table, or one per "
+            f"table; got {len(per_table)} token matrices for {n} positional table(s)."
         )
-    t, tprov = _as_tokens(tokens, token_provenance)
+    return [_as_tokens(t, token_provenance) for t in per_table]
+
+
+def _overlap_one(pos: PCAResult, t: torch.Tensor, tprov: Provenance, center: bool) -> SubspaceOverlap:
+    """The overlap of one token matrix ``t`` ``(vocab, d)`` with one single-table PCA fit ``pos``."""
+    k = pos.n_components_
     if t.device != pos.components_.device:
         raise DeviceMismatchError(
             f"tokens live on {t.device} and positions on {pos.components_.device}; move one with .to() first."
@@ -155,8 +157,14 @@ def subspace_overlap(
     basis = pos.components_.to(torch.float64)
     t64 = t.to(torch.float64)
     tc = t64 - t64.mean(dim=0, keepdim=True)
-    var_frac = float((tc @ basis.mT).square().sum() / tc.square().sum())
-    norm_frac = float((t64 @ basis.mT).square().sum() / t64.square().sum())
+    total_var, total_norm = float(tc.square().sum()), float(t64.square().sum())
+    if not (total_var > 0 and math.isfinite(total_var) and math.isfinite(total_norm)):
+        raise InvalidArgumentError(
+            f"the token matrix from {tprov.source!r} must be finite with non-zero variance over tokens; got "
+            f"total centred sum of squares {total_var!r}. Pass the model's real token-embedding matrix."
+        )
+    var_frac = float((tc @ basis.mT).square().sum()) / total_var
+    norm_frac = float((t64 @ basis.mT).square().sum()) / total_norm
     tok = pca(t, k, center=True)
     angles = torch.rad2deg(principal_angles(pos.components_, tok.components_))
     return SubspaceOverlap(
@@ -174,3 +182,38 @@ def subspace_overlap(
         provenance=pos.provenance,
         token_provenance=tprov,
     )
+
+
+def subspace_overlap(
+    positions: Any,
+    tokens: Any,
+    k: int = 3,
+    *,
+    center: bool = True,
+    window: tuple[int | None, int | None] | None = None,
+    token_provenance: Provenance | None = None,
+) -> SubspaceOverlap | BatchResult:
+    """Share of token-embedding variance and norm in the top-``k`` positional PCA subspace.
+
+    Args:
+        positions: the positional table(s): a PositionalEmbedding, a list of them (one shape), or a
+            tensor/array ``(n, d)`` or ``(batch, n, d)``; the PCA runs on their device, batched.
+        tokens: the token-embedding matrix ``(vocab, d)``: a tensor/array or an object with
+            ``.matrix`` and ``.provenance`` (a :class:`~pos_geometry.TokenEmbedding`), on the same
+            device as ``positions``. For a batch of positional tables, either one token matrix shared
+            by all of them, or one per table (a list, or a ``(batch, vocab, d)`` tensor/array).
+        k: dimension of the positional subspace (and of the token subspace for the angles).
+        center: centre the positional table before its PCA (the token variance fraction is always
+            centred, the norm fraction never).
+        window: positions used for the positional PCA (see :func:`pca`).
+        token_provenance: provenance of bare token tensors.
+
+    Returns:
+        A :class:`SubspaceOverlap` for one table; a ``BatchResult`` of them, in input order, for a batch.
+    """
+    pos = pca(positions, k, window=window, center=center)
+    pairs = _token_list(tokens, len(pos), token_provenance)
+    results = tuple(_overlap_one(pos[i], t, tprov, center) for i, (t, tprov) in enumerate(pairs))
+    if not pos.batched:
+        return results[0]
+    return BatchResult(results, tuple(r.provenance for r in results))

@@ -15,6 +15,7 @@ from pos_geometry.registry.lookup import (
     kind_from_config,
     known_names,
     revisions,
+    row_offset_from_config,
     suggest,
 )
 from pos_geometry.registry.schedules import CheckpointSchedule, get_schedule, schedule_names
@@ -31,6 +32,7 @@ __all__ = [
     "kind_from_config",
     "known_names",
     "revisions",
+    "row_offset_from_config",
     "schedule_names",
     "suggest",
 ]

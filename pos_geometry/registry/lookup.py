@@ -37,6 +37,9 @@ __all__ = [
     "ROTARY_MODEL_TYPES",
     "ALIBI_MODEL_TYPES",
     "NO_TABLE_MODEL_TYPES",
+    "SINUSOIDAL_MODEL_TYPES",
+    "ROW_OFFSET_BY_MODEL_TYPE",
+    "row_offset_from_config",
 ]
 
 
@@ -196,8 +199,15 @@ LEARNED_MODEL_TYPES: frozenset[str] = frozenset(
         "albert",
         "gpt_bigcode",
         "biogpt",
-        "xglm",
         "bart",
+        "mvp",
+        "plbart",
+        "roberta-prelayernorm",
+        "xlm-roberta-xl",
+        "longformer",
+        "ibert",
+        "xmod",
+        "mpnet",
         "mbart",
         "ernie",
         "data2vec-text",
@@ -235,6 +245,32 @@ ROTARY_MODEL_TYPES: frozenset[str] = frozenset(
 )
 ALIBI_MODEL_TYPES: frozenset[str] = frozenset({"bloom"})
 NO_TABLE_MODEL_TYPES: frozenset[str] = frozenset({"t5", "mt5", "transfo-xl", "xlnet"})
+#: Models whose positions come from a fixed sinusoidal table (a non-persistent buffer, or frozen
+#: weights computed from the formula), not a learned one: ``transformers``' ``*SinusoidalPositionalEmbedding``.
+SINUSOIDAL_MODEL_TYPES: frozenset[str] = frozenset(
+    {"xglm", "m2m_100", "nllb-moe", "speech_to_text", "marian", "pegasus", "pegasus_x", "fsmt"}
+)
+#: Leading rows of a learned table that are not positions, by ``model_type``: a number of rows, or the
+#: name of the config field whose value + 1 it is (RoBERTa-style tables start at ``padding_idx + 1``).
+#: The number-valued entries are ``transformers``' ``*LearnedPositionalEmbedding.offset`` (fairseq's 2).
+ROW_OFFSET_BY_MODEL_TYPE: Mapping[str, int | str] = {
+    "opt": 2,
+    "bart": 2,
+    "mbart": 2,
+    "biogpt": 2,
+    "mvp": 2,
+    "plbart": 2,
+    "roberta": "pad_token_id",
+    "roberta-prelayernorm": "pad_token_id",
+    "xlm-roberta": "pad_token_id",
+    "xlm-roberta-xl": "pad_token_id",
+    "camembert": "pad_token_id",
+    "data2vec-text": "pad_token_id",
+    "longformer": "pad_token_id",
+    "ibert": "pad_token_id",
+    "xmod": "pad_token_id",
+    "mpnet": "pad_token_id",
+}
 
 _ROTARY_FIELDS = (
     "rope_parameters",
@@ -261,8 +297,8 @@ def kind_from_config(config: Mapping[str, Any]) -> str:
     Decided by ``model_type`` when it is a known one, else by which fields are present.
     Models with no positional table of either kind (ALiBi: BLOOM, MPT or Falcon with
     ``alibi``; relative position biases: T5; BERT-likes with a relative
-    ``position_embedding_type``) raise :class:`NoLearnedTableError`, as does a config with
-    no positional information at all.
+    ``position_embedding_type``; fixed sinusoidal tables: XGLM, Marian, Pegasus, M2M-100 ...)
+    raise :class:`NoLearnedTableError`, as does a config with no positional information at all.
     """
     if not isinstance(config, Mapping):
         raise InvalidArgumentError(
@@ -274,6 +310,11 @@ def kind_from_config(config: Mapping[str, Any]) -> str:
         raise NoLearnedTableError(
             f"{label} uses ALiBi attention biases: it has no positional embedding table, learned or rotary. "
             "There is nothing for pos_geometry to load; pick a model with learned or rotary positions."
+        )
+    if model_type in SINUSOIDAL_MODEL_TYPES:
+        raise NoLearnedTableError(
+            f"{label} uses a fixed sinusoidal positional table, not a learned one, so there is no learned "
+            "matrix to load. For the analytic table use pos_geometry.sinusoidal(n_positions, d_model)."
         )
     if model_type in NO_TABLE_MODEL_TYPES:
         raise NoLearnedTableError(
@@ -305,3 +346,30 @@ def kind_from_config(config: Mapping[str, Any]) -> str:
         "If the model has a learned table, load the checkpoint file with an explicit tensor key; if it is "
         "rotary, build the table with pos_geometry.encodings.rotary_embedding from the rotary parameters."
     )
+
+
+def row_offset_from_config(config: Mapping[str, Any]) -> int:
+    """Leading rows of the stored learned table that are not positions, for a config.json dict.
+
+    2 for OPT, BART, mBART, BioGPT, MVP and PLBart (fairseq's offset); ``pad_token_id + 1`` for
+    RoBERTa-style encoders (XLM-R, CamemBERT, Longformer, MPNet ...; 2 with the usual
+    ``pad_token_id`` of 1); 0 otherwise.
+
+    >>> row_offset_from_config({"model_type": "opt"}), row_offset_from_config({"model_type": "gpt2"})
+    (2, 0)
+    """
+    if not isinstance(config, Mapping):
+        raise InvalidArgumentError(
+            f"config must be a mapping (the parsed config.json); got {type(config).__name__}."
+        )
+    rule = ROW_OFFSET_BY_MODEL_TYPE.get(str(config.get("model_type", "")).lower(), 0)
+    if isinstance(rule, int):
+        return rule
+    value = config.get(rule)
+    value = 1 if value is None else value
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise InvalidArgumentError(
+            f"config {rule} must be a non-negative integer (the padding row; positions start after it); "
+            f"got {value!r}. Fix the config.json."
+        )
+    return value + 1

@@ -245,3 +245,49 @@ def test_total_variance_with_large_mean(offset):
         )
         a = x.astype(np.float64) - x.astype(np.float64).mean(0)
         assert float(res.total_variance_) == pytest.approx((a**2).sum() / 599, rel=1e-5)
+
+
+@pytest.mark.parametrize("solver", ["exact", "randomized"])
+@pytest.mark.parametrize(
+    ("window", "expected"), [(None, 0.9039), ((1, 1024), 0.9106), ((100, 1024), 0.9511), ((1, 100), 0.9640)]
+)
+def test_blog_top3_ratios_with_every_solver_and_the_oracle(gpt2_wpe, solver, window, expected):
+    """The blog's figures from each solver, and from scikit-learn on the same rows (centred over positions)."""
+    res = pca(gpt2_wpe, 3, window=window, solver=solver)
+    assert res.solver == solver
+    assert float(res.explained_variance_ratio_.sum()) == pytest.approx(expected, abs=1e-3)
+    a, b = res.window
+    oracle = PCA(n_components=3, svd_solver="full").fit(gpt2_wpe[a:b].astype(np.float64))
+    assert float(oracle.explained_variance_ratio_.sum()) == pytest.approx(expected, abs=1e-3)
+    tol = 1e-5 if solver == "exact" else 1e-3
+    assert float(res.explained_variance_ratio_.sum()) == pytest.approx(
+        float(oracle.explained_variance_ratio_.sum()), abs=tol
+    )
+
+
+def test_blog_figures_from_a_loaded_embedding(tmp_path, gpt2_wpe):
+    """The same figures through the loader: a PositionalEmbedding keeps its provenance into the result."""
+    import pos_geometry as pg
+
+    np.save(tmp_path / "wpe.npy", gpt2_wpe)
+    pe = pg.load(tmp_path / "wpe.npy")
+    res = pca(pe.rows(1, None), 3)
+    assert float(res.explained_variance_ratio_.sum()) == pytest.approx(0.9106, abs=1e-3)
+    assert res.provenance.processing == ("rows[1:1024]", "center_positions")
+    assert str(tmp_path / "wpe.npy") in res.provenance.source
+
+
+def test_block_averaged_rows_projected_into_the_full_table_basis(gpt2_wpe):
+    """The blog's overlay: 16-position block means, projected into the basis fitted on every row.
+
+    Projection is affine, so a block mean's projection equals the mean of the block's coordinates,
+    and matches scikit-learn's transform of the same block means.
+    """
+    res = pca(gpt2_wpe, 3, solver="exact")
+    blocks = gpt2_wpe.reshape(64, 16, 768).mean(axis=1)
+    projected = res.transform(blocks)
+    assert projected.shape == (64, 3)
+    expected = res.coordinates.reshape(64, 16, 3).mean(dim=1)
+    torch.testing.assert_close(projected, expected, atol=1e-4, rtol=0)
+    oracle = PCA(n_components=3, svd_solver="full").fit(gpt2_wpe.astype(np.float64))
+    np.testing.assert_allclose(projected.numpy(), oracle.transform(blocks.astype(np.float64)), atol=1e-3)

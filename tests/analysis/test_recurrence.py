@@ -87,3 +87,23 @@ def test_gpt2_has_an_undamped_rotation(gpt2_wpe):
     assert fit.prediction_error[64] < 0.5 * fit.persistence_error[64]  # the rotation predicts far ahead
     wide = fit_recurrence(gpt2_wpe, k=8, window=(1, 1024))
     assert any(300 < p < 800 and abs(m - 1) < 0.01 for p, m in wide.rotation_pairs())
+
+
+def test_eigenfrequencies_of_a_model_table_rope_are_its_inverse_frequencies():
+    """The rotary table pos_geometry.load builds for Pythia-70m (from the model table, offline)."""
+    import pos_geometry as pg
+    from pos_geometry.encodings import inverse_frequencies, rotary_params
+
+    theta = inverse_frequencies(rotary_params(pg.get_spec("pythia-70m").rotary_config)).numpy()
+    table = pg.load("pythia-70m", n_positions=512, dtype=torch.float64)
+    fit = fit_recurrence(table, k=table.d_model)
+    expected = np.sort(np.repeat(theta, 2))  # 8 frequencies, from 1 to 10000^(-7/8) rad/position
+    np.testing.assert_allclose(fit.angles, expected, rtol=0, atol=1e-6)
+    # frequencies with at least one turn in the window are exact to round-off; slower rotations
+    # (down to 0.03 turns over 512 positions) are ill-conditioned, hence the absolute bound above
+    resolved = expected >= 2 * np.pi / 512
+    np.testing.assert_allclose(fit.angles[resolved], expected[resolved], rtol=1e-9)
+    np.testing.assert_allclose(fit.moduli, 1.0, atol=1e-8)
+    assert len(fit.rotation_pairs()) == len(theta)
+    assert all(fit.prediction_error[h] < 1e-10 for h in (1, 8, 64))
+    assert fit.provenance.model_id == "pythia-70m" and fit.provenance.kind == "rotary"

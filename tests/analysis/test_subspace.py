@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 import torch
@@ -95,7 +97,42 @@ def test_gpt2_positions_vs_isotropic_tokens(gpt2_wpe):
 def test_errors(positions):
     with pytest.raises(InvalidArgumentError, match="d_model=64"):
         subspace_overlap(positions, np.zeros((10, 32), dtype=np.float32))
-    with pytest.raises(InvalidArgumentError, match="one table"):
-        subspace_overlap(np.stack([positions, positions]), np.zeros((10, 64), dtype=np.float32))
+    tokens = np.random.default_rng(7).standard_normal((10, 64)).astype(np.float32)
+    with pytest.raises(InvalidArgumentError, match=r"one per table; got 3 token matrices for 2"):
+        subspace_overlap(np.stack([positions, positions]), [tokens] * 3)
+    with pytest.raises(InvalidArgumentError, match="non-zero variance"):
+        subspace_overlap(positions, np.zeros((10, 64), dtype=np.float32))
     with pytest.raises(InvalidArgumentError, match="floating-point"):
         subspace_overlap(positions, np.zeros((10, 64), dtype=np.int64))
+
+
+def test_batch_of_tables_equals_one_call_per_table(positions):
+    """A batch of positional tables (shared or per-table tokens) gives the per-table results, in order."""
+    from pos_geometry.analysis._batch import BatchResult
+
+    rng = np.random.default_rng(8)
+    tables = [positions, positions[::-1].copy() * 2.0, positions + rng.standard_normal(64).astype(np.float32)]
+    embs = [
+        PositionalEmbedding(torch.from_numpy(t), Provenance(f"ckpt{i}", "learned", "test"))
+        for i, t in enumerate(tables)
+    ]
+    tokens = [rng.standard_normal((400, 64)).astype(np.float32) * np.linspace(0.2, 2, 64).astype(np.float32)]
+    tokens += [rng.standard_normal((400, 64)).astype(np.float32) for _ in range(2)]
+    shared = subspace_overlap(embs, tokens[0], 3, window=(1, None))
+    per_table = subspace_overlap(np.stack(tables), np.stack(tokens), 3, window=(1, None))
+    for batch, toks in ((shared, [tokens[0]] * 3), (per_table, tokens)):
+        assert isinstance(batch, BatchResult) and len(batch) == 3
+        for i, item in enumerate(batch):
+            single = subspace_overlap(tables[i], toks[i], 3, window=(1, None))
+            assert item.token_variance_fraction == pytest.approx(
+                single.token_variance_fraction, rel=1e-5, abs=1e-9
+            )
+            assert item.token_norm_fraction == pytest.approx(single.token_norm_fraction, rel=1e-5, abs=1e-9)
+            torch.testing.assert_close(
+                item.principal_angles_deg, single.principal_angles_deg, atol=1e-2, rtol=0
+            )
+            assert item.window == (1, 256)
+    assert [r.provenance.model_id for r in shared] == ["ckpt0", "ckpt1", "ckpt2"]
+    assert shared[1].provenance.processing == ("rows[1:256]", "center_positions")
+    assert "token variance in it" in shared.summary()
+    assert json.loads(shared.to_json())["type"] == "BatchResult"
