@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -25,29 +24,19 @@ from pos_geometry._device import resolve_device
 from pos_geometry.embedding import PositionalEmbedding, Provenance, TokenEmbedding
 from pos_geometry.encodings.rotary import rotary_embedding
 from pos_geometry.errors import CheckpointFormatError, InvalidArgumentError, UnknownModelError
-from pos_geometry.registry import ModelSpec, check_revision, find_spec, get_spec, kind_from_config
+from pos_geometry.registry import (
+    ModelSpec,
+    check_revision,
+    find_spec,
+    get_spec,
+    kind_from_config,
+    row_offset_from_config,
+)
 from pos_geometry.sources.hub import read_config, read_hub_tensor
 from pos_geometry.sources.local import read_local
 from pos_geometry.sources.tensor_record import TensorRecord
 
 __all__ = ["load", "load_token_embedding"]
-
-# Checkpoints whose learned table stores leading rows that are not positions, by
-# ``config.json`` ``model_type``: the value is the number of rows to drop, or the name of
-# the config field it follows from (RoBERTa-style tables start at padding_idx + 1).
-_ROW_OFFSET_BY_MODEL_TYPE: Mapping[str, int | str] = {
-    "opt": 2,
-    "roberta": "pad_token_id",
-    "xlm-roberta": "pad_token_id",
-    "camembert": "pad_token_id",
-}
-
-
-def _row_offset_from_config(config: Mapping[str, Any]) -> int:
-    rule = _ROW_OFFSET_BY_MODEL_TYPE.get(str(config.get("model_type", "")), 0)
-    if isinstance(rule, str):
-        return int(config.get(rule, 1)) + 1
-    return rule
 
 
 def _looks_like_repo_id(name: str) -> bool:
@@ -160,7 +149,7 @@ def load(
                 dtype=dtype,
             )
         record = read_local(path, which="position", key=key)
-        offset = _row_offset_from_config(config) if config is not None else 0
+        offset = row_offset_from_config(config) if config is not None else 0
         return _finish(
             record,
             model_id=model_id or name,
@@ -235,7 +224,7 @@ def _load_repo(repo_id: str, *, revision, device, dtype, n_positions, key, offli
         record,
         model_id=repo_id,
         revision=revision,
-        row_offset=_row_offset_from_config(config),
+        row_offset=row_offset_from_config(config),
         commit=commit,
         device=device,
         dtype=dtype,

@@ -122,3 +122,17 @@ def test_unknown_name_suggests_the_closest():
         load("gtp2-medum")
     assert "gpt2-medium" in info.value.suggestions
     assert "gpt2-medium" in str(info.value)
+
+
+def test_roberta_padding_rows_are_dropped(tmp_path):
+    torch.manual_seed(0)
+    config = transformers.RobertaConfig(
+        vocab_size=50, hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32,
+        max_position_embeddings=66, pad_token_id=1,
+    )  # fmt: skip
+    model = transformers.RobertaModel(config)
+    model.save_pretrained(tmp_path / "roberta")
+    pe = load(tmp_path / "roberta")
+    stored = model.embeddings.position_embeddings.weight.detach()
+    assert pe.provenance.row_offset == 2 and pe.shape == (64, 16)
+    assert torch.equal(pe.matrix, stored[2:])

@@ -131,7 +131,8 @@ def claim_truncation(gpt2: PositionalEmbedding | None) -> Claim:
 
 
 def _steps(m: torch.Tensor) -> torch.Tensor:
-    return (m[1:] - m[:-1]).double().norm(dim=1)
+    m = m.double()
+    return (m[1:] - m[:-1]).norm(dim=1)
 
 
 def claim_outliers(gpt2: PositionalEmbedding | None) -> Claim:

@@ -1,0 +1,117 @@
+"""Each claim's measurement against independent numbers, and verdicts that can go either way."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from sklearn.decomposition import PCA
+
+from pos_geometry import PositionalEmbedding, Provenance, TokenEmbedding, load, periodicity
+from pos_geometry.reproduction import claims as C
+
+
+def _pe(matrix, name="toy") -> PositionalEmbedding:
+    return PositionalEmbedding(np.asarray(matrix, dtype=np.float64), Provenance(name, "learned", "test"))
+
+
+@pytest.fixture(scope="module")
+def gpt2(real_data_dir) -> PositionalEmbedding:
+    return load(real_data_dir / "gpt2_small_wpe.npy", model_id="gpt2")
+
+
+def _top3(x: np.ndarray) -> float:
+    return float(PCA(3).fit(x.astype(np.float64)).explained_variance_ratio_.sum())
+
+
+def test_variance_and_truncation_on_the_real_table(gpt2, gpt2_wpe):
+    v = C.claim_variance(gpt2)
+    assert v.verdict == "reproduced"
+    assert v.values["top3"] == pytest.approx(_top3(gpt2_wpe), abs=1e-6)
+    assert v.values["top3"] == pytest.approx(0.9039, abs=1e-3)
+    row_centred = gpt2_wpe - gpt2_wpe.mean(axis=1, keepdims=True)
+    assert v.values["top3_center_d_model"] == pytest.approx(_top3(row_centred), abs=1e-6)
+    t = C.claim_truncation(gpt2)
+    assert t.verdict == "reproduced"
+    for name, expected in [
+        ("all rows", 0.9039),
+        ("rows 1–1023", 0.9106),
+        ("rows 100–1023", 0.9511),
+        ("rows 1–99", 0.9640),
+    ]:
+        a, b = C.TRUNCATION_WINDOWS[name]
+        assert t.values[f"top3[{name}]"] == pytest.approx(_top3(gpt2_wpe[a:b]), abs=1e-6)
+        assert t.values[f"top3[{name}]"] == pytest.approx(expected, abs=1e-3)
+
+
+def test_outliers_on_the_real_table_and_a_smooth_curve(gpt2, gpt2_wpe):
+    o = C.claim_outliers(gpt2)
+    steps = np.linalg.norm(np.diff(gpt2_wpe.astype(np.float64), axis=0), axis=1)
+    assert o.values["step_first_over_median"] == pytest.approx(steps[0] / np.median(steps), rel=1e-9)
+    assert o.values["max_interior_step_over_median"] == pytest.approx(
+        steps[1:-1].max() / np.median(steps), rel=1e-9
+    )
+    assert o.verdict == "reproduced"
+    t = np.arange(200.0)
+    smooth = np.stack([np.cos(t / 20), np.sin(t / 20), t / 200], axis=1)
+    assert C.claim_outliers(_pe(smooth)).verdict == "not reproduced"
+
+
+def test_helix_verdict_separates_a_helix_from_a_line(gpt2):
+    fit = C.fit_or_none(gpt2)
+    assert C.claim_helix(gpt2, fit).verdict == "reproduced"
+    t = np.arange(300.0)
+    line = np.outer(t, np.ones(6)) + np.random.default_rng(0).normal(scale=0.5, size=(300, 6))
+    pe = _pe(line)
+    claim = C.claim_helix(pe, C.fit_or_none(pe))
+    assert claim.verdict == "not reproduced" and claim.values["shape"] == "line"
+    assert C.claim_helix(None, None).verdict == "not measured"
+
+
+def test_family_counts_what_was_measured(gpt2):
+    fit = C.fit_or_none(gpt2)
+    partial = C.claim_family({"gpt2": fit, "gpt2-xl": None}, {"gpt2": gpt2, "gpt2-xl": None})
+    assert partial.verdict == "partly reproduced" and partial.values["missing"] == ["gpt2-xl"]
+    assert "1 of 2 measured" in partial.measured
+    assert C.claim_family({"gpt2": fit}, {"gpt2": gpt2}).verdict == "reproduced"
+    assert C.claim_family({"a": None}, {"a": None}).verdict == "not measured"
+
+
+def test_similarity_and_columns_on_synthetic_tables():
+    t = np.arange(256.0)[:, None]
+    periods = np.array([32.0, 64.0, 128.0, 48.0])
+    phases = np.linspace(0, np.pi, 4)
+    waves = np.cos(2 * np.pi * t / periods + phases)  # every column a sinusoid
+    pe = _pe(np.repeat(waves, 4, axis=1) + 0.01 * np.random.default_rng(0).normal(size=(256, 16)))
+    res = periodicity(pe, n_surrogates=99)
+    cols = C.claim_columns(pe, res)
+    assert cols.verdict == "reproduced" and cols.values["share_r2_0.5"] == 1.0
+    sim = C.claim_similarity(pe, res)
+    assert sim.verdict == "reproduced" and sim.values["periods"]
+    noise = _pe(np.random.default_rng(1).normal(size=(256, 16)))
+    res = periodicity(noise, n_surrogates=99)
+    assert C.claim_columns(noise, res).verdict == "not reproduced"
+    assert C.claim_similarity(noise, res).verdict == "not reproduced"
+
+
+def test_tokens_verdict_follows_the_overlap(gpt2, gpt2_wpe):
+    rng = np.random.default_rng(0)
+    basis = PCA(3).fit(gpt2_wpe.astype(np.float64)).components_
+    away = rng.normal(size=(500, 768))
+    away -= (away @ basis.T) @ basis  # no component in the positional subspace
+    prov = Provenance("tokens", "learned", "test")
+    claim = C.claim_tokens(gpt2, TokenEmbedding(torch.from_numpy(away).float(), prov))
+    assert claim.verdict == "reproduced" and claim.values["token_variance_fraction"] < 1e-6
+    inside = gpt2_wpe[rng.integers(0, 1024, 500)] + 0.01 * rng.normal(size=(500, 768))
+    claim = C.claim_tokens(gpt2, TokenEmbedding(torch.from_numpy(inside).float(), prov))
+    assert claim.verdict == "not reproduced"
+    assert C.claim_tokens(gpt2, None).verdict == "not measured"
+
+
+def test_rotary_models_are_shown_as_rotary_tables():
+    tables = [load("pythia-160m", n_positions=256), load("mistral-7b-v0.3", n_positions=256)]
+    claim = C.claim_rotary(tables)
+    assert claim.verdict == "corrected"
+    assert all(v["kind"] == "rotary" for v in claim.values.values())
+    assert "rope_theta=1000000.0" in claim.measured and "rotary_pct=0.25" in claim.measured
+    assert "no learned positional matrix" in claim.statement

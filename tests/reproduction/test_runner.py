@@ -1,0 +1,142 @@
+"""reproduce_blog_post end to end: real GPT-2 table, a given path, missing models, and the report."""
+
+from __future__ import annotations
+
+import json
+import re
+import socket
+from pathlib import Path
+
+import numpy as np
+import pytest
+from sklearn.decomposition import PCA
+
+from pos_geometry import ExportError, InvalidArgumentError, UnknownModelError
+from pos_geometry.reproduction import parse_model_paths, reproduce_blog_post
+from pos_geometry.reproduction.runner import NINE_GPT2S
+
+
+@pytest.fixture(autouse=True)
+def _offline_and_clean(monkeypatch, tmp_path):
+    monkeypatch.setenv("POS_GEOMETRY_CACHE", str(tmp_path / "pg-cache"))
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hf-cache"))
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("network touched")
+
+    monkeypatch.setattr(socket.socket, "connect", refuse)
+
+
+def _helix_table(n=1024, d=64, period=300.0, seed=0) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    t = np.arange(n, dtype=np.float64)
+    z = np.stack([np.cos(2 * np.pi * t / period), np.sin(2 * np.pi * t / period), t / n], axis=1)
+    q, _ = np.linalg.qr(rng.normal(size=(d, 3)))
+    return (z @ q.T + 0.01 * rng.normal(size=(n, d))).astype(np.float32)
+
+
+@pytest.fixture(scope="module")
+def run(real_data_dir, tmp_path_factory):
+    out = tmp_path_factory.mktemp("repro")
+    medium = out.parent / "medium.npy"
+    np.save(medium, _helix_table())
+    steps = []
+    mp = pytest.MonkeyPatch()
+    mp.setenv("POS_GEOMETRY_CACHE", str(out.parent / "pg-cache"))
+    mp.setenv("HF_HUB_CACHE", str(out.parent / "hf-cache"))
+    try:
+        result = reproduce_blog_post(
+            out / "report",
+            data_dir=real_data_dir,
+            paths={"gpt2-medium": medium},
+            formats=("html",),
+            progress=lambda label, done, total: steps.append((label, done, total)),
+        )
+    finally:
+        mp.undo()
+    return result, steps
+
+
+def test_claims_and_numbers(run, gpt2_wpe):
+    result, steps = run
+    claims = {c.key: c for c in result.claims}
+    assert list(claims) == [
+        "variance_3d", "truncation", "outliers", "helix", "family", "similarity", "columns", "tokens", "rotary",
+    ]  # fmt: skip
+    oracle = PCA(3).fit(gpt2_wpe.astype(np.float64)).explained_variance_ratio_.sum()
+    assert claims["variance_3d"].values["top3"] == pytest.approx(oracle, abs=1e-6)
+    for key in ("variance_3d", "truncation", "outliers", "helix", "similarity"):
+        assert claims[key].verdict == "reproduced", claims[key]
+    assert claims["tokens"].verdict == "not measured"  # no wte here: not estimated
+    assert claims["rotary"].verdict == "corrected"
+    family = claims["family"]
+    assert family.verdict == "partly reproduced" and "2 of 9 measured" in family.measured
+    assert sorted(family.values["missing"]) == sorted(set(NINE_GPT2S) - {"gpt2", "gpt2-medium"})
+    assert steps[-1][0] == "done" and steps[-1][1] == steps[-1][2]
+
+
+def test_report_files(run):
+    result, _ = run
+    md = result.report.read_text()
+    assert "| 1 | About 90% of the variance" in md and "0.9039" in md and "**reproduced**" in md
+    for missing in result.missing:
+        assert f"`pos-geometry analyze {missing.name} --online`" in md
+    assert "medium.npy (given with --model)" in md
+    assert "no learned positional matrix" in md and "kind='rotary'" in md
+    data = json.loads((result.out / "report.json").read_text())
+    assert [c["key"] for c in data["claims"]] == [c.key for c in result.claims]
+    found = {d["model"]: d["found"] for d in data["data"]}
+    assert found["gpt2"] and found["gpt2-medium"] and not found["gpt2-xl"]
+    assert found["pythia-160m"] and found["mistral-7b-v0.1"] and found["openai-gpt"]
+    stems = {f.stem for f in result.figures}
+    assert {"gpt2_helix", "gpt2_helix_rows100-1023", "gpt2_family_grid", "rotary_tables"} <= stems
+    for f in result.figures:
+        assert [p.suffix for p in f.files] == [".html"]
+        text = f.files[0].read_text()
+        assert "plotly" in text and not re.search(r"<script[^>]+src=", text)  # standalone, offline
+        assert f"figures/{f.stem}.html" in md
+    assert not list(result.out.rglob(".*tmp"))  # nothing half-written
+    summary = result.summary_text()
+    assert "variance_3d" in summary and "fetch gpt2-xl" in summary
+
+
+def test_without_real_tables_nothing_is_faked(tmp_path, monkeypatch):
+    import pos_geometry.reproduction.runner as runner
+
+    monkeypatch.setattr(runner, "find_data_dir", lambda explicit=None: None)
+
+    def no_browser(browser=None):
+        raise ExportError("no Chrome/Chromium found; install it with apt-get install chromium")
+
+    monkeypatch.setattr(runner, "find_browser", no_browser)
+    result = reproduce_blog_post(tmp_path / "out", formats=("html", "png"))
+    claims = {c.key: c for c in result.claims}
+    for key in (
+        "variance_3d",
+        "truncation",
+        "outliers",
+        "helix",
+        "family",
+        "similarity",
+        "columns",
+        "tokens",
+    ):
+        assert claims[key].verdict == "not measured"
+    assert claims["rotary"].verdict == "corrected"
+    assert {loc.name for loc in result.missing} == set(NINE_GPT2S) | {"openai-gpt"}
+    assert all(f.skipped.startswith("png skipped") for f in result.figures)
+    assert not list((tmp_path / "out").rglob("*.png"))
+    assert "gpt2_helix" not in {f.stem for f in result.figures}
+    assert "No folder of real tables was found" in result.report.read_text()
+
+
+def test_parse_model_paths(tmp_path: Path):
+    ckpt = tmp_path / "x.npy"
+    np.save(ckpt, np.zeros((4, 2), np.float32))
+    assert parse_model_paths([f"GPT2-Medium={ckpt}"]) == {"gpt2-medium": ckpt}
+    with pytest.raises(InvalidArgumentError, match="NAME=PATH"):
+        parse_model_paths(["gpt2-medium"])
+    with pytest.raises(UnknownModelError, match="gpt2"):
+        parse_model_paths([f"gtp2={ckpt}"])
+    with pytest.raises(InvalidArgumentError, match="does not exist"):
+        parse_model_paths([f"gpt2={tmp_path / 'nope.npy'}"])
