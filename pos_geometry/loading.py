@@ -181,9 +181,9 @@ def _load_spec(spec: ModelSpec, *, revision, device, dtype, n_positions, key, of
             device=device,
             dtype=dtype,
         )
-    record, commit = read_hub_tensor(
-        spec.repo_id, revision=rev, which="position", key=key or spec.position_key, offline=offline
-    )
+    # the row's position_key is documentation, not a requirement: every row's key is among the keys
+    # that are found automatically, and a repo that saved the table under another known name works too
+    record, commit = read_hub_tensor(spec.repo_id, revision=rev, which="position", key=key, offline=offline)
     return _finish(
         record,
         model_id=spec.name,
@@ -259,9 +259,7 @@ def load_token_embedding(
             get_spec(name)
         repo = spec.repo_id if spec is not None else name
         rev = check_revision(spec, revision) if spec is not None else revision
-        record, commit = read_hub_tensor(
-            repo, revision=rev, which="token", key=key or (spec.token_key if spec else None), offline=offline
-        )
+        record, commit = read_hub_tensor(repo, revision=rev, which="token", key=key, offline=offline)
         model_id = model_id or (spec.name if spec is not None else name)
     provenance = Provenance(
         model_id=model_id,

@@ -93,8 +93,9 @@ def served(tmp_path_factory, gpt2_wpe):
     opt_cfg = _write_json(root / "opt_config.json", {"model_type": "opt", "max_position_embeddings": 32})
     opt_st = root / "opt.safetensors"
     save_file(
-        # the model table row's key (facebook/opt-* are saved from OPTModel, without "model.")
-        {"decoder.embed_positions.weight": opt_table, "lm_head.weight": wte[:100].clone()},
+        # not the model table row's key ("decoder.embed_positions.weight", as OPTModel saves it): the
+        # row's key is a hint, and a table saved from OPTForCausalLM must be found as well
+        {"model.decoder.embed_positions.weight": opt_table, "lm_head.weight": wte[:100].clone()},
         opt_st,
     )
     rope_cfg = _write_json(root / "rope_config.json", ROPE_V5_CONFIG)
