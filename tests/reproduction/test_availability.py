@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import socket
 from pathlib import Path
 
 import numpy as np
-import pytest
 
 from pos_geometry.reproduction.availability import (
     DATA_ENV,
@@ -16,17 +14,6 @@ from pos_geometry.reproduction.availability import (
     find_data_dir,
     locate,
 )
-
-
-@pytest.fixture(autouse=True)
-def _no_network_and_empty_caches(monkeypatch, tmp_path):
-    monkeypatch.setenv("POS_GEOMETRY_CACHE", str(tmp_path / "pg-cache"))
-    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hf-cache"))
-
-    def refuse(*args, **kwargs):
-        raise AssertionError("network touched")
-
-    monkeypatch.setattr(socket.socket, "connect", refuse)
 
 
 def test_the_checkout_finds_the_shared_folder(real_data_dir, monkeypatch, tmp_path):

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import re
-import socket
 from pathlib import Path
 
 import numpy as np
@@ -14,17 +13,6 @@ from sklearn.decomposition import PCA
 from pos_geometry import ExportError, InvalidArgumentError, UnknownModelError
 from pos_geometry.reproduction import parse_model_paths, reproduce_blog_post
 from pos_geometry.reproduction.runner import NINE_GPT2S
-
-
-@pytest.fixture(autouse=True)
-def _offline_and_clean(monkeypatch, tmp_path):
-    monkeypatch.setenv("POS_GEOMETRY_CACHE", str(tmp_path / "pg-cache"))
-    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hf-cache"))
-
-    def refuse(*args, **kwargs):
-        raise AssertionError("network touched")
-
-    monkeypatch.setattr(socket.socket, "connect", refuse)
 
 
 def _helix_table(n=1024, d=64, period=300.0, seed=0) -> np.ndarray:

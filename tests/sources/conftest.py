@@ -25,7 +25,9 @@ key="transformer.wpe.weight", vocab_size=None) -> Path``
 from __future__ import annotations
 
 import collections
+import importlib.util
 import json
+import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
@@ -35,6 +37,28 @@ import torch
 from safetensors.torch import save_file
 
 HF_FORMATS = ("safetensors", "bin", "sharded-safetensors", "sharded-bin")
+
+HUB_SERVER_MODULE = "_pos_geometry_tests_hub_server"
+
+
+def _register_hub_server() -> None:
+    """Load ``hub_server.py`` beside this file as the module :data:`HUB_SERVER_MODULE`.
+
+    Tests are not a package (importing ``tests`` is banned), so the test modules that serve a
+    fake hub ``import _pos_geometry_tests_hub_server as hub_server``: pytest imports this conftest
+    before them, and the import finds the module registered here.
+    """
+    if HUB_SERVER_MODULE in sys.modules:
+        return
+    spec = importlib.util.spec_from_file_location(
+        HUB_SERVER_MODULE, Path(__file__).with_name("hub_server.py")
+    )
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[HUB_SERVER_MODULE] = module
+    spec.loader.exec_module(module)
+
+
+_register_hub_server()
 
 
 def _write_safetensors(path: str | Path, tensors: Mapping[str, torch.Tensor], metadata=None) -> Path:

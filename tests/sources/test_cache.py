@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import importlib.util
 import os
-import sys
 from pathlib import Path
 
+import _pos_geometry_tests_hub_server as hub_server  # registered by conftest.py
 import pytest
 import torch
 from safetensors.torch import save_file
@@ -24,19 +23,6 @@ from pos_geometry.sources.cache import (
 from pos_geometry.sources.hub import read_hub_tensor
 from pos_geometry.sources.tensor_record import TensorRecord
 
-
-def _helper(name: str):
-    """Load tests/sources/<name>.py once (tests are not a package; importing ``tests`` is banned)."""
-    modname = f"_pos_geometry_tests_{name}"
-    if modname not in sys.modules:
-        spec = importlib.util.spec_from_file_location(modname, Path(__file__).with_name(f"{name}.py"))
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[modname] = module
-        spec.loader.exec_module(module)
-    return sys.modules[modname]
-
-
-hub_server = _helper("hub_server")
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
 OTHER = "f" * 40
 

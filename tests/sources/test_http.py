@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
+import _pos_geometry_tests_hub_server as hub_server  # registered by conftest.py
 import numpy as np
 import pytest
 from huggingface_hub import errors as hf_errors
@@ -14,19 +11,6 @@ from huggingface_hub import hf_hub_url
 from pos_geometry.errors import CheckpointFormatError
 from pos_geometry.sources.http import HttpByteSource
 
-
-def _helper(name: str):
-    """Load tests/sources/<name>.py once (tests are not a package; importing ``tests`` is banned)."""
-    modname = f"_pos_geometry_tests_{name}"
-    if modname not in sys.modules:
-        spec = importlib.util.spec_from_file_location(modname, Path(__file__).with_name(f"{name}.py"))
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[modname] = module
-        spec.loader.exec_module(module)
-    return sys.modules[modname]
-
-
-hub_server = _helper("hub_server")
 SIZE = 1_000_003
 
 

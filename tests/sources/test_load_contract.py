@@ -10,11 +10,10 @@ as its typed error with nothing left in any cache. The hub is a hub-compatible H
 from __future__ import annotations
 
 import builtins
-import importlib.util
 import json
-import sys
 from pathlib import Path
 
+import _pos_geometry_tests_hub_server as hub_server  # registered by conftest.py
 import numpy as np
 import pytest
 import torch
@@ -32,19 +31,6 @@ from pos_geometry.errors import (
     UnsafeCheckpointError,
 )
 
-
-def _helper(name: str):
-    """Load tests/sources/<name>.py once (tests are not a package; importing ``tests`` is banned)."""
-    modname = f"_pos_geometry_tests_{name}"
-    if modname not in sys.modules:
-        spec = importlib.util.spec_from_file_location(modname, Path(__file__).with_name(f"{name}.py"))
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[modname] = module
-        spec.loader.exec_module(module)
-    return sys.modules[modname]
-
-
-hub_server = _helper("hub_server")
 SLACK = 256 * 1024  # the issue's allowance beyond the tensor's own bytes
 GPT2_CONFIG = {"model_type": "gpt2", "n_positions": 1024, "n_embd": 768, "n_layer": 12}
 ROPE_V5_CONFIG = {
