@@ -91,7 +91,7 @@ def claim_variance(gpt2: PositionalEmbedding | None) -> Claim:
     lens = top3(gpt2.center("d_model"))
     ok = 0.85 <= raw <= 0.95
     measured = (
-        f"top-3 ratio {raw:.4f} ({100 * (1 - raw):.1f}% left outside 3D). With TransformerLens's default "
+        f"top-3 ratio {raw:.4f} ({100 * (1 - raw):.1f}% left outside 3D); with TransformerLens's default "
         f"processing (each row centred over d_model, as the post's code read W_pos) it is {lens:.4f}."
     )
     return Claim(
@@ -116,8 +116,11 @@ def claim_truncation(gpt2: PositionalEmbedding | None) -> Claim:
         return _missing("truncation", statement, criterion, "GPT-2 small's table")
     ratios = {name: top3(gpt2, w) for name, w in TRUNCATION_WINDOWS.items() if w[1] <= gpt2.n_positions}
     base, cut = ratios["all rows"], ratios["rows 100–1023"]
-    measured = "; ".join(f"{name}: {r:.4f}" for name, r in ratios.items()) + (
-        f". Truncating to rows 100–1023 changes the top-3 share by {100 * (cut - base):+.2f} points."
+    rest = "; ".join(
+        f"{name}: {r:.4f}" for name, r in ratios.items() if name not in ("all rows", "rows 100–1023")
+    )
+    measured = (
+        f"rows 100–1023: {cut:.4f} vs {base:.4f} for all rows ({100 * (cut - base):+.2f} points); {rest}"
     )
     return Claim(
         "truncation",
@@ -151,9 +154,9 @@ def claim_outliers(gpt2: PositionalEmbedding | None) -> Claim:
     n = gpt2.n_positions
     ok = first > interior and last > interior
     measured = (
-        f"step from position 0 to 1: {first / median:.1f}× the median step; from {n - 2} to {n - 1}: "
-        f"{last / median:.1f}×; the largest interior step is {interior / median:.1f}×. Row norms: position 0 "
-        f"{float(norms[0]):.3f}, position {n - 1} {float(norms[-1]):.3f}, median {float(norms.median()):.3f}."
+        f"the steps 0→1 and {n - 2}→{n - 1} are {first / median:.1f}× and {last / median:.1f}× the median step, "
+        f"the largest interior step {interior / median:.1f}×; row norms: position 0 {float(norms[0]):.3f}, "
+        f"position {n - 1} {float(norms[-1]):.3f}, median {float(norms.median()):.3f}"
     )
     values = {
         "step_first_over_median": first / median,
@@ -220,9 +223,9 @@ def claim_family(
         return _missing("family", statement, criterion, "None of the nine tables")
     helices = {name: _is_helix(fit) for name, fit in measured_fits.items()}
     parts = [f"{name}: {_helix_words(fit)}" for name, fit in measured_fits.items()]
-    measured = f"{len(measured_fits)} of {len(fits)} measured. " + "; ".join(parts)
+    measured = f"{len(measured_fits)} of {len(fits)} measured; " + "; ".join(parts)
     if missing:
-        measured += f". Not available here: {', '.join(missing)}."
+        measured += f"; not available here: {', '.join(missing)}"
     if not all(helices.values()):
         verdict = "not reproduced"
     else:
@@ -249,15 +252,12 @@ def claim_similarity(gpt2: PositionalEmbedding | None, result: PeriodicityResult
     peaks = [p for p in result.dominant_periods if p.series == "mean_similarity"]
     sim = result.mean_similarity
     at = {o: float(sim[o]) for o in (1, 64, 256, 512) if o < result.n_positions}
+    found = ", ".join(f"period {p.period:.0f} positions (p={p.p_value:.3g})" for p in peaks)
     measured = (
-        "mean similarity at offset "
+        (found or "no significant period")
+        + "; mean similarity at offset "
         + ", ".join(f"{o}: {v:.3f}" for o, v in at.items())
-        + f"; Toeplitz score {result.toeplitz_score:.3f} (share of the similarity explained by the offset alone); "
-        + (
-            ", ".join(f"period {p.period:.0f} positions (p={p.p_value:.3g})" for p in peaks)
-            if peaks
-            else "no significant period"
-        )
+        + f"; Toeplitz score {result.toeplitz_score:.3f} (share of the similarity explained by the offset alone)"
     )
     values = {
         "periods": [p.period for p in peaks],
@@ -356,7 +356,10 @@ def claim_rotary(tables: Sequence[PositionalEmbedding]) -> Claim:
             + f"; top-3 ratio {ratio:.4f}"
         )
         values[t.provenance.model_id] = {"kind": t.kind, "shape": list(t.shape), "top3": ratio}
-    measured = "; ".join(parts) if parts else "no rotary model was built"
+    shapes = ", ".join(f"{t.provenance.model_id} {t.n_positions}×{t.d_model}" for t in tables)
+    measured = (
+        f"shown as rotary tables ({shapes}); " + "; ".join(parts) if parts else "no rotary model was built"
+    )
     verdict = "corrected" if parts and all(t.kind == "rotary" for t in tables) else "not measured"
     return Claim(
         "rotary", statement, criterion, measured, verdict, values, tuple(t.provenance for t in tables)

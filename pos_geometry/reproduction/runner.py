@@ -96,13 +96,19 @@ class ReproductionResult:
     def summary_text(self) -> str:
         """A few lines for the terminal: one per claim, the missing models, where the report is."""
         width = max(len(c.key) for c in self.claims)
-        lines = [f"{c.key.ljust(width)}  {c.verdict:<17}  {c.measured[:110]}" for c in self.claims]
+        lines = [f"{c.key.ljust(width)}  {c.verdict:<17}  {_headline(c.measured)}" for c in self.claims]
         if self.missing:
             lines.append(f"missing ({len(self.missing)}): " + ", ".join(loc.name for loc in self.missing))
             lines += [f"  fetch {loc.name}: {loc.fetch}" for loc in self.missing]
         n_files = sum(len(f.files) for f in self.figures)
         lines.append(f"wrote {self.report} and {n_files} figure file(s) to {self.out}")
         return "\n".join(lines)
+
+
+def _headline(text: str, limit: int = 100) -> str:
+    """The first clause of a claim's measurement (up to ``;``), cut at a word boundary."""
+    head = text.split("; ")[0]
+    return head if len(head) <= limit else head[: head.rfind(" ", 0, limit)] + " …"
 
 
 def _tokens(path: Path | None, online: bool, device: torch.device) -> tuple[TokenEmbedding | None, str]:
