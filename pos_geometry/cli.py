@@ -2,8 +2,9 @@
 
 The CLI only parses arguments and calls the public API; every number it prints comes from
 the same functions as in Python. Progress goes to stderr (never into ``--json``/``--csv``
-output). A :class:`~pos_geometry.errors.PosGeometryError` is printed as one sentence and exits
-with status 1 (``--debug`` shows the traceback); usage errors exit with status 2.
+output). A :class:`~pos_geometry.errors.PosGeometryError`, or an ``OSError`` while writing, is
+printed as one line and exits with status 1 (``--debug`` shows the traceback); usage errors
+exit with status 2.
 """
 
 from __future__ import annotations
@@ -52,14 +53,28 @@ def _out() -> Console:
 
 
 def _guard(fn: Callable[[], T]) -> T:
-    """Run ``fn``; a PosGeometryError becomes one line on stderr and exit status 1."""
+    """Run ``fn``; a PosGeometryError or OSError becomes one line on stderr and exit status 1."""
     try:
         return fn()
-    except PosGeometryError as exc:
+    except (PosGeometryError, OSError) as exc:
         if _STATE["debug"]:
             raise
-        _err().print(f"error: {exc}", markup=False)
+        if isinstance(exc, OSError) and exc.filename is not None:
+            message = f"{exc.strerror or exc}: {exc.filename} (run with --debug for the traceback)."
+        else:
+            message = str(exc)
+        _err().print(f"error: {message}", markup=False)
         raise typer.Exit(1) from None
+
+
+def _out_dir(out: Path) -> Path:
+    """Create the ``--out`` folder up front, so a bad path fails before any work is done."""
+    if out.exists() and not out.is_dir():
+        raise InvalidArgumentError(
+            f"--out must be a folder (it is created if needed); {str(out)!r} is a file. Give another path."
+        )
+    out.mkdir(parents=True, exist_ok=True)
+    return out
 
 
 def _bar() -> Progress:
@@ -120,6 +135,28 @@ def _safe_name(label: str) -> str:
     return keep.strip("._") or "model"
 
 
+def _file_stems(models: list[str], tables: list) -> list[str]:
+    """One distinct file name per model: a local path gives its file (or folder) name without the
+    suffix, anything else its model id; the revision is appended; repeats get ``-2``, ``-3``..."""
+    stems: list[str] = []
+    taken = {"grid"}
+    for arg, pe in zip(models, tables, strict=True):
+        path = Path(arg).expanduser()
+        base = (
+            (path.stem if path.is_file() else path.resolve().name)
+            if path.exists()
+            else pe.provenance.model_id
+        )
+        if pe.provenance.revision:
+            base += f"_{pe.provenance.revision}"
+        stem, i = _safe_name(base), 2
+        while stem.lower() in taken:
+            stem, i = f"{_safe_name(base)}-{i}", i + 1
+        taken.add(stem.lower())
+        stems.append(stem)
+    return stems
+
+
 @app.callback()
 def _root(
     debug: bool = typer.Option(False, "--debug", help="Show the full traceback of errors."),
@@ -129,7 +166,9 @@ def _root(
 
 
 _MODELS = typer.Argument(
-    ..., help="Model-table names (gpt2, pythia-70m), hub repo ids or local checkpoint paths."
+    ...,
+    metavar="MODEL_OR_PATH",
+    help="Model-table names (gpt2, pythia-70m), hub repo ids or local checkpoint paths.",
 )
 _REVISION = typer.Option(None, "--revision", help="Branch, tag, commit, checkpoint-N or stepN.")
 _WINDOW = typer.Option(None, "--window", help="Positions start:stop (slice semantics), e.g. 1:1024.")
@@ -149,8 +188,12 @@ def plot(
     device: str = _DEVICE,
     offline: bool | None = _OFFLINE,
 ) -> None:
-    """Write one 3D helix figure per model and a grid of all of them; print a summary line per model."""
-    from pos_geometry.plotting.export import save_figure
+    """Write one 3D helix figure per model and a grid of all of them; print a summary line per model.
+
+    Files are named after the model (a local file: its name without the suffix) plus the
+    revision, e.g. ``gpt2.html``, ``pythia-70m_step1000.png``, and ``grid.html``.
+    """
+    from pos_geometry.plotting.export import find_browser, save_figure
     from pos_geometry.plotting.grid import plot_helix_grid
     from pos_geometry.plotting.helix3d import plot_helix
     from pos_geometry.reproduction.measure import parse_window_text
@@ -158,18 +201,19 @@ def plot(
     def run() -> None:
         fmts = _formats(format)
         win = parse_window_text(window)
+        if any(f != "html" for f in fmts):
+            find_browser()  # static formats need one: say so before any work is done
+        folder = _out_dir(out)
         tables = _load_all(models, revision=revision, device=device, offline=offline)
         figures = _figures_all(tables, win)
-        out.mkdir(parents=True, exist_ok=True)
         written: list[Path] = []
         with _progress("writing figures", len(tables) + 1) as advance:
-            for pe, fig in zip(tables, figures, strict=True):
-                view = plot_helix(pe, window=win, fit=fig.helix if fig.helix is not None else None)
-                stem = _safe_name(pe.provenance.label)
-                written += [save_figure(view, out / f"{stem}.{f}", format=f) for f in fmts]
+            for pe, fig, stem in zip(tables, figures, _file_stems(models, tables), strict=True):
+                view = plot_helix(pe, window=win, fit=fig.helix)
+                written += [save_figure(view, folder / f"{stem}.{f}", format=f) for f in fmts]
                 advance(stem)
             grid = plot_helix_grid(tables, window=win, cols=min(3, len(tables)))
-            written += [save_figure(grid, out / f"grid.{f}", format=f) for f in fmts]
+            written += [save_figure(grid, folder / f"grid.{f}", format=f) for f in fmts]
             advance("grid")
         console = _out()
         for fig in figures:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import re
+import struct
 from pathlib import Path
 
 import numpy as np
@@ -32,17 +34,133 @@ def table_path(tmp_path: Path) -> Path:
     return path
 
 
+def _html_title(path: Path) -> str:
+    """The figure title inside a saved HTML page (plotly writes it JSON-escaped)."""
+    match = re.search(r'"title":\{"text":"((?:[^"\\]|\\.)*)","x":0\.5', path.read_text(encoding="utf-8"))
+    assert match, f"no figure title in {path}"
+    return json.loads(f'"{match[1]}"')
+
+
+def _summary_lines(stdout: str) -> list[str]:
+    return [ln for ln in stdout.splitlines() if "top-3 variance" in ln]
+
+
 def test_plot_writes_one_figure_per_model_and_a_grid(table_path: Path, tmp_path: Path):
+    other = tmp_path / "other" / "helix.npy"  # a second table with the same file name
+    other.parent.mkdir()
+    np.save(other, _helix_table(seed=1))
     out = tmp_path / "figs"
-    res = runner.invoke(app, ["plot", str(table_path), str(table_path), "--out", str(out), "--device", "cpu"])
+    res = runner.invoke(app, ["plot", str(table_path), str(other), "--out", str(out), "--device", "cpu"])
     assert res.exit_code == 0, res.output
-    htmls = sorted(p.name for p in out.glob("*.html"))
-    assert "grid.html" in htmls and len(htmls) == 2  # the same path twice -> one file name, plus the grid
-    lines = [ln for ln in res.stdout.splitlines() if "top-3 variance" in ln]
+    # named after the files, never overwriting each other, plus the grid
+    assert sorted(p.name for p in out.iterdir()) == ["grid.html", "helix-2.html", "helix.html"]
+    assert "wrote 3 file(s)" in res.stdout
+    lines = _summary_lines(res.stdout)
     assert len(lines) == 2
-    expected = PCA(3).fit(np.load(table_path).astype(np.float64)).explained_variance_ratio_.sum()
-    assert f"{100 * expected:.2f}%" in lines[0]
-    assert "256×32 learned" in lines[0] and "turns" in lines[0] and "R²" in lines[0]
+    for line, path in zip(lines, (table_path, other), strict=True):
+        data = np.load(path).astype(np.float64)
+        expected = PCA(3).fit(data).explained_variance_ratio_.sum()
+        assert line.startswith(f"{path}: 256×32 learned, rows 0–255, top-3 variance {100 * expected:.2f}%")
+        # the planted helix: period 64 over 256 positions -> 4 turns, fitted almost exactly
+        turns = re.search(r"helix ([0-9.]+) turns of period ([0-9.]+), R² ([0-9.]+)", line)
+        assert turns, line
+        assert float(turns[1]) == pytest.approx(4.0, rel=0.02)
+        assert float(turns[2]) == pytest.approx(64.0, rel=0.02)
+        assert float(turns[3]) > 0.99
+    # each page is the helix of its own table: the title carries its variance of PC1–3
+    ratio = PCA(3).fit(np.load(other).astype(np.float64)).explained_variance_ratio_.sum()
+    assert _html_title(out / "helix-2.html") == f"{other} · rows 0–255 · PC1–3: {100 * ratio:.1f}%"
+    assert "fitted helix" in (out / "helix-2.html").read_text(encoding="utf-8")
+    grid = (out / "grid.html").read_text(encoding="utf-8")
+    assert grid.count('"type":"scatter3d"') >= 2 and "scene2" in grid
+
+
+def test_plot_device_auto_gives_the_same_numbers_as_cpu(table_path: Path, tmp_path: Path):
+    auto = runner.invoke(app, ["plot", str(table_path), "--out", str(tmp_path / "a"), "--device", "auto"])
+    cpu = runner.invoke(app, ["plot", str(table_path), "--out", str(tmp_path / "c"), "--device", "cpu"])
+    assert auto.exit_code == 0 and cpu.exit_code == 0, auto.output + cpu.output
+    assert _summary_lines(auto.stdout) == _summary_lines(cpu.stdout)
+
+
+def test_plot_unknown_device_is_one_clear_error(table_path: Path, tmp_path: Path):
+    res = runner.invoke(app, ["plot", str(table_path), "--out", str(tmp_path), "--device", "tpu"])
+    assert res.exit_code == 1
+    assert res.stderr.startswith("error: ") and "tpu" in res.stderr
+    assert "Traceback" not in res.output
+
+
+def test_plot_revision_reaches_the_title_and_file_name(tmp_path: Path):
+    # Pythia's rotary table is built from the model table: no download, any published step
+    res = runner.invoke(
+        app,
+        ["plot", "pythia-70m", "--revision", "step1000", "--window", "0:256", "--out", str(tmp_path)],
+    )
+    assert res.exit_code == 0, res.output
+    assert _summary_lines(res.stdout)[0].startswith("pythia-70m@step1000: 2048×16 rotary, rows 0–255")
+    title = _html_title(tmp_path / "pythia-70m_step1000.html")
+    assert title.startswith("pythia-70m @ step1000 · rows 0–255 · PC1–3: ")
+    bad = runner.invoke(app, ["plot", "pythia-70m", "--revision", "step7", "--out", str(tmp_path)])
+    assert bad.exit_code == 1
+    assert "step7" in bad.stderr and "step4 or step8" in bad.stderr and "Traceback" not in bad.output
+
+
+def test_plot_out_must_be_a_folder(table_path: Path, tmp_path: Path):
+    res = runner.invoke(app, ["plot", str(table_path), "--out", str(table_path)])
+    assert res.exit_code == 1
+    assert res.stderr.startswith("error: --out must be a folder") and "Traceback" not in res.output
+
+
+def test_plot_png_without_a_browser_fails_early_with_install_hint(
+    table_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    monkeypatch.setenv("BROWSER_PATH", str(tmp_path / "no-chromium"))
+    out = tmp_path / "figs"
+    res = runner.invoke(app, ["plot", str(table_path), "--out", str(out), "--format", "html,png"])
+    assert res.exit_code == 1
+    assert res.stderr.startswith("error: no executable browser at BROWSER_PATH=")
+    assert "apt-get install -y chromium" in res.stderr and "Traceback" not in res.output
+    assert not out.exists()  # checked before any work: nothing half-written
+
+
+def _png_size(path: Path) -> tuple[int, int]:
+    data = path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and data[12:16] == b"IHDR", f"{path} is not a PNG"
+    width, height = struct.unpack(">II", data[16:24])
+    return width, height
+
+
+@pytest.mark.browser
+@pytest.mark.slow
+def test_plot_html_and_png(table_path: Path, tmp_path: Path):
+    from pos_geometry.errors import ExportError
+    from pos_geometry.loading import load
+    from pos_geometry.plotting import find_browser, plot_helix_grid
+    from pos_geometry.plotting.export import DEFAULT_HEIGHT, DEFAULT_WIDTH, STATIC_SIZE_META
+
+    try:
+        find_browser()
+    except ExportError as exc:
+        pytest.skip(str(exc))
+    out = tmp_path / "figs"
+    res = runner.invoke(app, ["plot", str(table_path), "--out", str(out), "--format", "html,png"])
+    assert res.exit_code == 0, res.output
+    assert sorted(p.name for p in out.iterdir()) == ["grid.html", "grid.png", "helix.html", "helix.png"]
+    assert _png_size(out / "helix.png") == (DEFAULT_WIDTH, DEFAULT_HEIGHT)
+    grid = plot_helix_grid([load(table_path)])
+    assert _png_size(out / "grid.png") == (grid.layout.meta[STATIC_SIZE_META][0], grid.layout.height)
+    # a rendered 3D plot compresses far worse than a blank page of the same size
+    assert (out / "helix.png").stat().st_size > 20_000
+
+
+def test_progress_bars_show_on_a_terminal(table_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    res = runner.invoke(app, ["plot", str(table_path), "--out", str(tmp_path)])
+    assert res.exit_code == 0 and "loading" not in res.stderr  # not a terminal: no bar
+    monkeypatch.setenv("TTY_COMPATIBLE", "1")  # rich treats the stream as a terminal
+    res = runner.invoke(app, ["plot", str(table_path), "--out", str(tmp_path)])
+    assert res.exit_code == 0, res.output
+    for stage in ("loading", "analysing", "writing figures"):
+        assert stage in res.stderr, stage
+    assert len(_summary_lines(res.stdout)) == 1  # the summary itself stays on stdout
 
 
 def test_plot_window_and_bad_format(table_path: Path, tmp_path: Path):
@@ -102,7 +220,29 @@ def test_missing_file_is_a_clear_error(tmp_path: Path):
     assert res.stderr.startswith("error: ") and "Traceback" not in res.output
 
 
-def test_info_gpt2():
+def _hf_cache(root: Path, repo_id: str, commit: str, filename: str | None) -> Path:
+    """A Hugging Face cache layout: refs/main -> commit, and optionally one snapshot file."""
+    repo = root / f"models--{repo_id.replace('/', '--')}"
+    (repo / "refs").mkdir(parents=True)
+    (repo / "refs" / "main").write_text(commit)
+    if filename is not None:
+        (repo / "snapshots" / commit).mkdir(parents=True)
+        (repo / "snapshots" / commit / filename).write_bytes(b"weights")
+    return root
+
+
+@pytest.fixture
+def empty_caches(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    import huggingface_hub.constants
+
+    hf = tmp_path / "hf-cache"
+    hf.mkdir()
+    monkeypatch.setenv("POS_GEOMETRY_CACHE", str(tmp_path / "pg-cache"))
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(hf))
+    return hf
+
+
+def test_info_gpt2(empty_caches: Path):
     res = runner.invoke(app, ["info", "gpt2-small"])
     assert res.exit_code == 0, res.output
     out = res.stdout
@@ -111,10 +251,23 @@ def test_info_gpt2():
         "wpe.weight",
         "1024 × 768",
         "learned",
-        "cached locally",
         "revisions",
     ):
         assert text in out, text
+    assert re.search(r"cached locally\s*│\s*no \(fetch with: ", out), out
+
+
+def test_info_sees_the_hf_cache(empty_caches: Path):
+    commit = "0123456789abcdef0123456789abcdef01234567"
+    _hf_cache(empty_caches, "openai-community/gpt2", commit, "model.safetensors")
+    res = runner.invoke(app, ["info", "gpt2"])
+    assert res.exit_code == 0, res.output
+    assert re.search(r"cached locally\s*│\s*HF cache: commit 0123456789ab", res.stdout), res.stdout
+    # a ref without the weight file is not a cached table
+    other = "fedcba9876543210fedcba9876543210fedcba98"
+    _hf_cache(empty_caches, "openai-community/gpt2-medium", other, None)
+    res = runner.invoke(app, ["info", "gpt2-medium"])
+    assert re.search(r"cached locally\s*│\s*no \(fetch with: ", res.stdout), res.stdout
 
 
 def test_info_rotary_model_says_no_learned_table():
@@ -149,3 +302,41 @@ def test_reproduce_rejects_malformed_model_paths(tmp_path: Path):
     assert "NAME=PATH" in res.stderr and "Traceback" not in res.output
     res = runner.invoke(app, ["reproduce", "--out", str(tmp_path), "--model", "gtp2=/x.npy"])
     assert res.exit_code == 1 and "gpt2" in res.stderr
+
+
+def test_reproduce_forwards_its_options_and_prints_the_summary(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    import pos_geometry.reproduction.runner as runner_module
+
+    ckpt = tmp_path / "medium.npy"
+    np.save(ckpt, _helix_table())
+    seen: dict = {}
+
+    class Result:
+        def summary_text(self) -> str:
+            return "variance_3d  reproduced"
+
+    def fake(out, **kwargs):
+        seen.update(out=out, **kwargs)
+        kwargs["progress"]("looking for gpt2", 0, 2)
+        return Result()
+
+    monkeypatch.setattr(runner_module, "reproduce_blog_post", fake)
+    res = runner.invoke(
+        app,
+        ["reproduce", "--out", str(tmp_path / "rep"), "--model", f"gpt2-medium={ckpt}", "--format", "html",
+         "--data-dir", str(tmp_path), "--device", "cpu"],
+    )  # fmt: skip
+    assert res.exit_code == 0, res.output
+    assert res.stdout.strip() == "variance_3d  reproduced"
+    assert seen["out"] == tmp_path / "rep" and seen["data_dir"] == tmp_path
+    assert seen["paths"] == {"gpt2-medium": ckpt} and seen["formats"] == ("html",)
+    assert seen["online"] is False and seen["device"] == "cpu" and seen["tokens"] is None
+
+
+def test_reproduce_data_dir_without_tables_is_one_clear_error(tmp_path: Path):
+    res = runner.invoke(app, ["reproduce", "--out", str(tmp_path / "rep"), "--data-dir", str(tmp_path)])
+    assert res.exit_code == 1
+    assert res.stderr.startswith("error: --data-dir") and "gpt2_small_wpe.npy" in res.stderr
+    assert "Traceback" not in res.output

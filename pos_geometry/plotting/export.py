@@ -30,7 +30,14 @@ from pos_geometry._files import atomic_write
 from pos_geometry.errors import ExportError, InvalidArgumentError
 from pos_geometry.plotting._style import figure_id
 
-__all__ = ["INSTALL_HINT", "LINKED_SCENES_META", "figure_to_html", "find_browser", "save_figure"]
+__all__ = [
+    "INSTALL_HINT",
+    "LINKED_SCENES_META",
+    "STATIC_SIZE_META",
+    "figure_to_html",
+    "find_browser",
+    "save_figure",
+]
 
 DEBIAN_CHROMIUM = "/usr/bin/chromium"
 _BROWSER_NAMES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable", "chrome")
@@ -40,6 +47,10 @@ DEFAULT_WIDTH, DEFAULT_HEIGHT = 900, 700
 
 LINKED_SCENES_META = "pos_geometry_linked_scenes"
 """Key in ``fig.layout.meta`` listing the 3D scenes whose cameras move together in HTML."""
+
+STATIC_SIZE_META = "pos_geometry_static_size"
+"""Key in ``fig.layout.meta``: ``[width, height]`` of static exports when neither the call nor the
+layout fixes the size (a grid needs more than 900 px across); HTML still fills the page."""
 
 INSTALL_HINT = (
     "Static export (PNG/SVG/PDF) renders the figure in a headless Chromium through kaleido, and none was "
@@ -72,6 +83,14 @@ _LINK_CAMERAS_JS = """
   gd.on('plotly_relayouting', sync);
 })();
 """
+
+
+def _static_size(fig: go.Figure) -> tuple[int | None, int | None]:
+    meta = fig.layout.meta
+    size = meta.get(STATIC_SIZE_META) if isinstance(meta, dict) else None
+    if isinstance(size, list | tuple) and len(size) == 2:
+        return (int(size[0]) if size[0] else None, int(size[1]) if size[1] else None)
+    return None, None
 
 
 def _linked_scenes(fig: go.Figure) -> list[str]:
@@ -196,7 +215,8 @@ def save_figure(
         fig: the figure.
         path: where to write; the suffix picks the format unless ``format`` is given.
         format: ``"html"``, ``"png"``, ``"svg"``, ``"pdf"``, ``"jpeg"``/``"jpg"`` or ``"webp"``.
-        width, height: size in CSS pixels (default: the figure's layout size, else 900×700).
+        width, height: size in CSS pixels (default: the figure's layout size, else the size in
+            ``layout.meta[STATIC_SIZE_META]``, else 900×700).
             A PNG is ``width*scale`` × ``height*scale`` pixels. For HTML, None fills the page.
         scale: resolution multiplier for raster formats (> 0).
         div_id: HTML id of the plot div (default: a hash of the figure, so output is reproducible).
@@ -216,7 +236,8 @@ def save_figure(
     if fmt == "html":
         data = figure_to_html(fig, div_id=div_id, width=width, height=height).encode("utf-8")
     else:
-        w = int(width or fig.layout.width or DEFAULT_WIDTH)
-        h = int(height or fig.layout.height or DEFAULT_HEIGHT)
+        hint_w, hint_h = _static_size(fig)
+        w = int(width or fig.layout.width or hint_w or DEFAULT_WIDTH)
+        h = int(height or fig.layout.height or hint_h or DEFAULT_HEIGHT)
         data = _render_static(fig, fmt, w, h, scale, find_browser(browser))
     return atomic_write(path, data)

@@ -19,10 +19,15 @@ from plotly.subplots import make_subplots
 from pos_geometry.errors import InvalidArgumentError
 from pos_geometry.plotting._data import as_numpy, check_components, pca_of, provenance_of, split_items
 from pos_geometry.plotting._style import POSITION_COLORSCALE, base_layout, components_label, title_for
-from pos_geometry.plotting.export import LINKED_SCENES_META
+from pos_geometry.plotting.export import DEFAULT_WIDTH, LINKED_SCENES_META, STATIC_SIZE_META
 from pos_geometry.plotting.helix3d import DEFAULT_CAMERA, helix_traces, scene_axes
 
 __all__ = ["plot_helix_grid"]
+
+ROW_HEIGHT = 420
+"""Pixels per row of scenes."""
+SCENE_WIDTH = 380
+"""Pixels per column in static exports (PNG/SVG) when no size is given."""
 
 
 def plot_helix_grid(
@@ -51,7 +56,8 @@ def plot_helix_grid(
 
     Returns:
         a ``Figure`` with one scene per item (``scene``, ``scene2``, ...), points coloured on one
-        shared position colour axis.
+        shared position colour axis; ``ROW_HEIGHT`` pixels per row, and static exports (PNG/SVG)
+        ``SCENE_WIDTH`` pixels per column unless a size is given.
     """
     entries = split_items(items)
     if isinstance(cols, bool) or not isinstance(cols, int) or cols < 1:
@@ -78,7 +84,7 @@ def plot_helix_grid(
         cols=cols,
         specs=[[{"type": "scene"} if r * cols + c < n else None for c in range(cols)] for r in range(rows)],
         subplot_titles=subtitles,
-        horizontal_spacing=0.01,
+        horizontal_spacing=0.03,
         vertical_spacing=0.06 if rows > 1 else 0.0,
     )
     scenes = []
@@ -98,12 +104,14 @@ def plot_helix_grid(
             if title is not None
             else f"Positional embeddings in {components_label(comps)} ({n} models)",
             coloraxis={"colorscale": POSITION_COLORSCALE, "colorbar": {"title": {"text": "position"}}},
-            margin={"l": 0, "r": 0, "t": 80, "b": 0},
-            height=max(400, 380 * rows),
+            margin={"l": 30, "r": 0, "t": 80, "b": 0},
+            height=80 + ROW_HEIGHT * rows,
         )
     )
     for ann in fig.layout.annotations:  # subplot titles: smaller than the figure title
         ann.font = {"size": 11}
+    meta: dict[str, Any] = {STATIC_SIZE_META: [max(DEFAULT_WIDTH, SCENE_WIDTH * cols + 120), None]}
     if link_cameras:
-        fig.update_layout(meta={LINKED_SCENES_META: scenes})
+        meta[LINKED_SCENES_META] = scenes
+    fig.update_layout(meta=meta)
     return fig

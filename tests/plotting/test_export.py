@@ -12,7 +12,7 @@ import pytest
 
 from pos_geometry.errors import ExportError, InvalidArgumentError
 from pos_geometry.plotting import export
-from pos_geometry.plotting.export import LINKED_SCENES_META, find_browser, save_figure
+from pos_geometry.plotting.export import LINKED_SCENES_META, STATIC_SIZE_META, find_browser, save_figure
 
 
 def _helix_figure(n: int = 120) -> go.Figure:
@@ -85,6 +85,37 @@ def test_format_errors(tmp_path: Path) -> None:
     assert list(tmp_path.iterdir()) == []
 
 
+def test_static_size_comes_from_the_call_the_layout_or_the_meta_hint(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    sizes = []
+
+    def fake_render(fig, fmt, width, height, scale, browser):
+        sizes.append((width, height))
+        return b"rendered"
+
+    monkeypatch.setattr(export, "_render_static", fake_render)
+    browser = tmp_path / "chromium"
+    browser.write_text("#!/bin/sh\n")
+    browser.chmod(0o755)
+    fig = _line_figure()
+    save_figure(fig, tmp_path / "a.png", browser=browser)
+    fig.update_layout(meta={STATIC_SIZE_META: [1260, None]})
+    save_figure(fig, tmp_path / "b.png", browser=browser)
+    fig.update_layout(height=500)
+    save_figure(fig, tmp_path / "c.png", browser=browser)
+    save_figure(fig, tmp_path / "d.png", browser=browser, width=300, height=200)
+    assert sizes == [
+        (export.DEFAULT_WIDTH, export.DEFAULT_HEIGHT),
+        (1260, export.DEFAULT_HEIGHT),
+        (1260, 500),
+        (300, 200),
+    ]
+    # HTML ignores the hint: it fills the page
+    page = save_figure(fig, tmp_path / "e.html").read_text(encoding="utf-8")
+    assert "1260px" not in page
+
+
 # --- missing or failing browser --------------------------------------------------------------------
 def test_missing_browser_argument_raises_export_error_with_install_hint(tmp_path: Path) -> None:
     with pytest.raises(ExportError, match=r"apt-get install -y chromium") as info:
@@ -140,6 +171,33 @@ def test_png_export_has_requested_size_and_is_not_blank(chromium: str, tmp_path:
     background = np.all(rgb == rgb[0], axis=1).mean()
     assert len(np.unique(rgb, axis=0)) > 20, "a rendered plot has lines, text and antialiasing"
     assert 0.5 < background < 0.99, f"fraction of background pixels {background:.3f}"
+
+
+@pytest.mark.browser
+@pytest.mark.slow
+def test_gpt2_helix_png_has_the_default_size_and_shows_the_helix(
+    chromium: str, gpt2_wpe: np.ndarray, tmp_path: Path, png_pixels
+) -> None:
+    import torch
+
+    from pos_geometry.embedding import PositionalEmbedding, Provenance
+    from pos_geometry.plotting.helix3d import plot_helix
+
+    pe = PositionalEmbedding(torch.from_numpy(gpt2_wpe), Provenance("gpt2", "learned", "wpe"))
+    out = save_figure(plot_helix(pe, window=(1, 1024), fit=True), tmp_path / "helix.png", browser=chromium)
+    pixels = png_pixels(out.read_bytes())[..., :3]
+    assert pixels.shape[:2] == (export.DEFAULT_HEIGHT, export.DEFAULT_WIDTH)
+    rgb = pixels.reshape(-1, 3).astype(int)
+    white = np.all(rgb >= 250, axis=1).mean()
+    assert 0.5 < white < 0.97, f"share of white pixels {white:.3f}"
+    # left of the colour bar, the points are drawn in the Viridis colours: many strongly coloured
+    # pixels, from dark purple (position 1) to yellow (position 1023)
+    plot_area = pixels[:, : int(0.85 * pixels.shape[1])].reshape(-1, 3).astype(int)
+    saturated = plot_area[(plot_area.max(1) - plot_area.min(1)) > 80]
+    assert len(saturated) > 2000 and len(np.unique(saturated, axis=0)) > 200
+    purple = (saturated[:, 2] > saturated[:, 1]) & (saturated[:, 0] > saturated[:, 1])
+    yellow = (saturated[:, 0] > 180) & (saturated[:, 1] > 180) & (saturated[:, 2] < 100)
+    assert purple.sum() > 100 and yellow.sum() > 100
 
 
 @pytest.mark.browser

@@ -12,8 +12,8 @@ from sklearn.decomposition import PCA
 from pos_geometry.analysis.pca import pca
 from pos_geometry.embedding import PositionalEmbedding, Provenance
 from pos_geometry.errors import InvalidArgumentError
-from pos_geometry.plotting.export import LINKED_SCENES_META, save_figure
-from pos_geometry.plotting.grid import plot_helix_grid
+from pos_geometry.plotting.export import LINKED_SCENES_META, STATIC_SIZE_META, save_figure
+from pos_geometry.plotting.grid import ROW_HEIGHT, SCENE_WIDTH, plot_helix_grid
 
 
 def _helix(period: float, seed: int, n: int = 200, d: int = 10) -> np.ndarray:
@@ -65,7 +65,7 @@ def test_linked_grid_has_one_scene_per_model_and_equal_cameras() -> None:
 
 def test_independent_cameras_and_custom_titles() -> None:
     fig = plot_helix_grid(_models(2), link_cameras=False, titles=["first", "second"], line=False)
-    assert fig.layout.meta is None
+    assert LINKED_SCENES_META not in fig.layout.meta
     assert fig.layout.scene.camera.eye.x is None and fig.layout.scene2.camera.eye.x is None
     assert [a.text for a in fig.layout.annotations] == ["first", "second"]
     assert len(fig.data) == 2
@@ -89,6 +89,16 @@ def test_batched_pca_result_and_mixed_shapes(gpt2_wpe: np.ndarray, gpt1_position
     assert titles[0].startswith("gpt2 @ main · rows 1–1023 · PC1–3: ")
     assert titles[1].startswith("openai-gpt · rows 1–511 · PC1–3: ")
     assert [len(t.x) for t in fig.data if t.name == "positions"] == [1023, 511]
+
+
+def test_rows_get_their_height_and_static_exports_their_width() -> None:
+    one_row, three_rows = plot_helix_grid(_models(2), cols=3), plot_helix_grid(_models(9), cols=3)
+    assert three_rows.layout.height - one_row.layout.height == 2 * ROW_HEIGHT
+    # 9 models in 3 columns: a PNG gives every scene at least SCENE_WIDTH pixels
+    width, height = three_rows.layout.meta[STATIC_SIZE_META]
+    assert width >= 3 * SCENE_WIDTH and height is None  # the height is the layout's
+    # two scenes on one row: the scene domains split the width
+    assert one_row.layout.scene.domain.x[1] <= one_row.layout.scene2.domain.x[0]
 
 
 def test_bad_arguments() -> None:

@@ -23,3 +23,45 @@ def test_import_has_no_global_effects() -> None:
         "assert before == after, (before[:2], after[:2])\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
+
+
+def _every_figure() -> dict:
+    """One call of every public plot_* function on a small periodic table."""
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    t = np.arange(96, dtype=np.float64)[:, None]
+    x = (np.cos(2 * np.pi * t / 24 + rng.uniform(0, 6, 8)) + 0.05 * rng.normal(size=(96, 8))).astype(
+        np.float32
+    )
+    tokens = rng.normal(size=(50, 8)).astype(np.float32)
+    fast = {"n_surrogates": 9}
+    return {
+        "plot_helix": lambda: plotting.plot_helix(x, fit=True),
+        "plot_helix_grid": lambda: plotting.plot_helix_grid([x, 2 * x]),
+        "plot_explained_variance": lambda: plotting.plot_explained_variance([x], n_components=4),
+        "plot_similarity": lambda: plotting.plot_similarity(x, **fast),
+        "plot_similarity_by_offset": lambda: plotting.plot_similarity_by_offset([x, x], **fast),
+        "plot_spectrum": lambda: plotting.plot_spectrum(x, **fast),
+        "plot_columns": lambda: plotting.plot_columns(x, 2, **fast),
+        "plot_recurrence": lambda: plotting.plot_recurrence(x, k=4),
+        "plot_token_positions": lambda: plotting.plot_token_positions(x, tokens),
+        "plot_checkpoints": lambda: plotting.plot_checkpoints([x, x + 0.1 * tokens[:1]]),
+    }
+
+
+def test_every_plot_function_returns_a_figure_and_never_shows_it(monkeypatch) -> None:
+    import plotly.graph_objects as go
+    import plotly.io as pio
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("a plotting function must not show the figure")
+
+    monkeypatch.setattr(go.Figure, "show", refuse)
+    monkeypatch.setattr(pio, "show", refuse)
+    calls = _every_figure()
+    assert sorted(calls) == sorted(n for n in plotting.__all__ if n.startswith("plot_"))
+    for name, call in calls.items():
+        fig = call()
+        assert isinstance(fig, go.Figure), name
+        assert fig.layout.title.text, f"{name} has no title"
