@@ -33,7 +33,7 @@ from pos_geometry.registry import (
     row_offset_from_config,
 )
 from pos_geometry.sources.hub import read_config, read_hub_tensor
-from pos_geometry.sources.local import read_local
+from pos_geometry.sources.local import CHECKPOINT_SUFFIXES, read_local
 from pos_geometry.sources.tensor_record import TensorRecord
 
 __all__ = ["load", "load_token_embedding"]
@@ -42,6 +42,16 @@ __all__ = ["load", "load_token_embedding"]
 def _looks_like_repo_id(name: str) -> bool:
     parts = name.split("/")
     return len(parts) == 2 and all(parts) and not name.startswith((".", "/", "~"))
+
+
+def _looks_like_path(name: str) -> bool:
+    """A name that can only mean a file or folder: absolute, relative, home-based, or with a checkpoint suffix."""
+    return (
+        name.startswith(("/", "./", "../", "~"))
+        or name.count("/") > 1  # a repo id has exactly one
+        or "\\" in name
+        or Path(name).suffix.lower() in CHECKPOINT_SUFFIXES
+    )
 
 
 def _local_config(path: Path) -> dict[str, Any] | None:
@@ -113,7 +123,8 @@ def load(
             HF model directory.
         revision: a branch, tag or commit; for the Stanford CRFM replicas ``"checkpoint-N"``,
             for Pythia ``"stepN"``. Rotary tables do not change with training, so for them the
-            revision is only recorded.
+            revision is only recorded; for a local file it is recorded as given (a label for
+            which checkpoint the file is).
         device: where the matrix should live (``"auto"`` picks CUDA when present).
         dtype: the dtype of the returned matrix (the stored dtype is recorded in provenance).
         n_positions: rotary tables only: how many positions to build (default: the model's
@@ -162,6 +173,12 @@ def load(
 
     spec = find_spec(name)
     opts = {"revision": revision, "device": dev, "dtype": dtype, "n_positions": n_positions, "key": key}
+    if spec is None and _looks_like_path(name):
+        raise UnknownModelError(
+            f"{name!r} does not exist: there is no such file or folder. Check the path (it is read relative to "
+            f"{os.getcwd()!r}); model-table names such as 'gpt2' and hub repo ids such as 'org/name' are not paths.",
+            name=name,
+        )
     if spec is not None:
         return _load_spec(spec, offline=offline, **opts)
     if not _looks_like_repo_id(name):

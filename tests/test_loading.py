@@ -136,3 +136,13 @@ def test_roberta_padding_rows_are_dropped(tmp_path):
     stored = model.embeddings.position_embeddings.weight.detach()
     assert pe.provenance.row_offset == 2 and pe.shape == (64, 16)
     assert torch.equal(pe.matrix, stored[2:])
+
+
+@pytest.mark.parametrize("name", ["/nope/wpe.npy", "./missing", "ckpt/run1/model.safetensors", "wpe.npy"])
+def test_a_missing_path_is_named_as_missing(name, monkeypatch):
+    def refuse(*args, **kwargs):
+        raise AssertionError("network touched")
+
+    monkeypatch.setattr(socket.socket, "connect", refuse)
+    with pytest.raises(UnknownModelError, match="no such file or folder"):
+        load(name)
