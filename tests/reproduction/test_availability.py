@@ -19,7 +19,7 @@ from pos_geometry.reproduction.availability import (
 def test_the_checkout_finds_the_shared_folder(real_data_dir, monkeypatch, tmp_path):
     monkeypatch.delenv(DATA_ENV, raising=False)
     monkeypatch.chdir(tmp_path)  # found from the package's own checkout, not the cwd
-    assert find_data_dir() == real_data_dir.resolve()
+    assert find_data_dir().resolve() == real_data_dir.resolve()
 
 
 def test_env_and_explicit_folders(monkeypatch, tmp_path):
