@@ -46,7 +46,7 @@ def _check_range(src: ByteSource, offset: int, length: int) -> None:
 
 @dataclass
 class FileByteSource:
-    """A local file, read with ``os.pread`` (no memory map, nothing kept open between reads)."""
+    """A local file, opened for each read and read at an offset (no memory map, nothing kept open between reads)."""
 
     path: str | os.PathLike[str]
     name: str = ""
