@@ -9,6 +9,7 @@ so a figure can always say what it was computed on.
 from __future__ import annotations
 
 import dataclasses
+import io
 import json
 import os
 from collections.abc import Mapping
@@ -19,6 +20,7 @@ from typing import Any, Literal
 import numpy as np
 import torch
 
+from pos_geometry._files import atomic_write
 from pos_geometry._version import __version__
 from pos_geometry.errors import CheckpointFormatError, InvalidArgumentError, NonFiniteError
 
@@ -270,35 +272,28 @@ class PositionalEmbedding:
         """
         path = Path(path)
         suffix = path.suffix.lower()
-        tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
         dtype = _dtype_name(self.dtype)
-        matrix = self.matrix.detach().cpu().contiguous()
-        try:
-            if suffix == ".safetensors":
-                from safetensors.torch import save_file
+        if suffix == ".safetensors":
+            from safetensors.torch import save
 
-                save_file(
-                    {"matrix": matrix},
-                    str(tmp),
-                    metadata={_PROVENANCE_KEY: self.provenance.to_json(), _DTYPE_KEY: dtype},
-                )
-            elif suffix == ".npz":
-                with open(tmp, "wb") as fh:
-                    np.savez(
-                        fh,
-                        matrix=self.numpy(),
-                        provenance=np.array(self.provenance.to_json()),
-                        dtype=np.array(dtype),
-                    )
-            else:
-                raise InvalidArgumentError(
-                    f"save() writes '.npz' or '.safetensors' files; got suffix {suffix!r} in {str(path)!r}."
-                )
-            os.replace(tmp, path)
-        finally:
-            if tmp.exists():
-                tmp.unlink()
-        return path
+            data = save(
+                {"matrix": self.matrix.detach().cpu().contiguous()},
+                metadata={_PROVENANCE_KEY: self.provenance.to_json(), _DTYPE_KEY: dtype},
+            )
+        elif suffix == ".npz":
+            buffer = io.BytesIO()
+            np.savez(
+                buffer,
+                matrix=self.numpy(),
+                provenance=np.array(self.provenance.to_json()),
+                dtype=np.array(dtype),
+            )
+            data = buffer.getvalue()
+        else:
+            raise InvalidArgumentError(
+                f"save() writes '.npz' or '.safetensors' files; got suffix {suffix!r} in {str(path)!r}."
+            )
+        return atomic_write(path, data)
 
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> PositionalEmbedding:
