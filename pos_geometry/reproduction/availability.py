@@ -58,9 +58,10 @@ def find_data_dir(explicit: str | os.PathLike[str] | None = None) -> Path | None
     checkout this package was imported from, or one containing the current directory. A
     folder counts only when it holds at least one of :data:`REAL_TABLES`.
     """
-    candidates: list[Path] = []
     if explicit is not None:
-        return Path(explicit).expanduser() if _has_tables(Path(explicit).expanduser()) else None
+        folder = Path(explicit).expanduser()
+        return folder if _has_tables(folder) else None
+    candidates: list[Path] = []
     if os.environ.get(DATA_ENV):
         candidates.append(Path(os.environ[DATA_ENV]).expanduser())
     for root in _checkout_roots():
