@@ -225,7 +225,7 @@ def run(args: argparse.Namespace, device: torch.device) -> None:
         sk_acc = accuracy(np.stack(sk_ratio)[idx], np.stack(sk_comp)[idx], refs)
         for n_iter, (res, t_o) in ours.items():
             acc = accuracy(
-                res.explained_variance_ratio_.cpu().double().numpy()[idx],
+                res.explained_variance_ratio_[idx],
                 res.components_.cpu().double().numpy()[idx],
                 refs,
             )

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import torch
 
 from pos_geometry.analysis._results import Result
@@ -53,7 +54,7 @@ class PCAItem:
 
     coords: torch.Tensor
     positions: torch.Tensor
-    explained_variance_ratio: torch.Tensor
+    explained_variance_ratio: np.ndarray
     window: tuple[int, int]
     center: bool
     provenance: Provenance

@@ -12,16 +12,18 @@ input already lives on (nothing is moved), plus one provenance per matrix.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
 
 from pos_geometry.embedding import PositionalEmbedding, Provenance
-from pos_geometry.errors import DeviceMismatchError, InvalidArgumentError
+from pos_geometry.errors import DeviceMismatchError, InvalidArgumentError, NonFiniteError
 
-__all__ = ["Batch", "as_batch", "anonymous_provenance", "parse_window"]
+__all__ = ["Batch", "as_batch", "anonymous_provenance", "parse_window", "check_int", "check_level"]
 
 
 def anonymous_provenance(shape: tuple[int, ...]) -> Provenance:
@@ -43,10 +45,44 @@ class Batch:
         return self.provenances[0] if self.single else self.provenances
 
 
-def _to_tensor(x: torch.Tensor | np.ndarray) -> torch.Tensor:
+def _to_tensor(x: torch.Tensor | np.ndarray, name: str) -> torch.Tensor:
     if isinstance(x, np.ndarray):
+        if x.dtype.kind == "f" and x.dtype.itemsize > 8:  # np.longdouble: torch has no such dtype
+            with np.errstate(over="ignore"):
+                x = x.astype(np.float64)
+        if x.dtype.kind != "f" or x.dtype.itemsize not in (2, 4, 8):
+            raise InvalidArgumentError(
+                f"{name} must be a real floating-point array (float16/32/64); got dtype {x.dtype}. "
+                "Cast it with .astype(np.float32) if its values are positions' coordinates."
+            )
         return torch.from_numpy(np.ascontiguousarray(x))
     return x
+
+
+def check_int(name: str, value: Any, low: int, rule: str | None = None) -> int:
+    """``value`` as an int ``>= low`` (numpy integers accepted), else :class:`InvalidArgumentError`."""
+    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < low:
+        raise InvalidArgumentError(f"{name} must be an integer {rule or f'>= {low}'}; got {value!r}.")
+    return int(value)
+
+
+def check_level(alpha: Any, n_surrogates: int) -> float:
+    """``alpha`` as a float in (0, 1) that ``n_surrogates`` surrogates can reach.
+
+    With ``S`` surrogates the smallest attainable Monte-Carlo p-value is ``1 / (S + 1)``; a level
+    below it could never be met, so every test would silently come out "not significant".
+    """
+    if isinstance(alpha, bool) or not isinstance(alpha, int | float | np.floating) or not 0 < alpha < 1:
+        raise InvalidArgumentError(f"alpha must be a level strictly between 0 and 1, e.g. 0.01; got {alpha!r}.")
+    min_p = 1.0 / (n_surrogates + 1)
+    if alpha < min_p:
+        need = math.ceil(1.0 / alpha) - 1
+        raise InvalidArgumentError(
+            f"alpha={alpha} is below the smallest p-value {n_surrogates} surrogates can give, "
+            f"1/(n_surrogates + 1) = {min_p:.4g}, so nothing could ever be significant; "
+            f"use n_surrogates >= {need} or alpha >= {min_p:.4g}."
+        )
+    return float(alpha)
 
 
 def as_batch(x, *, min_positions: int = 1, name: str = "x") -> Batch:
@@ -79,7 +115,7 @@ def as_batch(x, *, min_positions: int = 1, name: str = "x") -> Batch:
         data = torch.stack([e.matrix.to(dtype) for e in x])
         provs, single = tuple(e.provenance for e in x), False
     elif isinstance(x, torch.Tensor | np.ndarray):
-        t = _to_tensor(x)
+        t = _to_tensor(x, name)
         if t.ndim == 2:
             data, single = t.unsqueeze(0), True
         elif t.ndim == 3:
@@ -95,15 +131,21 @@ def as_batch(x, *, min_positions: int = 1, name: str = "x") -> Batch:
             f"{name} must be a PositionalEmbedding, a list of them, or a tensor/array of shape "
             f"(n, d) or (batch, n, d); got {type(x).__name__}."
         )
-    if not data.is_floating_point():
+    if not data.is_floating_point() or data.is_complex():
         raise InvalidArgumentError(
-            f"{name} must be floating point; got dtype {data.dtype}. Cast it with .float()."
+            f"{name} must be real floating point; got dtype {data.dtype}. Cast it with .float()."
         )
     if data.dtype in (torch.float16, torch.bfloat16):
         data = data.float()
     if data.shape[1] < min_positions:
         raise InvalidArgumentError(
             f"{name} needs at least {min_positions} positions; got n_positions={data.shape[1]}."
+        )
+    if data.numel() and data.device.type != "meta" and not bool(torch.isfinite(data).all()):
+        bad = int((~torch.isfinite(data)).sum())
+        raise NonFiniteError(
+            f"{name} must be finite; it holds {bad} NaN/inf value(s). Analyses would return NaN; "
+            "find where the table came from (provenance) and fix or drop the bad rows."
         )
     return Batch(data, provs, single)
 
@@ -121,6 +163,14 @@ def parse_window(window, n_positions: int) -> tuple[int, int]:
         raise InvalidArgumentError(
             f"window must be a pair (start, stop) over positions, e.g. (100, 1024); got {window!r}."
         ) from None
+    for v in (start, stop):
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int | np.integer)):
+            raise InvalidArgumentError(
+                f"window must be a pair of integer positions (or None for an open end), e.g. (100, 1024); "
+                f"got {window!r} with a {type(v).__name__}."
+            )
+    start = None if start is None else int(start)
+    stop = None if stop is None else int(stop)
     a, b, _ = slice(start, stop).indices(n_positions)
     if b <= a:
         raise InvalidArgumentError(

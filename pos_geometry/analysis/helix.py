@@ -301,7 +301,7 @@ def _fit_one(item: PCAItem, max_harmonics: int, min_turns: float) -> HelixFit:
         k=k,
         window=item.window,
         n_positions=n,
-        explained_variance_ratio=item.explained_variance_ratio.detach().cpu().numpy(),
+        explained_variance_ratio=np.asarray(item.explained_variance_ratio, dtype=np.float64),
         provenance=item.provenance,
     )
 

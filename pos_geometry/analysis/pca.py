@@ -33,9 +33,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+import numpy as np
 import torch
 
-from pos_geometry.analysis._inputs import as_batch, parse_window
+from pos_geometry.analysis._inputs import as_batch, check_int, parse_window
 from pos_geometry.analysis._pca_solvers import fit_batch, resolve_n_iter
 from pos_geometry.analysis._results import Result
 from pos_geometry.embedding import Provenance
@@ -54,13 +55,15 @@ class PCAResult(Result):
     (``batched`` is True, ``len(result)`` is the batch size, ``result[i]`` is the i-th fit).
 
     Attributes:
-        components_: ``(k, d)`` orthonormal principal axes (rows), largest-|.| entry positive.
-        explained_variance_: ``(k,)`` ``s² / (n_samples_ - 1)`` (scikit-learn's definition).
-        explained_variance_ratio_: ``(k,)`` share of the total variance (all components).
-        singular_values_: ``(k,)`` singular values of the centred windowed matrix.
-        mean_: ``(d,)`` the mean subtracted (zeros when ``center=False``).
-        total_variance_: ``()`` ``‖A‖_F² / (n_samples_ - 1)``, the denominator of the ratios.
-        stable_rank_: ``()`` ``‖A‖_F² / ‖A‖₂²`` of the centred windowed matrix ``A``.
+        components_: ``(k, d)`` tensor, orthonormal principal axes (rows), largest-|.| entry positive.
+        explained_variance_: ``(k,)`` float64 array, ``s² / (n_samples_ - 1)`` (scikit-learn's
+            definition); ``inf`` where it exceeds float64 (a table of entries ~1e200, say).
+        explained_variance_ratio_: ``(k,)`` float64 array, share of the total variance (all components).
+        singular_values_: ``(k,)`` float64 array, singular values of the centred windowed matrix.
+        mean_: ``(d,)`` tensor, the mean subtracted (zeros when ``center=False``).
+        total_variance_: float (``(batch,)`` array for a batch), ``‖A‖_F² / (n_samples_ - 1)``,
+            the denominator of the ratios.
+        stable_rank_: float (``(batch,)`` array for a batch), ``‖A‖_F² / ‖A‖₂²`` of the centred windowed matrix ``A``.
         coordinates: ``(n_samples_, k)`` the fitted rows projected on the components.
         positions: ``(n_samples_,)`` LongTensor, the positions that were fitted.
         window: ``(start, stop)``, the positions fitted (``stop`` exclusive).
@@ -71,12 +74,12 @@ class PCAResult(Result):
     """
 
     components_: torch.Tensor
-    explained_variance_: torch.Tensor
-    explained_variance_ratio_: torch.Tensor
-    singular_values_: torch.Tensor
+    explained_variance_: np.ndarray
+    explained_variance_ratio_: np.ndarray
+    singular_values_: np.ndarray
     mean_: torch.Tensor
-    total_variance_: torch.Tensor
-    stable_rank_: torch.Tensor
+    total_variance_: float | np.ndarray
+    stable_rank_: float | np.ndarray
     coordinates: torch.Tensor
     positions: torch.Tensor
     n_samples_: int
@@ -113,9 +116,9 @@ class PCAResult(Result):
         if not self.batched:
             return self
         per_item = {
-            f.name: getattr(self, f.name)[i]
+            f.name: _item(getattr(self, f.name), i)
             for f in dataclasses.fields(self)
-            if isinstance(getattr(self, f.name), torch.Tensor) and f.name != "positions"
+            if isinstance(getattr(self, f.name), torch.Tensor | np.ndarray) and f.name != "positions"
         }
         return dataclasses.replace(self, provenance=self.provenance[i], **per_item)
 
@@ -138,9 +141,10 @@ class PCAResult(Result):
             )
         rotations = [r.rotation_ for r in items]
         tensors = {
-            f.name: torch.stack([getattr(r, f.name) for r in items])
+            f.name: _stack([getattr(r, f.name) for r in items])
             for f in dataclasses.fields(first)
-            if isinstance(getattr(first, f.name), torch.Tensor) and f.name not in ("positions", "rotation_")
+            if isinstance(getattr(first, f.name), torch.Tensor | np.ndarray | float)
+            and f.name not in ("positions", "rotation_")
         }
         rotation = None if any(r is None for r in rotations) else torch.stack(rotations)
         provs = tuple(r.provenance for r in items)
@@ -179,12 +183,12 @@ class PCAResult(Result):
     # --- reporting --------------------------------------------------------------------------------
     def summary_rows(self) -> list[tuple[str, str]]:
         """Top-1/3/10 cumulative ratios, stable rank, window, centring, solver."""
-        cum = self.explained_variance_ratio_.detach().double().cumsum(-1).cpu()
-        srank = self.stable_rank_.detach().double().cpu()
+        cum = np.cumsum(self.explained_variance_ratio_, axis=-1)
+        srank = np.asarray(self.stable_rank_, dtype=np.float64)
 
-        def fmt(t: torch.Tensor) -> str:
-            t = t.reshape(-1)
-            return f"{float(t[0]):.4f}" if t.numel() == 1 else f"{float(t.min()):.4f} .. {float(t.max()):.4f}"
+        def fmt(t: np.ndarray) -> str:
+            t = np.ravel(t)
+            return f"{float(t[0]):.4f}" if t.size == 1 else f"{float(t.min()):.4f} .. {float(t.max()):.4f}"
 
         rows: list[tuple[str, str]] = []
         if self.batched:
@@ -213,10 +217,24 @@ class PCAResult(Result):
         return rows
 
 
-def _check_int(name: str, value: Any, low: int, rule: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < low:
-        raise InvalidArgumentError(f"{name} must be an integer {rule}; got {value!r}.")
-    return value
+def _item(value: torch.Tensor | np.ndarray, i: int) -> torch.Tensor | np.ndarray | float:
+    out = value[i]
+    return float(out) if isinstance(out, np.floating) else out
+
+
+def _stack(values: list) -> torch.Tensor | np.ndarray:
+    if isinstance(values[0], torch.Tensor):
+        return torch.stack(values)
+    return np.stack([np.asarray(v, dtype=np.float64) for v in values])
+
+
+def _scales(xw: torch.Tensor) -> torch.Tensor:
+    """Largest |entry| of each matrix ``(batch,)`` in float64: the unit the fit runs in.
+
+    Dividing by it makes every result scale-free: a float32 table times 1e-30 or 1e20 gives the
+    same ratios as the table itself (its squares would underflow or overflow float32 otherwise).
+    """
+    return xw.detach().abs().amax(dim=(-2, -1)).to(torch.float64)
 
 
 def pca(
@@ -250,10 +268,10 @@ def pca(
         raise InvalidArgumentError(f"solver must be one of {SOLVERS}; got {solver!r}.")
     if not isinstance(center, bool):
         raise InvalidArgumentError(f"center must be True or False; got {center!r}.")
-    _check_int("n_oversamples", n_oversamples, 0, ">= 0")
-    _check_int("random_state", random_state, 0, ">= 0 (a seed)")
+    check_int("n_oversamples", n_oversamples, 0, ">= 0")
+    check_int("random_state", random_state, 0, ">= 0 (a seed)")
     if n_iter != "auto":
-        _check_int("n_iter", n_iter, 0, ">= 0 or 'auto'")
+        check_int("n_iter", n_iter, 0, ">= 0 or 'auto'")
     batch = as_batch(x)
     data = batch.data
     start, stop = parse_window(window, data.shape[1])
@@ -278,8 +296,14 @@ def pca(
         solver = "randomized" if max(n, d) > 500 and k < 0.1 * min(n, d) else "exact"
 
     iters = resolve_n_iter(n_iter, k, n, d) if solver == "randomized" else None
+    scale = _scales(xw)
+    if bool((scale == 0).any()):
+        raise InvalidArgumentError(
+            "every entry of the table is 0 in the window; PCA does not apply to an all-zero table. "
+            "Check where it came from (an unset or zero-initialised weight?)."
+        )
     s, comps, coords, mean, total_ss = fit_batch(
-        xw,
+        xw / scale.to(xw.dtype).view(-1, 1, 1),
         k,
         center=center,
         solver=solver,
@@ -288,14 +312,24 @@ def pca(
         random_state=random_state,
     )
     dof = max(n - 1, 1)
-    ev = s.square() / dof
-    total_var = total_ss / dof
-    safe_total = torch.where(total_var > 0, total_var, torch.ones_like(total_var))
-    ratio = torch.where(total_var.unsqueeze(-1) > 0, ev / safe_total.unsqueeze(-1), torch.zeros_like(ev))
-    s1sq = s[:, 0].square()
-    srank = torch.where(
-        s1sq > 0, total_ss / torch.where(s1sq > 0, s1sq, torch.ones_like(s1sq)), torch.zeros_like(s1sq)
-    )
+    s64 = s.detach().to("cpu", torch.float64).numpy()
+    tss64 = total_ss.detach().to("cpu", torch.float64).numpy()
+    if not np.all(tss64 > 0):
+        raise InvalidArgumentError(
+            f"the table has zero variance over the positions of window {(start, stop)}: every row is the same, "
+            "so there are no principal directions. PCA does not apply; use a window with distinct rows "
+            "(or center=False to analyse the raw rows)."
+        )
+    scale64 = scale.cpu().numpy()
+    ratio = s64**2 / tss64[:, None]
+    srank = tss64 / np.maximum(s64[:, 0] ** 2, np.finfo(np.float64).tiny)
+    with np.errstate(over="ignore"):
+        sv = s64 * scale64[:, None]
+        ev = sv**2 / dof
+        total_var = tss64 * scale64**2 / dof
+    back = scale.to(coords.dtype).to(coords.device)
+    coords = coords * back.view(-1, 1, 1)
+    mean = mean * back.view(-1, 1)
 
     steps = []
     if (start, stop) != (0, data.shape[1]):
@@ -303,13 +337,13 @@ def pca(
     if center:
         steps.append("center_positions")
     provs = tuple(p.with_processing(*steps) for p in batch.provenances)
-    squeeze = (lambda t: t[0]) if batch.single else (lambda t: t)
+    squeeze = (lambda t: _item(t, 0)) if batch.single else (lambda t: t)
     randomized = solver == "randomized"
     return PCAResult(
         components_=squeeze(comps),
         explained_variance_=squeeze(ev),
         explained_variance_ratio_=squeeze(ratio),
-        singular_values_=squeeze(s),
+        singular_values_=squeeze(sv),
         mean_=squeeze(mean),
         total_variance_=squeeze(total_var),
         stable_rank_=squeeze(srank),

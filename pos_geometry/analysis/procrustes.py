@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 
+import numpy as np
 import torch
 
 from pos_geometry.analysis.pca import PCAResult
@@ -55,11 +56,10 @@ def _rotate(res: PCAResult, rot: torch.Tensor, label: str) -> PCAResult:
     coords = res.coordinates @ rot.mT
     # Variance along each new axis from the rotated coordinates (sum of squares / (n - 1), sklearn's
     # convention; the coordinates of a centred fit have zero mean), as a share of the unchanged total.
-    ev = coords.square().sum(-2) / max(res.n_samples_ - 1, 1)
-    total = res.total_variance_.unsqueeze(-1)
-    ratio = torch.where(
-        total > 0, ev / torch.where(total > 0, total, torch.ones_like(total)), torch.zeros_like(ev)
-    )
+    ss = coords.detach().to("cpu", torch.float64).square().sum(-2).numpy()
+    ratio = ss / (np.asarray(res.total_variance_, dtype=np.float64)[..., None] * max(res.n_samples_ - 1, 1))
+    with np.errstate(over="ignore"):
+        ev = ss / max(res.n_samples_ - 1, 1)
     prov = res.provenance
     provs = (
         prov.with_processing(label)
@@ -72,7 +72,7 @@ def _rotate(res: PCAResult, rot: torch.Tensor, label: str) -> PCAResult:
         coordinates=coords,
         explained_variance_=ev,
         explained_variance_ratio_=ratio,
-        singular_values_=(ev * (res.n_samples_ - 1)).sqrt(),
+        singular_values_=np.sqrt(ss),
         rotation_=rot if res.rotation_ is None else rot @ res.rotation_,
         provenance=provs,
     )

@@ -160,7 +160,7 @@ def _fit_one(item: PCAItem, horizons: tuple[int, ...], center: bool, affine: boo
         affine=affine,
         window=item.window,
         n_positions=n,
-        explained_variance_ratio=item.explained_variance_ratio.detach().cpu().numpy(),
+        explained_variance_ratio=np.asarray(item.explained_variance_ratio, dtype=np.float64),
         provenance=item.provenance,
     )
 

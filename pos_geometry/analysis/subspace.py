@@ -56,7 +56,7 @@ class SubspaceOverlap(Result):
     principal_angles_deg: torch.Tensor
     positional_components: torch.Tensor
     token_components: torch.Tensor
-    positional_variance_ratio: torch.Tensor
+    positional_variance_ratio: np.ndarray
     window: tuple[int, int]
     center: bool
     provenance: Provenance

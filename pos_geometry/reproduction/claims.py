@@ -76,7 +76,7 @@ def _missing(key: str, statement: str, criterion: str, what: str) -> Claim:
 
 def top3(pe: PositionalEmbedding, window: tuple[int, int] | None = None) -> float:
     """Top-3 explained-variance ratio of ``pe`` over ``window`` (exact PCA, centred over positions)."""
-    return float(pca(pe, 3, window=window, solver="exact").explained_variance_ratio_.double().sum())
+    return float(pca(pe, 3, window=window, solver="exact").explained_variance_ratio_.sum())
 
 
 def claim_variance(gpt2: PositionalEmbedding | None) -> Claim:

@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from pos_geometry.analysis._inputs import parse_window
 from pos_geometry.analysis.helix import HelixFit, fit_helix
 from pos_geometry.analysis.pca import pca
@@ -130,7 +132,7 @@ def model_figures(
     n = stop - start
     k = min(10, n, pe.d_model)
     res = pca(pe, k, window=(start, stop))
-    ratios = res.explained_variance_ratio_.double().cumsum(0).cpu()
+    ratios = np.cumsum(res.explained_variance_ratio_)
     helix, note = None, ""
     if k < 3 or n < 8:
         note = "not fitted: needs at least 3 components and 8 positions"
