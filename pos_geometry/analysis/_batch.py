@@ -10,6 +10,7 @@ results is the honest container; ``batch[i]``, ``len(batch)`` and iteration work
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -22,7 +23,7 @@ from pos_geometry.analysis.pca import PCAResult, pca
 from pos_geometry.embedding import Provenance
 from pos_geometry.errors import InvalidArgumentError
 
-__all__ = ["BatchResult", "PCAItem", "pca_items"]
+__all__ = ["BatchResult", "PCAItem", "pca_items", "renamed"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -58,6 +59,28 @@ class PCAItem:
     window: tuple[int, int]
     center: bool
     provenance: Provenance
+    rows: torch.Tensor | None = None
+
+
+def renamed(
+    func: str, kwargs: dict[str, Any], names: dict[str, str], values: dict[str, Any]
+) -> dict[str, Any]:
+    """Map deprecated keyword names in ``kwargs`` to their new ones (``names``: old -> new), with a warning.
+
+    ``values`` holds the new names' current values; unknown keywords raise ``TypeError`` as Python would.
+    """
+    out = dict(values)
+    for old, value in kwargs.items():
+        if old not in names:
+            raise TypeError(f"{func}() got an unexpected keyword argument {old!r}")
+        new = names[old]
+        warnings.warn(
+            f"{func}({old}=...) is deprecated; use {new}=... (one vocabulary across the analyses).",
+            DeprecationWarning,
+            stacklevel=3,
+        )
+        out[new] = value
+    return out
 
 
 def _items_of(res: PCAResult) -> list[PCAResult]:
@@ -70,8 +93,11 @@ def pca_items(x: Any, k: int, *, window: Any = None, center: bool = True) -> tup
     Returns ``(items, single)``. A ``PCAResult`` is used as it is (its own window and centring);
     it must hold at least ``k`` components.
     """
-    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-        raise InvalidArgumentError(f"k must be a positive integer number of principal components; got {k!r}.")
+    if isinstance(k, bool) or not isinstance(k, int | np.integer) or k < 1:
+        raise InvalidArgumentError(
+            f"n_components must be a positive integer number of principal components; got {k!r}."
+        )
+    k = int(k)
     if isinstance(x, PCAResult):
         if window is not None:
             raise InvalidArgumentError(
@@ -86,8 +112,9 @@ def pca_items(x: Any, k: int, *, window: Any = None, center: bool = True) -> tup
     for r in _items_of(res):
         if r.coordinates.shape[-1] < k:
             raise InvalidArgumentError(
-                f"k={k} principal components were asked for but the PCA result holds only "
-                f"{r.coordinates.shape[-1]}; use k <= {r.coordinates.shape[-1]} or refit pca with n_components >= {k}."
+                f"n_components={k} principal components were asked for but the PCA result holds only "
+                f"{r.coordinates.shape[-1]}; use n_components <= {r.coordinates.shape[-1]} or refit pca with "
+                f"n_components >= {k}."
             )
         prov = r.provenance if isinstance(r.provenance, Provenance) else r.provenance[0]
         items.append(
@@ -98,6 +125,7 @@ def pca_items(x: Any, k: int, *, window: Any = None, center: bool = True) -> tup
                 window=tuple(int(v) for v in r.window),
                 center=bool(r.center),
                 provenance=prov,
+                rows=r.fitted_rows,
             )
         )
     return items, single

@@ -73,7 +73,9 @@ def check_level(alpha: Any, n_surrogates: int) -> float:
     below it could never be met, so every test would silently come out "not significant".
     """
     if isinstance(alpha, bool) or not isinstance(alpha, int | float | np.floating) or not 0 < alpha < 1:
-        raise InvalidArgumentError(f"alpha must be a level strictly between 0 and 1, e.g. 0.01; got {alpha!r}.")
+        raise InvalidArgumentError(
+            f"alpha must be a level strictly between 0 and 1, e.g. 0.01; got {alpha!r}."
+        )
     min_p = 1.0 / (n_surrogates + 1)
     if alpha < min_p:
         need = math.ceil(1.0 / alpha) - 1

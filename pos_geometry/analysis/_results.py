@@ -57,7 +57,11 @@ def to_jsonable(value: Any) -> Any:
     if isinstance(value, complex):
         return {"real": value.real, "imag": value.imag}
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: to_jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
+        return {
+            f.name: to_jsonable(getattr(value, f.name))
+            for f in dataclasses.fields(value)
+            if f.metadata.get("serialize", True)
+        }
     if isinstance(value, dict):
         return {str(k): to_jsonable(v) for k, v in value.items()}
     if isinstance(value, list | tuple):

@@ -57,15 +57,20 @@ import numpy as np
 import torch
 from scipy.optimize import least_squares, minimize_scalar
 
-from pos_geometry.analysis._batch import BatchResult, PCAItem, pca_items
+from pos_geometry.analysis._batch import BatchResult, PCAItem, pca_items, renamed
 from pos_geometry.analysis._fourier import frequency_grid, harmonic_rss
+from pos_geometry.analysis._helix_test import RotationScan, dct_correlation, helix_null_tests
+from pos_geometry.analysis._inputs import check_int, check_level
+from pos_geometry.analysis._nulls import NullTest
 from pos_geometry.analysis._results import Result
 from pos_geometry.embedding import Provenance
 from pos_geometry.errors import InvalidArgumentError
 
-__all__ = ["SHAPES", "HelixFit", "fit_helix"]
+__all__ = ["SHAPES", "VERDICTS", "HelixFit", "fit_helix"]
 
 SHAPES = ("line", "ellipse", "circular_helix", "helix")
+VERDICTS = ("helix", "not a helix", "does not apply", "untested")
+_MIN_DELTA_BIC = 10.0  # "very strong" evidence on the Kass & Raftery scale
 
 
 @dataclass(frozen=True, eq=False)
@@ -79,7 +84,15 @@ class HelixFit(Result):
     per turn of the first harmonic, ``|v| · periods[0]``. ``circular_radius``/``circular_period``: the
     constant-radius helix. ``r2``/``r2_per_component``: of the ``helix`` model. ``bic``, ``n_params``,
     ``rss``: per shape (see the module docstring); ``shape`` is the BIC winner, ``delta_bic`` its
-    margin over ``runner_up``.
+    margin over ``runner_up``. ``pinned`` ``(K,)``: harmonics stuck on a search bound (not findings).
+
+    The verdict (one of :data:`VERDICTS`) and its ``reason`` in words: ``"helix"`` needs the helix shape
+    to win by ΔBIC > 10 *and* its ``rotation_share`` (the share of the trajectory's variance in its
+    strongest planar rotation, turning at ``rotation_period``) to beat every null in ``tests`` (random walks
+    of the table's own steps; smooth Gaussian-process curves of its length scale). ``"does not apply"``:
+    a line, or a leading harmonic on the search boundary; the harmonic arrays are then empty and
+    ``period`` is None. ``dct_correlation`` ``(k,)``: ``|corr(PC j, cos(π j t / n))|``, near 1 for the
+    PCA of a random walk.
     """
 
     periods: np.ndarray
@@ -91,6 +104,7 @@ class HelixFit(Result):
     drift: np.ndarray
     cos_coef: np.ndarray
     sin_coef: np.ndarray
+    pinned: np.ndarray
     pitch: float
     circular_radius: float
     circular_period: float
@@ -102,27 +116,61 @@ class HelixFit(Result):
     shape: str
     runner_up: str
     delta_bic: float
-    k: int
+    n_components: int
     window: tuple[int, int]
     n_positions: int
     explained_variance_ratio: np.ndarray
+    verdict: str
+    reason: str
+    tests: tuple[NullTest, ...]
+    rotation_share: float
+    rotation_period: float | None
+    dct_correlation: np.ndarray
     provenance: Provenance
+
+    @property
+    def k(self) -> int:
+        """Deprecated name of :attr:`n_components`."""
+        return self.n_components
 
     @property
     def n_harmonics(self) -> int:
         return int(self.periods.shape[0])
 
+    @property
+    def applies(self) -> bool:
+        """False when the helix model does not apply (a line, or its turn on the search boundary)."""
+        return self.verdict != "does not apply"
+
+    @property
+    def period(self) -> float | None:
+        """The leading harmonic's period in positions, or None where the helix does not apply."""
+        return float(self.periods[0]) if self.periods.size else None
+
+    @property
+    def p_value(self) -> float | None:
+        """The largest p over the nulls (the helix must beat every one), or None when untested."""
+        return max(t.p_value for t in self.tests) if self.tests else None
+
     def summary_rows(self) -> list[tuple[str, str]]:
         fmt = lambda a: ", ".join(f"{v:.4g}" for v in np.ravel(a))  # noqa: E731
         bics = ", ".join(f"{s}={self.bic[s]:.1f}" for s in SHAPES)
-        return [
+        rows = [
             (
                 "window",
-                f"positions {self.window[0]}..{self.window[1] - 1} ({self.n_positions}), top {self.k} PCs "
-                f"({float(np.sum(self.explained_variance_ratio)):.1%} of variance)",
+                f"positions {self.window[0]}..{self.window[1] - 1} ({self.n_positions}), top {self.n_components} "
+                f"PCs ({float(np.sum(self.explained_variance_ratio)):.1%} of variance)",
             ),
+            ("verdict", f"{self.verdict}: {self.reason}"),
             ("best shape (BIC)", f"{self.shape}, ΔBIC = {self.delta_bic:.1f} over {self.runner_up}"),
             ("BIC", bics),
+        ]
+        rows += [(f"null: {t.null.replace('_', ' ')}", t.words()) for t in self.tests]
+        rows.append(("PC vs cos(πjt/n) |r|", fmt(self.dct_correlation)))
+        if not self.applies:
+            return [*rows, ("periods", f"does not apply: {self.reason}")]
+        return [
+            *rows,
             ("periods (positions)", fmt(self.periods)),
             ("turns over window", fmt(self.turns)),
             ("radii (equivalent)", fmt(self.radii)),
@@ -230,14 +278,59 @@ class _Fitter:
         return float(2 * res.cost), abs(float(res.x[2 * k + 1])), float(res.x[2 * k])
 
 
-def _fit_one(item: PCAItem, max_harmonics: int, min_turns: float) -> HelixFit:
+def _pinned(w: np.ndarray, f: _Fitter) -> np.ndarray:
+    """Harmonics stuck on a search bound: the longest period searched, Nyquist, or the separation limit."""
+    tol = 1e-3 * f.resolution
+    at_bound = (np.abs(w - f.w_lo) <= tol) | (np.abs(w - f.w_hi) <= tol)
+    gaps = np.where(np.eye(w.size, dtype=bool), np.inf, np.abs(w[:, None] - w[None, :]))
+    return at_bound | np.any(np.abs(gaps - f.resolution) <= tol, axis=1)
+
+
+def _verdict(
+    shape: str, delta: float, pinned_lead: bool, tests: tuple[NullTest, ...], span: float, min_turns: float
+):
+    """``(verdict, reason)`` from the BIC ranking, the leading harmonic's place and the null tests."""
+    if shape == "line":
+        return (
+            "does not apply",
+            "a straight line describes the trajectory best (BIC): it does not turn, so it has no helix period or turns",
+        )
+    if pinned_lead:
+        return "does not apply", (
+            f"the leading harmonic sits on the search boundary (period {span / min_turns:.0f} = window/min_turns, "
+            "Nyquist, or the separation limit): the curve turns less than the band allows, as a random walk's "
+            "PCA does, so no period is reported"
+        )
+    if shape == "ellipse":
+        return "not a helix", "BIC prefers a closed ellipse (no drift along an axis)"
+    if delta <= _MIN_DELTA_BIC:
+        return (
+            "not a helix",
+            f"the helix beats the simpler shapes by only ΔBIC = {delta:.1f} (≤ {_MIN_DELTA_BIC:.0f})",
+        )
+    if not tests:
+        return "untested", "the helix shape fits best, but no null was run (n_surrogates=0)"
+    failed = [t for t in tests if not t.significant]
+    if failed:
+        return "not a helix", (
+            "not distinguishable from a random-walk-like smooth curve: its rotation share is not above "
+            + "; ".join(t.words() for t in failed)
+            + f" at α = {failed[0].alpha}"
+        )
+    return (
+        "helix",
+        f"the helix shape fits best and its rotation beats every null (largest p = {max(t.p_value for t in tests):.3g})",
+    )
+
+
+def _fit_one(item: PCAItem, max_harmonics: int, min_turns: float, null: dict[str, Any]) -> HelixFit:
     z = item.coords.detach().to("cpu", torch.float64).numpy()
     t = item.positions.detach().to("cpu", torch.float64).numpy()
     n, k = z.shape
     if n < 4 * k + 8:
         raise InvalidArgumentError(
-            f"fit_helix needs at least 4k + 8 = {4 * k + 8} positions in the window to fit and compare the "
-            f"shapes with k={k}; got {n}. Widen the window or lower k."
+            f"fit_helix needs at least 4·n_components + 8 = {4 * k + 8} positions in the window to fit and compare the "
+            f"shapes with n_components={k}; got {n}. Widen the window or lower n_components."
         )
     f = _Fitter(z, t, min_turns)
     rss = {"line": _rss(z, t, f.tau, [], True)}
@@ -277,17 +370,35 @@ def _fit_one(item: PCAItem, max_harmonics: int, min_turns: float) -> HelixFit:
     periods = 2 * np.pi / w
     drift = coef[1] / (span / 2)
     tss = np.sum((z - z.mean(axis=0)) ** 2, axis=0)
+    pinned = _pinned(w, f)
+    scan = RotationScan(n, min_turns=min_turns)
+    share_t, w_rot = scan(torch.from_numpy(z)[None])
+    share = float(share_t[0])
+    tests: tuple[NullTest, ...] = ()
+    if null["n_surrogates"] and ranked[0] != "line" and not pinned[0]:
+        if item.rows is None:
+            raise InvalidArgumentError(
+                "fit_helix's null needs the table's rows, and this PCAResult does not hold them; pass the "
+                "embedding (or a PCAResult from pca() of it), or n_surrogates=0 to skip the null."
+            )
+        tests = helix_null_tests(item.rows, k, share, min_turns=min_turns, **null)
+    verdict, reason = _verdict(
+        ranked[0], float(bic[ranked[1]] - bic[ranked[0]]), bool(pinned[0]), tests, span, min_turns
+    )
+    keep = slice(None) if verdict != "does not apply" else slice(0, 0)
+    rot_period = 2 * math.pi / float(w_rot[0])
     return HelixFit(
-        periods=periods,
-        frequencies=w,
-        turns=n / periods,
-        radii=radii[order],
-        semi_axes=semi[order],
+        periods=periods[keep],
+        frequencies=w[keep],
+        turns=(n / periods)[keep],
+        radii=radii[order][keep],
+        semi_axes=semi[order][keep],
         center=coef[0],
         drift=drift,
-        cos_coef=cos_c[order],
-        sin_coef=sin_c[order],
-        pitch=float(np.linalg.norm(drift) * periods[0]),
+        cos_coef=cos_c[order][keep],
+        sin_coef=sin_c[order][keep],
+        pinned=pinned[keep],
+        pitch=float(np.linalg.norm(drift) * periods[0]) if verdict != "does not apply" else math.nan,
         circular_radius=circ_r,
         circular_period=2 * math.pi / circ_w,
         r2=float(1 - rss["helix"] / tss.sum()),
@@ -298,43 +409,73 @@ def _fit_one(item: PCAItem, max_harmonics: int, min_turns: float) -> HelixFit:
         shape=ranked[0],
         runner_up=ranked[1],
         delta_bic=float(bic[ranked[1]] - bic[ranked[0]]),
-        k=k,
+        n_components=k,
         window=item.window,
         n_positions=n,
         explained_variance_ratio=np.asarray(item.explained_variance_ratio, dtype=np.float64),
+        verdict=verdict,
+        reason=reason,
+        tests=tests,
+        rotation_share=share,
+        rotation_period=rot_period if abs(float(w_rot[0]) - scan.w_min) > 1e-9 else None,
+        dct_correlation=dct_correlation(z),
         provenance=item.provenance,
     )
 
 
 def fit_helix(
-    x: Any, k: int = 3, *, window: Any = None, max_harmonics: int = 3, min_turns: float = 1.0
+    x: Any,
+    n_components: int = 3,
+    *,
+    window: Any = None,
+    max_harmonics: int = 3,
+    min_turns: float = 1.0,
+    n_surrogates: int = 199,
+    alpha: float = 0.01,
+    random_state: int = 0,
+    **deprecated: Any,
 ) -> HelixFit | BatchResult:
-    """Fit the helix model (and the line / ellipse / circular-helix baselines) to the top-``k`` PCA trajectory.
+    """Fit the helix model (and the line / ellipse / circular-helix baselines) to the top PCA trajectory,
+    and test it against smooth random curves.
 
     ``x``: a ``PositionalEmbedding``, a list of them, a tensor/array ``(n, d)`` or ``(batch, n, d)``, or a
-    ``PCAResult`` (its first ``k`` coordinates are used, with its own window). ``window``: ``(start, stop)``
-    positions to fit (PCA is fitted on the same rows). ``max_harmonics``: most harmonics the greedy BIC
-    search may add (≥ 1). ``min_turns``: the longest period searched is ``window length / min_turns``.
+    ``PCAResult`` (its first ``n_components`` coordinates are used, with its own window). ``window``:
+    ``(start, stop)`` positions to fit (PCA is fitted on the same rows). ``max_harmonics``: most harmonics
+    the greedy BIC search may add (≥ 1). ``min_turns``: the longest period searched is ``window length /
+    min_turns``. ``n_surrogates``, ``alpha``, ``random_state``: the null test (see
+    :mod:`pos_geometry.analysis._helix_test`): the verdict is ``"helix"`` only when the helix shape wins by
+    ΔBIC > 10 and its rotation share beats ``n_surrogates`` random walks of the table's own steps *and*
+    as many smooth Gaussian-process curves of its length scale at level ``alpha``.
+    ``n_surrogates=0`` skips the null (verdict ``"untested"``). ``k=`` is a deprecated alias of
+    ``n_components``.
 
-    Returns a :class:`HelixFit`, or a ``BatchResult`` of them for a batch.
+    Returns a :class:`HelixFit` (``verdict``/``reason`` in words, ``tests`` with each null's p), or a
+    ``BatchResult`` of them for a batch.
 
     >>> import numpy as np
     >>> t = np.arange(400.0)
     >>> z = np.stack([3 * np.cos(2 * np.pi * t / 80), 3 * np.sin(2 * np.pi * t / 80), 0.01 * t], axis=1)
     >>> fit = fit_helix(z)
-    >>> fit.shape, round(float(fit.periods[0]), 2), round(fit.circular_radius, 2)
-    ('circular_helix', 80.0, 3.0)
+    >>> fit.verdict, fit.shape, round(fit.period, 2), round(fit.circular_radius, 2)
+    ('helix', 'circular_helix', 80.0, 3.0)
     """
+    args = renamed("fit_helix", deprecated, {"k": "n_components"}, {"n_components": n_components})
+    k = args["n_components"]
     if isinstance(max_harmonics, bool) or not isinstance(max_harmonics, int) or max_harmonics < 1:
         raise InvalidArgumentError(f"max_harmonics must be an integer >= 1; got {max_harmonics!r}.")
-    if not (isinstance(min_turns, int | float) and min_turns > 0):
+    if isinstance(min_turns, bool) or not (isinstance(min_turns, int | float) and min_turns > 0):
         raise InvalidArgumentError(
             f"min_turns must be a positive number (the longest period searched is window/min_turns); got {min_turns!r}."
         )
-    if isinstance(k, int) and not isinstance(k, bool) and k < 2:
+    if isinstance(k, int | np.integer) and not isinstance(k, bool) and k < 2:
         raise InvalidArgumentError(
-            f"k must be >= 2 for a helix (a curve needs a plane to turn in); got k={k}."
+            f"n_components must be >= 2 for a helix (a curve needs a plane to turn in); got n_components={k}."
         )
+    n_surrogates = check_int("n_surrogates", n_surrogates, 0, ">= 0 (0 skips the null)")
+    random_state = check_int("random_state", random_state, 0, ">= 0 (a seed)")
+    if n_surrogates:
+        alpha = check_level(alpha, n_surrogates)
+    null = {"n_surrogates": n_surrogates, "alpha": float(alpha), "random_state": random_state}
     items, single = pca_items(x, k, window=window, center=True)
-    fits = tuple(_fit_one(it, max_harmonics, float(min_turns)) for it in items)
+    fits = tuple(_fit_one(it, max_harmonics, float(min_turns), null) for it in items)
     return fits[0] if single else BatchResult(fits, tuple(f.provenance for f in fits))

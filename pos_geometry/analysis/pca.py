@@ -70,6 +70,8 @@ class PCAResult(Result):
         solver: the solver actually used, ``"exact"`` or ``"randomized"``.
         n_iter: power iterations of the randomized solver (None for exact).
         rotation_: ``(k, k)`` the Procrustes rotation applied by ``align_bases`` (None if none).
+        fitted_rows: ``(n_samples_, d)`` the input rows that were fitted (a view of the input, not a
+            copy; not serialised): what the helix and periodicity nulls draw their surrogates from.
         provenance: the input's provenance (a tuple for a batch) with the window and centring recorded.
     """
 
@@ -92,6 +94,9 @@ class PCAResult(Result):
     random_state: int | None
     provenance: Provenance | tuple[Provenance, ...]
     rotation_: torch.Tensor | None = None
+    fitted_rows: torch.Tensor | None = dataclasses.field(
+        default=None, repr=False, metadata={"serialize": False}
+    )
 
     # --- batch access ------------------------------------------------------------------------
     @property
@@ -144,9 +149,11 @@ class PCAResult(Result):
             f.name: _stack([getattr(r, f.name) for r in items])
             for f in dataclasses.fields(first)
             if isinstance(getattr(first, f.name), torch.Tensor | np.ndarray | float)
-            and f.name not in ("positions", "rotation_")
+            and f.name not in ("positions", "rotation_", "fitted_rows")
         }
         rotation = None if any(r is None for r in rotations) else torch.stack(rotations)
+        rows = [r.fitted_rows for r in items]
+        tensors["fitted_rows"] = None if any(r is None for r in rows) else torch.stack(rows)
         provs = tuple(r.provenance for r in items)
         return dataclasses.replace(first, provenance=provs, rotation_=rotation, **tensors)
 
@@ -358,4 +365,5 @@ def pca(
         n_oversamples=n_oversamples if randomized else None,
         random_state=random_state if randomized else None,
         provenance=provs[0] if batch.single else provs,
+        fitted_rows=squeeze(xw),
     )

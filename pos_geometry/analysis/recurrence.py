@@ -18,6 +18,22 @@ real positive eigenvalues); the ``h``-step prediction error ``‖M^h z_t − z_{
 listed in ``skipped_horizons``), next to the persistence baseline ``‖z_t − z_{t+h}‖_F / ‖z_{t+h}‖_F``; and
 the real logarithm ``A = log M`` (``generator``, via ``scipy.linalg.logm`` on the CPU) when it exists
 (no eigenvalue on the closed negative real axis), else None.
+
+Defaults that hold: ``n_components="auto"`` takes the fewest principal components holding
+:data:`AUTO_VARIANCE` (99.9%) of the table's variance, at most :data:`AUTO_CAP` (32) and at least 2, so a
+rotary table is covered whole (its columns hold equal shares) and the README's claim -- the eigen-frequencies
+of a rotary table are its inverse frequencies -- holds with default arguments. The least squares are
+solved in float64 on the CPU by a truncated SVD of the design (singular values below ``rcond`` times the
+largest are dropped; ``rank`` reports what was kept), so an ill-conditioned table gives the minimum-norm
+fit, the same to round-off on every call.
+
+When rotations do not apply: the eigenvalues are reported, but ``rotation_pairs()`` is empty and
+``status`` is ``"does not apply"`` (with ``reason``) when the fitted map's one-step gain over persistence
+is no better than for random walks made of the table's own steps (``test``, a Monte-Carlo null through the
+same PCA and fit: PCA turns a random walk into cosines that a linear map predicts well), or no better
+than persistence (one-step error ≥ :data:`PERSISTENCE_RATIO` times persistence's: a random walk), or when no
+conjugate pair has ``| |λ| − 1 | ≤`` :data:`MODULUS_TOLERANCE` (white noise: ``|λ| ≈ 0``). A pair is listed
+only when its modulus is within that tolerance of 1.
 """
 
 from __future__ import annotations
@@ -31,13 +47,27 @@ import numpy as np
 import scipy.linalg
 import torch
 
-from pos_geometry.analysis._batch import BatchResult, PCAItem, pca_items
-from pos_geometry.analysis._fourier import work_dtype
+from pos_geometry.analysis._batch import BatchResult, PCAItem, pca_items, renamed
+from pos_geometry.analysis._inputs import as_batch, check_int, check_level, parse_window
+from pos_geometry.analysis._nulls import NullTest, monte_carlo_p, surrogate_values
 from pos_geometry.analysis._results import Result
+from pos_geometry.analysis.pca import PCAResult
 from pos_geometry.embedding import Provenance
 from pos_geometry.errors import InvalidArgumentError
 
-__all__ = ["RecurrenceFit", "fit_recurrence"]
+__all__ = [
+    "RecurrenceFit",
+    "fit_recurrence",
+    "AUTO_VARIANCE",
+    "AUTO_CAP",
+    "MODULUS_TOLERANCE",
+    "PERSISTENCE_RATIO",
+]
+
+AUTO_VARIANCE = 0.999
+AUTO_CAP = 32
+MODULUS_TOLERANCE = 0.05
+PERSISTENCE_RATIO = 0.9
 
 
 @dataclass(frozen=True, eq=False)
@@ -60,21 +90,34 @@ class RecurrenceFit(Result):
     persistence_error: dict[int, float]
     skipped_horizons: tuple[int, ...]
     generator: np.ndarray | None
-    k: int
+    n_components: int
+    rank: int
     center: bool
     affine: bool
     window: tuple[int, int]
     n_positions: int
     explained_variance_ratio: np.ndarray
+    status: str
+    reason: str
+    test: NullTest | None
     provenance: Provenance
 
+    @property
+    def k(self) -> int:
+        """Deprecated name of :attr:`n_components`."""
+        return self.n_components
+
     def rotation_pairs(self) -> list[tuple[float, float]]:
-        """``(period, modulus)`` of each complex-conjugate pair (eigenvalues with Im > 0), longest period first."""
-        sel = self.eigenvalues.imag > 1e-12
+        """``(period, modulus)`` of each undamped conjugate pair (Im λ > 0, ``| |λ| − 1 | ≤ MODULUS_TOLERANCE``),
+        longest period first; empty when ``status`` is ``"does not apply"``."""
+        if self.status != "rotations":
+            return []
+        sel = (self.eigenvalues.imag > 1e-12) & (np.abs(self.moduli - 1) <= MODULUS_TOLERANCE)
         return sorted(zip(self.periods[sel].tolist(), self.moduli[sel].tolist(), strict=True), reverse=True)
 
     def summary_rows(self) -> list[tuple[str, str]]:
-        pairs = ", ".join(f"{p:.4g} (|λ|={m:.4f})" for p, m in self.rotation_pairs()) or "none"
+        pairs = ", ".join(f"{p:.4g} (|λ|={m:.4f})" for p, m in self.rotation_pairs())
+        pairs = pairs or (f"does not apply: {self.reason}" if self.status != "rotations" else "none")
         real = self.moduli[np.abs(self.eigenvalues.imag) <= 1e-12]
         errs = ", ".join(
             f"h={h}: {e:.3g} (persistence {self.persistence_error[h]:.3g})"
@@ -84,8 +127,9 @@ class RecurrenceFit(Result):
         return [
             (
                 "subspace",
-                f"top {self.k} PCs ({float(np.sum(self.explained_variance_ratio)):.1%}), "
-                f"{'centred' if self.center else 'uncentred'}, {'affine' if self.affine else 'linear'} recurrence",
+                f"top {self.n_components} PCs ({float(np.sum(self.explained_variance_ratio)):.1%}), "
+                f"{'centred' if self.center else 'uncentred'}, {'affine' if self.affine else 'linear'} recurrence, "
+                f"rank {self.rank}",
             ),
             ("window", f"positions {self.window[0]}..{self.window[1] - 1} ({self.n_positions})"),
             ("rotation periods (positions)", pairs),
@@ -110,20 +154,99 @@ def _real_log(m: np.ndarray) -> np.ndarray | None:
     return np.real(a)
 
 
-def _fit_one(item: PCAItem, horizons: tuple[int, ...], center: bool, affine: bool) -> RecurrenceFit:
-    z = item.coords.to(work_dtype(item.coords.device))
-    n, k = z.shape
+def _lstsq(design: np.ndarray, target: np.ndarray, rcond: float) -> tuple[np.ndarray, int]:
+    """Minimum-norm least squares by a truncated SVD: ``(coef, rank)``; deterministic, float64."""
+    u, sv, vt = np.linalg.svd(design, full_matrices=False)
+    keep = sv > rcond * sv[0] if sv.size and sv[0] > 0 else np.zeros(sv.shape, dtype=bool)
+    coef = vt[keep].T @ ((u[:, keep].T @ target) / sv[keep, None])
+    return coef, int(keep.sum())
+
+
+def _improvement(z: torch.Tensor, rcond: float) -> torch.Tensor:
+    """``1 − e₁ / e_persist``: one-step gain of the linear map over persistence, per trajectory ``(B, n, k)``."""
+    z = z.to(torch.float64)
+    z = z / z.abs().amax(dim=(-2, -1), keepdim=True).clamp_min(1e-300)
+    a, y = z[:, :-1], z[:, 1:]
+    u, sv, vt = torch.linalg.svd(a, full_matrices=False)
+    keep = sv > rcond * sv[:, :1]
+    inv = torch.where(keep, 1 / sv.clamp_min(1e-300), torch.zeros_like(sv))
+    pred = a @ (vt.mT @ ((u.mT @ y) * inv[..., None]))
+    err = torch.linalg.matrix_norm(pred - y) / torch.linalg.matrix_norm(y - a).clamp_min(1e-300)
+    return 1 - err
+
+
+def _null(
+    rows: torch.Tensor, k: int, center: bool, rcond: float, observed: float, null: dict[str, Any]
+) -> NullTest:
+    from pos_geometry.analysis.pca import pca
+
+    def statistic(batch: torch.Tensor) -> torch.Tensor:
+        return _improvement(
+            pca(batch, k, center=center, random_state=null["random_state"]).coordinates, rcond
+        )
+
+    values = surrogate_values(rows, "step_walk", null["n_surrogates"], null["random_state"], statistic)
+    return monte_carlo_p("one_step_gain_over_persistence", observed, "step_walk", values, null["alpha"])
+
+
+def _status(
+    moduli: np.ndarray, ev: np.ndarray, pred: dict[int, float], pers: dict[int, float], test: NullTest | None
+) -> tuple[str, str]:
+    if 1 in pred and pred[1] >= PERSISTENCE_RATIO * pers[1]:
+        return "does not apply", (
+            f"the fitted map predicts the next row no better than persistence z[t+1] = z[t] (one-step error "
+            f"{pred[1]:.3g} vs {pers[1]:.3g}): a random-walk-like curve, whose eigenvalues near 1 are not rotations"
+        )
+    pairs = (ev.imag > 1e-12) & (np.abs(moduli - 1) <= MODULUS_TOLERANCE)
+    if not pairs.any():
+        return "does not apply", (
+            f"no conjugate pair has |λ| within {MODULUS_TOLERANCE} of 1 (largest |λ| {float(moduli.max()):.3g}): "
+            "the map damps rather than rotates"
+        )
+    if test is not None and not test.significant:
+        return "does not apply", (
+            "the map predicts the next row no better than it does for a random walk: gain over persistence "
+            + test.words()
+        )
+    return "rotations", f"{int(pairs.sum())} undamped rotation pair(s)"
+
+
+def _auto_components(ratios: np.ndarray, d: int) -> int:
+    if d <= AUTO_CAP:
+        return max(2, min(d, int(ratios.size)))
+    reached = np.nonzero(np.cumsum(ratios) >= AUTO_VARIANCE)[0]
+    k = int(reached[0]) + 1 if reached.size else int(ratios.size)
+    return max(2, min(k, int(ratios.size)))
+
+
+def _fit_one(
+    item: PCAItem,
+    horizons: tuple[int, ...],
+    center: bool,
+    affine: bool,
+    rcond: float,
+    auto: bool,
+    null: dict[str, Any],
+) -> RecurrenceFit:
+    d = int(item.rows.shape[1]) if item.rows is not None else AUTO_CAP + 1
+    k = _auto_components(np.asarray(item.explained_variance_ratio), d) if auto else int(item.coords.shape[1])
+    z = item.coords[:, :k].detach().to("cpu", torch.float64).numpy()
+    n = z.shape[0]
     if n < k + 2 + int(affine):
         raise InvalidArgumentError(
-            f"fit_recurrence needs more positions than unknowns per equation (k + 1{' + 1' if affine else ''}); "
-            f"got n={n} positions in the window with k={k}. Widen the window or lower k."
+            f"fit_recurrence needs more positions than unknowns per equation (n_components + 1"
+            f"{' + 1' if affine else ''}); got n={n} positions in the window with n_components={k}. "
+            "Widen the window or lower n_components."
         )
+    # Work in the units of the largest coordinate: the fit is scale-free, and so are its errors.
+    unit = float(np.abs(z).max()) or 1.0
+    z = z / unit
     design = z[:-1]
     if affine:
-        design = torch.cat([design, torch.ones(n - 1, 1, dtype=z.dtype, device=z.device)], dim=1)
-    coef = torch.linalg.lstsq(design, z[1:]).solution  # (k [+1], k)
+        design = np.concatenate([design, np.ones((n - 1, 1))], axis=1)
+    coef, rank = _lstsq(design, z[1:], rcond)  # (k [+1], k)
     m = coef[:k].T
-    b = coef[k] if affine else torch.zeros(k, dtype=z.dtype, device=z.device)
+    b = coef[k] if affine else np.zeros(k)
 
     pred_err: dict[int, float] = {}
     pers_err: dict[int, float] = {}
@@ -133,20 +256,29 @@ def _fit_one(item: PCAItem, horizons: tuple[int, ...], center: bool, affine: boo
         for _ in range(h):
             pred = pred @ m.T + b
         target = z[h:]
-        denom = float(torch.linalg.matrix_norm(target)) or 1.0
-        pred_err[h] = float(torch.linalg.matrix_norm(pred - target)) / denom
-        pers_err[h] = float(torch.linalg.matrix_norm(z[:-h] - target)) / denom
+        denom = float(np.linalg.norm(target)) or 1.0
+        pred_err[h] = float(np.linalg.norm(pred - target)) / denom
+        pers_err[h] = float(np.linalg.norm(z[:-h] - target)) / denom
 
-    m_np = m.detach().cpu().numpy()
+    m_np = m
     ev = np.linalg.eigvals(m_np)
     angles = np.abs(np.angle(ev))
     order = np.lexsort((-np.abs(ev), angles))
     ev, angles = ev[order], angles[order]
     with np.errstate(divide="ignore"):
         periods = np.where(angles > 0, 2 * math.pi / np.where(angles > 0, angles, 1.0), np.inf)
+    test = None
+    if null["n_surrogates"] and 1 in pred_err:
+        if item.rows is None:
+            raise InvalidArgumentError(
+                "fit_recurrence's null needs the table's rows, and this PCAResult does not hold them; pass the "
+                "embedding (or a PCAResult from pca() of it), or n_surrogates=0 to skip the null."
+            )
+        test = _null(item.rows, k, center, rcond, 1 - pred_err[1] / max(pers_err[1], 1e-300), null)
+    status, reason = _status(np.abs(ev), ev, pred_err, pers_err, test)
     return RecurrenceFit(
         transition=m_np,
-        offset=b.detach().cpu().numpy() if affine else None,
+        offset=b * unit if affine else None,
         eigenvalues=ev,
         moduli=np.abs(ev),
         angles=angles,
@@ -155,45 +287,82 @@ def _fit_one(item: PCAItem, horizons: tuple[int, ...], center: bool, affine: boo
         persistence_error=pers_err,
         skipped_horizons=tuple(h for h in horizons if h >= n),
         generator=_real_log(m_np),
-        k=k,
+        n_components=k,
+        rank=rank,
         center=center,
         affine=affine,
         window=item.window,
         n_positions=n,
-        explained_variance_ratio=np.asarray(item.explained_variance_ratio, dtype=np.float64),
+        explained_variance_ratio=np.asarray(item.explained_variance_ratio[:k], dtype=np.float64),
+        status=status,
+        reason=reason,
+        test=test,
         provenance=item.provenance,
     )
 
 
 def fit_recurrence(
     x: Any,
-    k: int = 8,
+    n_components: int | str = "auto",
     *,
     window: Any = None,
     center: bool = False,
     affine: bool = False,
     horizons: tuple[int, ...] = (1, 8, 64),
+    rcond: float = 1e-10,
+    n_surrogates: int = 99,
+    alpha: float = 0.05,
+    random_state: int = 0,
+    **deprecated: Any,
 ) -> RecurrenceFit | BatchResult:
-    """Fit ``z[t+1] ≈ M z[t]`` (+ ``b`` if ``affine``) in the top-``k`` PCA subspace; see the module docstring.
+    """Fit ``z[t+1] ≈ M z[t]`` (+ ``b`` if ``affine``) in the top PCA subspace; see the module docstring.
 
     ``x``: a ``PositionalEmbedding``, a list of them, a tensor/array ``(n, d)`` / ``(batch, n, d)``, or a
-    ``PCAResult`` (its first ``k`` coordinates, with its own window and centring). Returns a
-    :class:`RecurrenceFit`, or a ``BatchResult`` of them for a batch.
+    ``PCAResult`` (its coordinates, with its own window and centring). ``n_components``: an integer, or
+    ``"auto"`` (the fewest components holding 99.9% of the variance, 2..32). ``rcond``: singular values of the
+    design below ``rcond`` times the largest are dropped. ``n_surrogates``, ``alpha``, ``random_state``: the
+    null for "rotations": the one-step gain over persistence must beat that of random walks made of the
+    table's own steps (same PCA, same fit); ``n_surrogates=0`` skips it. ``k=`` is a deprecated alias of
+    ``n_components``.
+    Returns a :class:`RecurrenceFit`, or a ``BatchResult`` of them for a batch.
 
     >>> import numpy as np
     >>> theta = np.array([0.5, 0.05])
     >>> ang = np.arange(100)[:, None] * theta
     >>> table = np.concatenate([np.cos(ang), np.sin(ang)], axis=1)
-    >>> fit = fit_recurrence(table, k=4)
-    >>> np.round(np.unique(np.round(fit.angles, 8)), 6).tolist(), bool(np.allclose(fit.moduli, 1))
-    ([0.05, 0.5], True)
+    >>> fit = fit_recurrence(table)
+    >>> fit.n_components, np.round(np.unique(np.round(fit.angles, 8)), 6).tolist(), fit.status
+    (4, [0.05, 0.5], 'rotations')
     """
+    args = renamed("fit_recurrence", deprecated, {"k": "n_components"}, {"n_components": n_components})
+    n_components = args["n_components"]
     if not isinstance(horizons, tuple | list) or not all(
         isinstance(h, int) and not isinstance(h, bool) and h >= 1 for h in horizons
     ):
         raise InvalidArgumentError(
             f"horizons must be a tuple of positive integers, e.g. (1, 8, 64); got {horizons!r}."
         )
-    items, single = pca_items(x, k, window=window, center=center)
-    fits = tuple(_fit_one(it, tuple(horizons), it.center, affine) for it in items)
+    if isinstance(rcond, bool) or not isinstance(rcond, int | float) or not 0 <= rcond < 1:
+        raise InvalidArgumentError(f"rcond must be a number in [0, 1), e.g. 1e-10; got {rcond!r}.")
+    n_surrogates = check_int("n_surrogates", n_surrogates, 0, ">= 0 (0 skips the null)")
+    random_state = check_int("random_state", random_state, 0, ">= 0 (a seed)")
+    if n_surrogates:
+        alpha = check_level(alpha, n_surrogates)
+    null = {"n_surrogates": n_surrogates, "alpha": float(alpha), "random_state": random_state}
+    auto = n_components == "auto"
+    if auto:
+        cap = AUTO_CAP
+        if isinstance(x, PCAResult):
+            cap = x.n_components_
+        else:
+            shape = as_batch(x).data.shape
+            start, stop = parse_window(window, shape[1])
+            cap = min(cap, shape[2], max(1, stop - start - 3))
+        n_components = cap
+    elif isinstance(n_components, str):
+        raise InvalidArgumentError(
+            f"n_components must be a positive integer or 'auto'; got {n_components!r}."
+        )
+    items, single = pca_items(x, n_components, window=window, center=center)
+    fits = tuple(_fit_one(it, tuple(horizons), it.center, affine, float(rcond), auto, null) for it in items)
     return fits[0] if single else BatchResult(fits, tuple(f.provenance for f in fits))

@@ -136,7 +136,7 @@ def helix_traces(
 
 def _fit_trace(res: PCAResult, fit: Any, comps: tuple[int, ...]) -> go.Scatter3d:
     if fit is True:
-        fit = fit_helix(res, k=max(comps) + 1)
+        fit = fit_helix(res, n_components=max(comps) + 1)
     if not isinstance(fit, HelixFit):
         raise InvalidArgumentError(
             f"fit must be None/False, True (fit here) or a HelixFit from fit_helix(); got {type(fit).__name__}."

@@ -139,7 +139,7 @@ def model_figures(
     elif n > helix_max_positions:
         note = f"not fitted: {n} positions > {helix_max_positions}; pass a window such as 0:{helix_max_positions}"
     else:
-        helix = fit_helix(res, k=3)
+        helix = fit_helix(res, n_components=3)
     return ModelFigures(
         provenance=res.provenance,
         n_positions=pe.n_positions,

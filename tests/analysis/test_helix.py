@@ -44,7 +44,7 @@ def test_recovers_known_helix(period, radius, pitch_ratio, phase, noise_ratio, s
     rng = np.random.default_rng(seed)
     pitch = pitch_ratio * radius
     x = _embed(_helix(400, period, radius, pitch, phase), d=8, noise=noise_ratio * radius, rng=rng)
-    fit = fit_helix(x, k=3)
+    fit = fit_helix(x, n_components=3)
     assert isinstance(fit, HelixFit)
     assert fit.periods[0] == pytest.approx(period, rel=0.02)
     assert fit.circular_period == pytest.approx(period, rel=0.02)
@@ -123,8 +123,8 @@ def test_pca_result_batch_and_provenance():
 
 def test_bad_arguments():
     x = _helix(100, 20.0, 1.0, 1.0, 0.0)
-    with pytest.raises(InvalidArgumentError, match="k must be >= 2"):
-        fit_helix(x, k=1)
+    with pytest.raises(InvalidArgumentError, match="n_components must be >= 2"):
+        fit_helix(x, n_components=1)
     with pytest.raises(InvalidArgumentError, match="max_harmonics"):
         fit_helix(x, max_harmonics=0)
     with pytest.raises(InvalidArgumentError, match="at least"):

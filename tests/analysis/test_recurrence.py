@@ -22,7 +22,7 @@ def rotary_table(n: int, rotary_dim: int, base: float = 10000.0) -> tuple[np.nda
 
 def test_rope_eigenfrequencies_are_its_inverse_frequencies():
     table, theta = rotary_table(512, 16)
-    fit = fit_recurrence(table, k=16)
+    fit = fit_recurrence(table, n_components=16)
     assert isinstance(fit, RecurrenceFit)
     # Each θ appears twice (a conjugate pair); sorted angles must be θ, each repeated.
     expected = np.sort(np.repeat(theta, 2))
@@ -41,10 +41,10 @@ def test_rope_in_a_random_basis_with_centring_needs_the_affine_term():
     table, theta = rotary_table(300, 8, base=100.0)
     q, _ = np.linalg.qr(np.random.default_rng(0).standard_normal((24, 8)))
     x = table @ q.T  # the same code in a rotated 24-dim space
-    affine = fit_recurrence(x, k=8, center=True, affine=True)
+    affine = fit_recurrence(x, n_components=8, center=True, affine=True)
     np.testing.assert_allclose(affine.angles, np.sort(np.repeat(theta, 2)), rtol=1e-8)
     assert affine.offset is not None and affine.prediction_error[64] < 1e-8
-    linear = fit_recurrence(x, k=8, center=True, affine=False)  # centred but linear: misspecified
+    linear = fit_recurrence(x, n_components=8, center=True, affine=False)  # centred but linear: misspecified
     assert linear.prediction_error[64] > 1e3 * affine.prediction_error[64]
 
 
@@ -57,13 +57,13 @@ def test_random_matrix_is_not_a_recurrence():
 
 def test_horizons_longer_than_the_window_are_skipped_and_batches():
     table, _ = rotary_table(50, 8, base=20.0)
-    fit = fit_recurrence(table, k=8, horizons=(1, 8, 64))
+    fit = fit_recurrence(table, n_components=8, horizons=(1, 8, 64))
     assert set(fit.prediction_error) == {1, 8} and fit.skipped_horizons == (64,)
     assert "skipped" in str(fit)
-    batch = fit_recurrence(torch.tensor(np.stack([table, 2 * table])), k=8)
+    batch = fit_recurrence(torch.tensor(np.stack([table, 2 * table])), n_components=8)
     assert isinstance(batch, BatchResult) and len(batch) == 2
     np.testing.assert_allclose(batch[1].angles, fit.angles, atol=1e-9)
-    from_pca = fit_recurrence(pca(table, n_components=8, center=False), k=8)
+    from_pca = fit_recurrence(pca(table, n_components=8, center=False), n_components=8)
     np.testing.assert_allclose(from_pca.transition, fit.transition, atol=1e-9)
     assert batch.to_dict()["type"] == "BatchResult"
 
@@ -73,19 +73,19 @@ def test_bad_arguments():
     with pytest.raises(InvalidArgumentError, match="horizons"):
         fit_recurrence(table, horizons=(0,))
     with pytest.raises(InvalidArgumentError, match="k must be a positive integer"):
-        fit_recurrence(table, k=0)
+        fit_recurrence(table, n_components=0)
 
 
 def test_gpt2_has_an_undamped_rotation(gpt2_wpe):
     # Measured (positions 1..1023, top 3 PCs, uncentred): one conjugate pair, period ≈ 492 positions,
     # |λ| ≈ 0.9998; prediction error 0.035 / 0.061 / 0.29 at h = 1 / 8 / 64 (persistence 0.037 / 0.105 / 0.69).
-    fit = fit_recurrence(gpt2_wpe, k=3, window=(1, 1024))
+    fit = fit_recurrence(gpt2_wpe, n_components=3, window=(1, 1024))
     pairs = fit.rotation_pairs()
     assert len(pairs) == 1
     period, modulus = pairs[0]
     assert 300 < period < 800 and abs(modulus - 1) < 0.01
     assert fit.prediction_error[64] < 0.5 * fit.persistence_error[64]  # the rotation predicts far ahead
-    wide = fit_recurrence(gpt2_wpe, k=8, window=(1, 1024))
+    wide = fit_recurrence(gpt2_wpe, n_components=8, window=(1, 1024))
     assert any(300 < p < 800 and abs(m - 1) < 0.01 for p, m in wide.rotation_pairs())
 
 
@@ -96,7 +96,7 @@ def test_eigenfrequencies_of_a_model_table_rope_are_its_inverse_frequencies():
 
     theta = inverse_frequencies(rotary_params(pg.get_spec("pythia-70m").rotary_config)).numpy()
     table = pg.load("pythia-70m", n_positions=512, dtype=torch.float64)
-    fit = fit_recurrence(table, k=table.d_model)
+    fit = fit_recurrence(table, n_components=table.d_model)
     expected = np.sort(np.repeat(theta, 2))  # 8 frequencies, from 1 to 10000^(-7/8) rad/position
     np.testing.assert_allclose(fit.angles, expected, rtol=0, atol=1e-6)
     # frequencies with at least one turn in the window are exact to round-off; slower rotations

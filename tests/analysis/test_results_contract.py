@@ -56,7 +56,7 @@ ANALYSES = {
     "pca": lambda x: pg.pca(x, 3),
     "fit_helix": lambda x: pg.fit_helix(x, max_harmonics=1),
     "periodicity": lambda x: pg.periodicity(x, n_surrogates=19),
-    "fit_recurrence": lambda x: pg.fit_recurrence(x, k=3),
+    "fit_recurrence": lambda x: pg.fit_recurrence(x, n_components=3),
     "subspace_overlap": lambda x: pg.subspace_overlap(
         x, torch.from_numpy(TOKENS).to(x[0].device if isinstance(x, list) else x.device), 3
     ),

@@ -17,7 +17,7 @@ def _rotary(n: int = 200, thetas=(0.5, 0.05)) -> np.ndarray:
 
 
 def test_rotations_sit_on_the_unit_circle() -> None:
-    fig = plot_recurrence(_rotary(), k=4, horizons=(1, 4, 16, 64))
+    fig = plot_recurrence(_rotary(), n_components=4, horizons=(1, 4, 16, 64))
     circle, eig, model, persistence = fig.data
     assert circle.name == "unit circle" and eig.name == "eigenvalues"
     lam = np.asarray(eig.x) + 1j * np.asarray(eig.y)
@@ -36,8 +36,8 @@ def test_rotations_sit_on_the_unit_circle() -> None:
 
 
 def test_from_a_fit_and_batch_error() -> None:
-    fit = fit_recurrence(_rotary(), k=4, horizons=(1, 8))
+    fit = fit_recurrence(_rotary(), n_components=4, horizons=(1, 8))
     fig = plot_recurrence(fit)
     np.testing.assert_allclose(fig.data[2].y, [fit.prediction_error[1], fit.prediction_error[8]])
     with pytest.raises(InvalidArgumentError, match="batch of 2"):
-        plot_recurrence(np.stack([_rotary(), _rotary()]), k=4)
+        plot_recurrence(np.stack([_rotary(), _rotary()]), n_components=4)

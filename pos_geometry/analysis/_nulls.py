@@ -1,0 +1,235 @@
+"""Null models for the analyses' verdicts: whole surrogate tables, and the Monte-Carlo test record.
+
+A verdict is only as good as its null. PCA itself turns any smooth curve into sinusoids (the top
+principal components of a random walk are close to ``cos(πjt/n)``; Antognini & Sohl-Dickstein 2018),
+so every surrogate here is a **whole table** of the input's shape ``(n, d)``, pushed through the same
+pipeline as the table (PCA included). Three families, each matched to a statistic of the table:
+
+* :func:`step_walks` -- "a random walk with the table's own steps": the ``n - 1`` step vectors
+  ``x[t+1] - x[t]`` in a random order, cumulated from ``x[0]``. Same step sizes and directions, no
+  coordination between them.
+* :func:`smooth_gp` -- "a smooth Gaussian-process curve of the table's length scale": each column an
+  independent draw of a Gaussian process with the squared-exponential kernel
+  ``exp(-Δ²/(2ℓ²))``, scaled to the column's standard deviation. ``ℓ`` is where the table's centred
+  autocorrelation by offset first falls below ``exp(-1/2)`` (where the kernel does).
+* :func:`red_noise` -- "AR(1) red noise": each column an AR(1) process with the column's lag-1
+  autocorrelation and variance (the standard red-noise background of spectral peak tests in climate
+  science and astronomy; Gilman et al. 1963, Schulz & Mudelsee 2002).
+
+None of them has a period or a rotation of its own; a smooth curve bent into sinusoids by PCA is what
+they all produce. The p-value of an observed statistic ``T`` against ``S`` surrogate values is
+``(1 + #{T_s >= T}) / (1 + S)`` (never 0; the smallest reachable value is ``1 / (1 + S)``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+__all__ = [
+    "NullTest",
+    "autocorrelation",
+    "length_scale",
+    "monte_carlo_p",
+    "red_noise",
+    "smooth_gp",
+    "step_walks",
+    "surrogate_values",
+    "NULL_DESCRIPTIONS",
+    "SAMPLERS",
+]
+
+NULL_DESCRIPTIONS = {
+    "step_walk": "random walks made of the table's own steps in random order",
+    "smooth_gp": "smooth Gaussian-process curves (squared-exponential kernel) with the table's length scale",
+    "red_noise": "AR(1) red noise with each column's lag-1 autocorrelation and variance",
+}
+
+
+@dataclass(frozen=True)
+class NullTest:
+    """One Monte-Carlo test: ``statistic`` observed as ``observed``, against ``null`` surrogates.
+
+    ``p_value`` = ``(1 + #{surrogate >= observed}) / (1 + n_surrogates)``; ``min_p_value`` = the
+    smallest p these surrogates can give; ``null_median``/``null_q95``: the surrogate distribution;
+    ``significant``: ``p_value <= alpha``.
+    """
+
+    statistic: str
+    observed: float
+    null: str
+    null_description: str
+    n_surrogates: int
+    p_value: float
+    min_p_value: float
+    alpha: float
+    null_median: float
+    null_q95: float
+
+    @property
+    def significant(self) -> bool:
+        return self.p_value <= self.alpha
+
+    def words(self) -> str:
+        """``"0.678 vs random walks ... (median 0.38, 95% 0.45; p = 0.005, 199 surrogates)"``."""
+        return (
+            f"{self.observed:.3g} vs {self.null_description} (median {self.null_median:.3g}, "
+            f"95% {self.null_q95:.3g}; p = {self.p_value:.3g}, {self.n_surrogates} surrogates)"
+        )
+
+
+def monte_carlo_p(statistic: str, observed: float, null: str, values: np.ndarray, alpha: float) -> NullTest:
+    """The :class:`NullTest` of ``observed`` against the surrogate ``values`` ``(S,)``."""
+    values = np.asarray(values, dtype=np.float64)
+    s = int(values.size)
+    p = (1 + int(np.sum(values >= observed - 1e-12 * abs(observed)))) / (1 + s)
+    return NullTest(
+        statistic=statistic,
+        observed=float(observed),
+        null=null,
+        null_description=NULL_DESCRIPTIONS[null],
+        n_surrogates=s,
+        p_value=float(p),
+        min_p_value=1.0 / (1 + s),
+        alpha=float(alpha),
+        null_median=float(np.median(values)),
+        null_q95=float(np.quantile(values, 0.95)),
+    )
+
+
+def _randn(shape: tuple[int, ...], gen: torch.Generator, like: torch.Tensor) -> torch.Tensor:
+    """Gaussian draws made on the CPU from ``gen`` (one seed, one draw on every device), moved to ``like``."""
+    return torch.randn(shape, generator=gen, dtype=torch.float64).to(device=like.device, dtype=like.dtype)
+
+
+Sampler = Callable[[int, torch.Generator], torch.Tensor]
+"""``sampler(count, generator)`` -> ``(count, n, d)`` surrogate tables."""
+
+
+def step_walks(x: torch.Tensor) -> Sampler:
+    """Random walks: ``x[0]`` plus the cumulated steps of ``x`` ``(n, d)`` in a random order."""
+    steps = x[1:] - x[:-1]
+
+    def draw(count: int, gen: torch.Generator) -> torch.Tensor:
+        order = torch.argsort(torch.rand(count, steps.shape[0], generator=gen), dim=1).to(x.device)
+        walks = x[:1] + torch.cumsum(steps[order], dim=1)
+        return torch.cat([x[:1].expand(count, 1, -1), walks], dim=1)
+
+    return draw
+
+
+def autocorrelation(x: torch.Tensor) -> torch.Tensor:
+    """Centred autocorrelation by offset ``(n,)``: ``c(Δ) = mean_t <a_t, a_{t+Δ}> / mean_t |a_t|²``.
+
+    ``a`` = ``x`` ``(n, d)`` centred over positions; computed with an FFT along positions (zero-padded,
+    so there is no wrap-around), in float64.
+    """
+    a = x.to(torch.float64)
+    a = a - a.mean(dim=0)
+    n = a.shape[0]
+    spec = torch.fft.rfft(a, n=2 * n, dim=0)
+    acov = torch.fft.irfft(spec.real**2 + spec.imag**2, n=2 * n, dim=0)[:n].sum(dim=1)
+    acov = acov / torch.arange(n, 0, -1, dtype=acov.dtype, device=acov.device)
+    return acov / acov[0].clamp_min(torch.finfo(torch.float64).tiny)
+
+
+def length_scale(x: torch.Tensor) -> float:
+    """The offset where :func:`autocorrelation` first falls below ``exp(-1/2)``, interpolated linearly.
+
+    For the squared-exponential kernel ``exp(-Δ²/2ℓ²)`` this is ``ℓ``. A table whose autocorrelation
+    never falls that low gets ``n`` (the window).
+    """
+    c = autocorrelation(x).cpu().numpy()
+    level = math.exp(-0.5)
+    below = np.nonzero(c < level)[0]
+    if below.size == 0:
+        return float(c.shape[0])
+    i = int(below[0])
+    if i == 0:
+        return 0.5
+    frac = (c[i - 1] - level) / max(c[i - 1] - c[i], 1e-300)
+    return float(max(0.5, i - 1 + frac))
+
+
+def smooth_gp(x: torch.Tensor) -> Sampler:
+    """Gaussian-process tables with the squared-exponential kernel of ``x``'s :func:`length_scale`.
+
+    Column ``j`` of every surrogate has the standard deviation of column ``j`` of ``x`` ``(n, d)``. The
+    kernel's square root keeps only eigenvalues above ``1e-10`` of the largest (the rest add nothing a
+    float can hold), so a smooth kernel costs a few dozen columns instead of ``n``.
+    """
+    n, d = x.shape
+    ell = length_scale(x)
+    t = torch.arange(n, dtype=torch.float64, device=x.device)
+    evals, evecs = torch.linalg.eigh(torch.exp(-0.5 * ((t[:, None] - t[None, :]) / ell) ** 2))
+    keep = evals > 1e-10 * evals.max()
+    root = (evecs[:, keep] * evals[keep].sqrt()).to(x.dtype)  # (n, m)
+    sigma = x.to(torch.float64).std(dim=0).to(x.dtype)
+
+    def draw(count: int, gen: torch.Generator) -> torch.Tensor:
+        return (root @ _randn((count, root.shape[1], d), gen, x)) * sigma
+
+    return draw
+
+
+def red_noise(x: torch.Tensor) -> Sampler:
+    """AR(1) tables: column ``j`` has the lag-1 autocorrelation ``φ_j``, mean and variance of ``x``'s.
+
+    ``y[0] ~ N(0, σ²)``, ``y[t] = φ y[t-1] + sqrt(1 - φ²) σ ε_t`` (stationary from the start), plus the
+    column mean. ``φ`` is clipped to ``[0, 0.9999]``.
+    """
+    a = x.to(torch.float64)
+    mean = a.mean(dim=0)
+    c = a - mean
+    var = (c * c).mean(dim=0)
+    phi = ((c[1:] * c[:-1]).mean(dim=0) / var.clamp_min(torch.finfo(torch.float64).tiny)).clamp(0.0, 0.9999)
+    sigma = var.sqrt()
+    n, d = x.shape
+
+    def draw(count: int, gen: torch.Generator) -> torch.Tensor:
+        y = _randn((count, n, d), gen, a) * (sigma * torch.sqrt(1 - phi**2))
+        y[:, 0] = y[:, 0] / torch.sqrt(1 - phi**2).clamp_min(1e-300)
+        for i in range(1, n):
+            y[:, i] += phi * y[:, i - 1]
+        return (y + mean).to(x.dtype)
+
+    return draw
+
+
+SAMPLERS: dict[str, Callable[[torch.Tensor], Sampler]] = {
+    "step_walk": step_walks,
+    "smooth_gp": smooth_gp,
+    "red_noise": red_noise,
+}
+
+
+def surrogate_values(
+    x: torch.Tensor,
+    null: str,
+    n_surrogates: int,
+    random_state: int,
+    statistic: Callable[[torch.Tensor], torch.Tensor | np.ndarray],
+    *,
+    budget_bytes: int = 48 * 2**20,
+) -> np.ndarray:
+    """``statistic`` of ``n_surrogates`` whole surrogate tables of ``x`` ``(n, d)``: ``(S, ...)`` float64.
+
+    Tables are drawn and evaluated in chunks of about ``budget_bytes`` (never all at once), from one
+    ``torch.Generator`` seeded with ``random_state``: the same seed gives the same surrogates on every
+    device. ``statistic`` maps a ``(c, n, d)`` batch to ``(c, ...)`` values.
+    """
+    draw = SAMPLERS[null](x)
+    gen = torch.Generator(device="cpu").manual_seed(int(random_state))
+    per_table = x.shape[0] * x.shape[1] * 8
+    chunk = max(1, budget_bytes // per_table)
+    out = []
+    for start in range(0, n_surrogates, chunk):
+        vals = statistic(draw(min(chunk, n_surrogates - start), gen))
+        out.append(
+            vals.detach().cpu().double().numpy() if isinstance(vals, torch.Tensor) else np.asarray(vals)
+        )
+    return np.concatenate(out).astype(np.float64)
