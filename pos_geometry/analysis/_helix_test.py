@@ -25,6 +25,7 @@ import numpy as np
 import torch
 
 from pos_geometry.analysis._nulls import NullTest, monte_carlo_p, surrogate_values
+from pos_geometry.analysis.pca import surrogate_coordinates
 
 __all__ = ["HELIX_NULLS", "RotationScan", "dct_correlation", "helix_null_tests"]
 
@@ -102,12 +103,10 @@ def helix_null_tests(
     Every surrogate is a whole ``(n, d)`` table, centred and decomposed by the same top-``n_components``
     PCA, then scanned like the table.
     """
-    from pos_geometry.analysis.pca import pca  # the PCA module imports this package's batch helpers
-
     scan = RotationScan(rows.shape[0], min_turns=min_turns, device=rows.device)
 
     def statistic(batch: torch.Tensor) -> torch.Tensor:
-        return scan(pca(batch, n_components, random_state=random_state).coordinates)[0]
+        return scan(surrogate_coordinates(batch, n_components, random_state=random_state))[0]
 
     return tuple(
         monte_carlo_p(

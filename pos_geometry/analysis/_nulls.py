@@ -102,8 +102,9 @@ def monte_carlo_p(statistic: str, observed: float, null: str, values: np.ndarray
 
 
 def _randn(shape: tuple[int, ...], gen: torch.Generator, like: torch.Tensor) -> torch.Tensor:
-    """Gaussian draws made on the CPU from ``gen`` (one seed, one draw on every device), moved to ``like``."""
-    return torch.randn(shape, generator=gen, dtype=torch.float64).to(device=like.device, dtype=like.dtype)
+    """Gaussian draws made on the CPU from ``gen`` in ``like``'s dtype (one seed, one draw on every
+    device), moved to ``like``'s device."""
+    return torch.randn(shape, generator=gen, dtype=like.dtype).to(device=like.device)
 
 
 Sampler = Callable[[int, torch.Generator], torch.Tensor]
@@ -171,7 +172,7 @@ def smooth_gp(x: torch.Tensor) -> Sampler:
     sigma = x.to(torch.float64).std(dim=0).to(x.dtype)
 
     def draw(count: int, gen: torch.Generator) -> torch.Tensor:
-        return (root @ _randn((count, root.shape[1], d), gen, x)) * sigma
+        return (root @ _randn((count, root.shape[1], d), gen, root)) * sigma
 
     return draw
 
@@ -186,16 +187,19 @@ def red_noise(x: torch.Tensor) -> Sampler:
     mean = a.mean(dim=0)
     c = a - mean
     var = (c * c).mean(dim=0)
-    phi = ((c[1:] * c[:-1]).mean(dim=0) / var.clamp_min(torch.finfo(torch.float64).tiny)).clamp(0.0, 0.9999)
-    sigma = var.sqrt()
+    phi64 = ((c[1:] * c[:-1]).mean(dim=0) / var.clamp_min(torch.finfo(torch.float64).tiny)).clamp(0.0, 0.9999)
+    # Work in units of each column's standard deviation (scale-free), in the table's dtype.
+    sigma = var.sqrt().clamp_min(torch.finfo(torch.float64).tiny)
+    phi = phi64.to(x.dtype)
+    innov = torch.sqrt(1 - phi64**2).to(x.dtype)
     n, d = x.shape
 
     def draw(count: int, gen: torch.Generator) -> torch.Tensor:
-        y = _randn((count, n, d), gen, a) * (sigma * torch.sqrt(1 - phi**2))
-        y[:, 0] = y[:, 0] / torch.sqrt(1 - phi**2).clamp_min(1e-300)
+        y = _randn((count, n, d), gen, x) * innov
+        y[:, 0] = y[:, 0] / innov
         for i in range(1, n):
             y[:, i] += phi * y[:, i - 1]
-        return (y + mean).to(x.dtype)
+        return (y.double() * sigma + mean).to(x.dtype)
 
     return draw
 
@@ -220,8 +224,10 @@ def surrogate_values(
 
     Tables are drawn and evaluated in chunks of about ``budget_bytes`` (never all at once), from one
     ``torch.Generator`` seeded with ``random_state``: the same seed gives the same surrogates on every
-    device. ``statistic`` maps a ``(c, n, d)`` batch to ``(c, ...)`` values.
+    device. ``statistic`` maps a ``(c, n, d)`` batch to ``(c, ...)`` values and must be scale-free: ``x`` is
+    first divided by its largest entry, so a table times 1e200 gives the surrogates of the table itself.
     """
+    x = (x.to(torch.float64) / x.detach().abs().amax().to(torch.float64).clamp_min(1e-300)).to(x.dtype)
     draw = SAMPLERS[null](x)
     gen = torch.Generator(device="cpu").manual_seed(int(random_state))
     per_table = x.shape[0] * x.shape[1] * 8

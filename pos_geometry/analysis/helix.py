@@ -105,9 +105,9 @@ class HelixFit(Result):
     cos_coef: np.ndarray
     sin_coef: np.ndarray
     pinned: np.ndarray
-    pitch: float
-    circular_radius: float
-    circular_period: float
+    pitch: float | None
+    circular_radius: float | None
+    circular_period: float | None
     r2: float
     r2_per_component: np.ndarray
     bic: dict[str, float]
@@ -278,6 +278,11 @@ class _Fitter:
         return float(2 * res.cost), abs(float(res.x[2 * k + 1])), float(res.x[2 * k])
 
 
+def _scaled(rss: dict[str, float], unit: float) -> dict[str, float]:
+    with np.errstate(over="ignore"):
+        return {shape: float(np.float64(value) * unit * unit) for shape, value in rss.items()}
+
+
 def _pinned(w: np.ndarray, f: _Fitter) -> np.ndarray:
     """Harmonics stuck on a search bound: the longest period searched, Nyquist, or the separation limit."""
     tol = 1e-3 * f.resolution
@@ -325,6 +330,9 @@ def _verdict(
 
 def _fit_one(item: PCAItem, max_harmonics: int, min_turns: float, null: dict[str, Any]) -> HelixFit:
     z = item.coords.detach().to("cpu", torch.float64).numpy()
+    # Fit in units of the largest coordinate (scale-free verdicts; no overflow for a table x 1e200).
+    unit = float(np.abs(z).max()) or 1.0
+    z = z / unit
     t = item.positions.detach().to("cpu", torch.float64).numpy()
     n, k = z.shape
     if n < 4 * k + 8:
@@ -391,21 +399,21 @@ def _fit_one(item: PCAItem, max_harmonics: int, min_turns: float, null: dict[str
         periods=periods[keep],
         frequencies=w[keep],
         turns=(n / periods)[keep],
-        radii=radii[order][keep],
-        semi_axes=semi[order][keep],
-        center=coef[0],
-        drift=drift,
-        cos_coef=cos_c[order][keep],
-        sin_coef=sin_c[order][keep],
+        radii=radii[order][keep] * unit,
+        semi_axes=semi[order][keep] * unit,
+        center=coef[0] * unit,
+        drift=drift * unit,
+        cos_coef=cos_c[order][keep] * unit,
+        sin_coef=sin_c[order][keep] * unit,
         pinned=pinned[keep],
-        pitch=float(np.linalg.norm(drift) * periods[0]) if verdict != "does not apply" else math.nan,
-        circular_radius=circ_r,
-        circular_period=2 * math.pi / circ_w,
+        pitch=float(np.linalg.norm(drift) * periods[0] * unit) if verdict != "does not apply" else None,
+        circular_radius=circ_r * unit if verdict != "does not apply" else None,
+        circular_period=2 * math.pi / circ_w if verdict != "does not apply" else None,
         r2=float(1 - rss["helix"] / tss.sum()),
         r2_per_component=1 - np.sum(resid**2, axis=0) / np.maximum(tss, 1e-300),
         bic=bic,
         n_params=n_params,
-        rss=rss,
+        rss=_scaled(rss, unit),
         shape=ranked[0],
         runner_up=ranked[1],
         delta_bic=float(bic[ranked[1]] - bic[ranked[0]]),

@@ -42,7 +42,7 @@ from pos_geometry.analysis._results import Result
 from pos_geometry.embedding import Provenance
 from pos_geometry.errors import DeviceMismatchError, InvalidArgumentError
 
-__all__ = ["PCAResult", "pca", "SOLVERS"]
+__all__ = ["PCAResult", "pca", "SOLVERS", "surrogate_coordinates"]
 
 SOLVERS: tuple[str, ...] = ("auto", "exact", "randomized")
 
@@ -367,3 +367,28 @@ def pca(
         provenance=provs[0] if batch.single else provs,
         fitted_rows=squeeze(xw),
     )
+
+
+def surrogate_coordinates(
+    x: torch.Tensor, n_components: int, *, center: bool = True, random_state: int = 0
+) -> torch.Tensor:
+    """Top-``n_components`` PCA coordinates ``(c, n, k)`` of internally made tables ``x`` ``(c, n, d)``.
+
+    The same solver rule, scaling and signs as :func:`pca`, without its input checks and bookkeeping:
+    for the surrogate tables of the analyses' nulls, which are finite by construction.
+    """
+    n, d = x.shape[-2:]
+    k = n_components
+    solver = "randomized" if max(n, d) > 500 and k < 0.1 * min(n, d) else "exact"
+    scale = _scales(x).clamp_min(torch.finfo(torch.float64).tiny)
+    iters = resolve_n_iter("auto", k, n, d) if solver == "randomized" else 0
+    _, _, coords, _, _ = fit_batch(
+        x / scale.to(x.dtype).view(-1, 1, 1),
+        k,
+        center=center,
+        solver=solver,
+        n_oversamples=10,
+        n_iter=iters,
+        random_state=random_state,
+    )
+    return coords

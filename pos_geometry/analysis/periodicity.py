@@ -6,29 +6,29 @@ device ``X`` lives on:
 * ``similarity`` ``(n, n)``: cosine similarity between positions;
 * ``mean_similarity`` ``(n,)``: the mean of each diagonal, i.e. the mean similarity at offset ``|i − j|``;
 * ``toeplitz_score``: the fraction of the off-diagonal similarities' variance explained by a function of
-  the offset alone, ``1 − Σ_{i≠j}(S_ij − m(|i−j|))² / Σ_{i≠j}(S_ij − S̄)²`` (1 = perfectly Toeplitz, i.e. a
-  purely relative-position code; ``m`` is ``mean_similarity``, the least-squares function of the offset);
+  the offset alone (1 = a purely relative-position code);
 * spectra: the normalised power (Hann taper, linear detrend, 8× zero padding; see ``_fourier.tapered_power``)
-  of the mean-similarity curve over offsets ``1..n−1`` and of each of the top ``n_pcs`` PCA coordinates
-  (from :func:`pos_geometry.analysis.pca.pca`);
-* ``peaks``: up to ``n_peaks`` dominant periods per series, each with a permutation p-value;
+  of the mean-similarity curve over offsets ``1..n−1`` and of each of the top ``n_components`` PCA
+  coordinates (from :func:`pos_geometry.analysis.pca.pca`);
+* ``peaks``: up to ``n_peaks`` spectral peaks per series, each **refined by a least-squares sinusoid fit**
+  (``c + s·t + a cos(wt) + b sin(wt)``, ``w`` searched within two bins of the peak and inside the band),
+  with a standard error from the fit's covariance. A spectral peak's location is biased by up to +30% when
+  fewer than two cycles fit the window; the least-squares period is not (< 0.1% for a pure sinusoid with
+  ≥ 1 cycle; ``benchmarks/RESULTS.md`` has the table). Periods are always positive and inside the band
+  ``[2, length / min_cycles]``: a peak whose fit runs into the long end is reported ``at_edge`` (its period
+  is only known to be ≥ ``length / min_cycles``) with status ``"does not apply"``, never extrapolated.
 * columns: each column, as a function of position, fitted by ``c + a cos(wt) + b sin(wt)`` with ``w``
   searched; the fraction with R² ≥ ``column_r2_threshold`` and their periods.
 
-The null hypothesis for the p-values is **"positions are exchangeable"** (no order at all): surrogates
-permute the rows of ``X`` (seeded ``numpy.random.Generator``). Phase-randomised surrogates would keep the
-power spectrum and so could not test for a period. A row permutation leaves the PCA unchanged and permutes
-its coordinates, and turns the similarity matrix into ``S[π][:, π]``, so surrogates are cheap. Multiple
-testing over frequencies and series is controlled with maxima: for each series (the mean-similarity
-curve, each PC) the statistic is the maximum normalised power over frequencies, whose raw p-value is
-``(1 + #{surrogates with max ≥ P}) / (1 + n_surrogates)``; across series the raw p-values are combined by
-the Westfall–Young min-P step (the adjusted p-value is the share of the observed + surrogate tables
-whose smallest per-series p-value is ≤ the raw one). This controls the family-wise error over every
-reported peak, and unlike a max over raw powers it does not let a series with a peaky null (a PC)
-swamp one with a flat null (the offset curve). The smallest attainable p-value is
-``1 / (1 + n_surrogates)``. Only periods with at least ``min_cycles`` cycles in the series are considered. A slow trend is "not
-exchangeable" too, so a significant peak near the window length means "ordered structure at that
-scale", not necessarily an oscillation.
+**The null is red noise, not exchangeability.** A row permutation only tests "is there any order"; a
+smooth curve without any period passes it, and PCA turns such a curve into sinusoids. So the surrogates are
+whole tables of AR(1) red noise with each column's lag-1 autocorrelation and variance (the standard
+red-noise background of spectral peak tests, as in REDFIT), each pushed through the same pipeline (row
+normalisation, similarity by offset, PCA, tapered spectra). For each series the statistic is the maximum
+normalised power in the band; raw p-values ``(1 + #{surrogate max ≥ P}) / (1 + n_surrogates)`` are
+combined across series by the Westfall–Young min-P step, which controls the family-wise error over every
+reported peak. The smallest reachable p-value is ``1 / (1 + n_surrogates)``; an ``alpha`` below it is an
+error. (Phase randomisation would keep the very spectrum under test, so it could not reject a peak.)
 """
 
 from __future__ import annotations
@@ -39,28 +39,50 @@ from typing import Any
 
 import numpy as np
 import torch
+from scipy.optimize import minimize_scalar
 
-from pos_geometry.analysis._batch import BatchResult, pca_items
+from pos_geometry.analysis._batch import BatchResult, pca_items, renamed
 from pos_geometry.analysis._fourier import best_sinusoid, tapered_power, work_dtype
-from pos_geometry.analysis._inputs import as_batch, parse_window
+from pos_geometry.analysis._inputs import as_batch, check_int, check_level, parse_window
+from pos_geometry.analysis._nulls import NULL_DESCRIPTIONS, surrogate_values
 from pos_geometry.analysis._results import Result
+from pos_geometry.analysis.pca import surrogate_coordinates
 from pos_geometry.embedding import Provenance
 from pos_geometry.errors import InvalidArgumentError
 
-__all__ = ["PeriodPeak", "PeriodicityResult", "periodicity"]
+__all__ = ["PeriodPeak", "PeriodicityResult", "periodicity", "refine_period"]
 
 _PAD = 8
 
 
+SERIES_LABELS = {"mean_similarity": "similarity by offset"}
+
+
 @dataclass(frozen=True)
 class PeriodPeak:
-    """A spectral peak: ``series`` (``"mean_similarity"`` or ``"PC1"``...), ``period`` in positions."""
+    """A spectral peak of one ``series`` (``"mean_similarity"`` or ``"PC1"``...).
+
+    ``period``: least-squares period in positions (inside the band; for ``at_edge`` peaks the band's
+    longest period, a lower bound); ``period_std``: its standard error (from the fit; residuals are
+    serially correlated, so read it as a scale, not an exact interval); ``power_fraction``: share of the
+    series' tapered power at the peak; ``p_value`` against the red-noise null; ``significant``:
+    ``p_value <= alpha`` and not at the edge; ``status``: ``"period"`` or ``"does not apply"``, with ``reason``.
+    """
 
     series: str
     period: float
+    period_std: float
     power_fraction: float
     p_value: float
     significant: bool
+    at_edge: bool = False
+    status: str = "period"
+    reason: str = ""
+
+    @property
+    def label(self) -> str:
+        """The series in words: ``"similarity by offset"`` or ``"PC1"``."""
+        return SERIES_LABELS.get(self.series, self.series)
 
 
 @dataclass(frozen=True, eq=False)
@@ -86,24 +108,34 @@ class PeriodicityResult(Result):
     column_r2_threshold: float
     column_fraction: float
     n_surrogates: int
-    seed: int | None
+    random_state: int | None
     alpha: float
+    null: str
+    min_p_value: float
     window: tuple[int, int]
     n_positions: int
     provenance: Provenance
 
     @property
     def dominant_periods(self) -> tuple[PeriodPeak, ...]:
-        """The significant peaks (p ≤ ``alpha``), strongest first."""
+        """The significant peaks (p ≤ ``alpha``, not at the band edge), strongest first."""
         return tuple(p for p in self.peaks if p.significant)
+
+    @property
+    def seed(self) -> int | None:
+        """Deprecated name of :attr:`random_state`."""
+        return self.random_state
 
     def summary_rows(self) -> list[tuple[str, str]]:
         good = self.column_r2 >= self.column_r2_threshold
         col_periods = torch.sort(self.column_periods[good]).values.cpu().tolist()
         shown = ", ".join(f"{p:.4g}" for p in col_periods[:8]) + (" ..." if len(col_periods) > 8 else "")
         peaks = "; ".join(
-            f"{p.series}: {p.period:.4g} (p={p.p_value:.3g})" for p in self.peaks if p.significant
+            f"{p.label}: {p.period:.4g} ± {p.period_std:.2g} (p={p.p_value:.3g})"
+            for p in self.peaks
+            if p.significant
         )
+        edge = "; ".join(f"{p.label}: {p.reason}" for p in self.peaks if p.at_edge)
         return [
             ("window", f"positions {self.window[0]}..{self.window[1] - 1} ({self.n_positions})"),
             ("Toeplitz score", f"{self.toeplitz_score:.4f}"),
@@ -115,11 +147,16 @@ class PeriodicityResult(Result):
                 ),
             ),
             (f"significant periods (α={self.alpha})", peaks or "none"),
+            ("at the band edge (does not apply)", edge or "none"),
             (
                 f"columns with sinusoid R² ≥ {self.column_r2_threshold}",
                 f"{self.column_fraction:.1%} ({shown or '-'})",
             ),
-            ("surrogates", f"{self.n_surrogates} row permutations, seed={self.seed}"),
+            (
+                "null",
+                f"{self.n_surrogates} {NULL_DESCRIPTIONS[self.null]} (random_state={self.random_state}; "
+                f"smallest reachable p {self.min_p_value:.3g})",
+            ),
         ]
 
 
@@ -154,19 +191,72 @@ def _peaks(power: torch.Tensor, band: torch.Tensor, n_peaks: int) -> list[int]:
     return out
 
 
-def _interpolated_period(power: torch.Tensor, i: int, length: int) -> float:
-    """Period of the peak at bin ``i`` (bin ``i`` ↔ frequency index ``i + 1``), parabola-interpolated."""
-    shift = 0.0
-    if 0 < i < power.shape[0] - 1:
-        a, b, c = (float(v) for v in power[i - 1 : i + 2])
-        denom = a - 2 * b + c
-        shift = 0.5 * (a - c) / denom if denom < 0 else 0.0
-    return _PAD * length / (i + 1 + shift)
+def _mean_similarity_fft(x: torch.Tensor) -> torch.Tensor:
+    """Mean cosine similarity by offset ``(c, n)`` of each table of ``x`` ``(c, n, d)``, by FFT along positions."""
+    n = x.shape[-2]
+    xn = x / torch.linalg.vector_norm(x, dim=-1, keepdim=True).clamp_min(torch.finfo(x.dtype).tiny)
+    spec = torch.fft.rfft(xn, n=2 * n, dim=-2)
+    power = (spec.real**2 + spec.imag**2).sum(dim=-1)  # (c, n + 1)
+    acf = torch.fft.irfft(power, n=2 * n, dim=-1)[..., :n]
+    return acf / torch.arange(n, 0, -1, dtype=x.dtype, device=x.device)
 
 
-def _analyse(x, coords, prov, window, *, n_surrogates, seed, alpha, n_peaks, min_cycles, threshold):
+def _ls_rss(y: np.ndarray, t: np.ndarray, w: float) -> tuple[float, np.ndarray]:
+    design = np.stack([np.ones_like(t), t - t.mean(), np.cos(w * t), np.sin(w * t)], axis=1)
+    coef, *_ = np.linalg.lstsq(design, y, rcond=None)
+    r = y - design @ coef
+    return float(r @ r), coef
+
+
+def refine_period(
+    y: np.ndarray, t: np.ndarray, w0: float, w_lo: float, w_hi: float
+) -> tuple[float, float, bool]:
+    """Least-squares sinusoid ``c + s·t + a cos(wt) + b sin(wt)`` near ``w0`` within ``[w_lo, w_hi]``.
+
+    Returns ``(w, w_std, at_edge)``: the frequency minimising the residual sum of squares within two
+    periodogram bins of ``w0`` (bounded, so never outside the band), its standard error from the fit's
+    covariance ``σ² (JᵀJ)⁻¹``, and whether the fit ran into the band's low-frequency end.
+    """
+    span = float(t[-1] - t[0]) + 1.0
+    bin_w = 2 * math.pi / span
+    lo, hi = max(w_lo, w0 - 2 * bin_w), min(w_hi, w0 + 2 * bin_w)
+    res = minimize_scalar(
+        lambda w: _ls_rss(y, t, w)[0], bounds=(lo, hi), method="bounded", options={"xatol": 1e-12}
+    )
+    w = float(res.x)
+    if _ls_rss(y, t, w0)[0] < res.fun:
+        w = w0
+    rss, coef = _ls_rss(y, t, w)
+    a, b = coef[2], coef[3]
+    jac = np.stack(
+        [
+            np.ones_like(t),
+            t - t.mean(),
+            np.cos(w * t),
+            np.sin(w * t),
+            t * (-a * np.sin(w * t) + b * np.cos(w * t)),
+        ],
+        axis=1,
+    )
+    dof = max(len(t) - 5, 1)
+    try:
+        cov = np.linalg.inv(jac.T @ jac) * (rss / dof)
+        w_std = float(math.sqrt(max(cov[4, 4], 0.0)))
+    except np.linalg.LinAlgError:
+        w_std = math.inf
+    at_edge = w <= w_lo + 1e-3 * bin_w
+    return w, w_std, bool(at_edge)
+
+
+def _analyse(
+    x, coords, prov, window, *, n_surrogates, random_state, alpha, n_peaks, min_cycles, threshold, k
+):
     n, dev = x.shape[0], x.device
     dt = work_dtype(dev)
+    # Every statistic here is scale-free: work in units of the largest entry (a float32 table x 1e20
+    # would overflow its squares, one x 1e-30 underflow them).
+    x = x / x.detach().abs().amax().clamp_min(torch.finfo(x.dtype).tiny)
+    coords = coords / coords.detach().abs().amax().clamp_min(torch.finfo(coords.dtype).tiny)
     xw = x.to(dt)
     xn = xw / torch.linalg.vector_norm(xw, dim=1, keepdim=True).clamp_min(torch.finfo(dt).tiny)
     sim = xn @ xn.T
@@ -182,39 +272,62 @@ def _analyse(x, coords, prov, window, *, n_surrogates, seed, alpha, n_peaks, min
     z = coords.to(dt).T  # (c, n)
     p_off, per_off = tapered_power(mean_sim[1:], pad=_PAD)
     p_pc, per_pc = tapered_power(z, pad=_PAD)
-    band_off, band_pc = per_off <= (n - 1) / min_cycles, per_pc <= n / min_cycles
+    band_off = (per_off <= (n - 1) / min_cycles) & (per_off >= 2)
+    band_pc = (per_pc <= n / min_cycles) & (per_pc >= 2)
 
-    # Row 0: the observed table; rows 1..S: row-permuted surrogates. T[r, j] = max power of series j.
-    rng = np.random.default_rng(seed)
-    perms = torch.from_numpy(rng.permuted(np.tile(np.arange(n), (n_surrogates, 1)), axis=1)).to(dev)
-    stats = [torch.cat([_max_stat(p_off, band_off)[None], _max_stat(p_pc, band_pc)])[None]]
-    chunk = max(1, 2**23 // (n * n))
-    for s in range(0, n_surrogates, chunk):
-        pi = perms[s : s + chunk]
-        ms = _offset_means(sim[pi[:, :, None], pi[:, None, :]], offset_index, counts)
+    # Row 0: the observed table; rows 1..S: red-noise tables through the same pipeline.
+    def statistic(batch: torch.Tensor) -> torch.Tensor:
+        ms = _mean_similarity_fft(batch).to(dt)
         stat_off = _max_stat(tapered_power(ms[:, 1:], pad=_PAD)[0], band_off)
-        stat_pc = _max_stat(tapered_power(z[:, pi].transpose(0, 1), pad=_PAD)[0], band_pc)
-        stats.append(torch.cat([stat_off[:, None], stat_pc], dim=1))
-    t_all = torch.cat(stats)  # (S + 1, m)
-    null = t_all[1:]
+        zs = surrogate_coordinates(batch, k, random_state=random_state).to(dt).transpose(1, 2)  # (c, k, n)
+        stat_pc = _max_stat(tapered_power(zs, pad=_PAD)[0], band_pc)
+        return torch.cat([stat_off[:, None], stat_pc], dim=1)
+
+    observed = torch.cat([_max_stat(p_off, band_off)[None], _max_stat(p_pc, band_pc)]).cpu().double().numpy()
+    null = surrogate_values(x, "red_noise", n_surrogates, random_state, statistic)  # (S, m)
+    t_all = np.concatenate([observed[None], null])
     # Westfall–Young min-P: each row's smallest per-series p-value, ranks taken over all S + 1 rows.
-    p_rows = (t_all[None, :, :] >= t_all[:, None, :]).sum(dim=1).to(dt) / (n_surrogates + 1)  # (S + 1, m)
-    min_p = p_rows.amin(dim=1)
+    p_rows = (t_all[None, :, :] >= t_all[:, None, :]).sum(axis=1) / (n_surrogates + 1)  # (S + 1, m)
+    min_p = p_rows.min(axis=1)
 
     def p_value(j: int, power: float) -> float:
         raw = (1 + int((null[:, j] >= power).sum())) / (n_surrogates + 1)
         return float((min_p <= raw + 1e-12).sum()) / (n_surrogates + 1)
 
     peaks = []
-    series = [("mean_similarity", p_off, band_off)] + [
-        (f"PC{i + 1}", p_pc[i], band_pc) for i in range(p_pc.shape[0])
+    series = [("mean_similarity", p_off, band_off, mean_sim[1:])] + [
+        (f"PC{i + 1}", p_pc[i], band_pc, z[i]) for i in range(p_pc.shape[0])
     ]
-    for j, (name, pw, band) in enumerate(series):
-        length = n - 1 if j == 0 else n
+    for j, (name, pw, band, values) in enumerate(series):
+        length = values.shape[0]
+        y = values.detach().cpu().double().numpy()
+        t = np.arange(length, dtype=np.float64) + (1.0 if j == 0 else 0.0)
+        w_lo, w_hi = 2 * math.pi * min_cycles / length, math.pi
         for i in _peaks(pw, band, n_peaks):
+            w0 = min(max(2 * math.pi * (i + 1) / (_PAD * length), w_lo), w_hi)
+            w, w_std, edge = refine_period(y, t, w0, w_lo, w_hi)
             pv = p_value(j, float(pw[i]))
-            peaks.append(PeriodPeak(name, _interpolated_period(pw, i, length), float(pw[i]), pv, pv <= alpha))
-    peaks.sort(key=lambda p: p.p_value - p.power_fraction * 1e-9)
+            period = 2 * math.pi / w
+            reason = (
+                f"the fit runs into the longest period searched ({length / min_cycles:.0f} = length/min_cycles): "
+                f"the period, if any, is ≥ {length / min_cycles:.0f} positions"
+                if edge
+                else ""
+            )
+            peaks.append(
+                PeriodPeak(
+                    name,
+                    period,
+                    2 * math.pi * w_std / w**2,
+                    float(pw[i]),
+                    pv,
+                    pv <= alpha and not edge,
+                    at_edge=edge,
+                    status="does not apply" if edge else "period",
+                    reason=reason,
+                )
+            )
+    peaks.sort(key=lambda p: (p.at_edge, p.p_value - p.power_fraction * 1e-9))
 
     t = torch.arange(window[0], window[1], dtype=dt, device=dev)
     w, r2 = best_sinusoid(xw, t, min_turns=min_cycles)
@@ -232,8 +345,10 @@ def _analyse(x, coords, prov, window, *, n_surrogates, seed, alpha, n_peaks, min
         column_r2_threshold=threshold,
         column_fraction=float((r2 >= threshold).to(dt).mean()),
         n_surrogates=n_surrogates,
-        seed=seed,
+        random_state=random_state,
         alpha=alpha,
+        null="red_noise",
+        min_p_value=1.0 / (n_surrogates + 1),
         window=window,
         n_positions=n,
         provenance=prov,
@@ -249,35 +364,45 @@ def periodicity(
     x: Any,
     *,
     window: Any = None,
-    n_pcs: int = 3,
+    n_components: int = 3,
     n_surrogates: int = 199,
-    seed: int | None = 0,
+    random_state: int = 0,
     alpha: float = 0.01,
     n_peaks: int = 3,
     min_cycles: float = 1.0,
     column_r2_threshold: float = 0.9,
+    **deprecated: Any,
 ) -> PeriodicityResult | BatchResult:
-    """Similarity-by-offset, spectra, permutation-tested dominant periods and sinusoidal columns.
+    """Similarity-by-offset, spectra, red-noise-tested dominant periods and sinusoidal columns.
 
     ``x``: a ``PositionalEmbedding``, a list of them, or a tensor/array ``(n, d)`` / ``(batch, n, d)``.
-    ``window``: ``(start, stop)`` positions analysed. ``n_pcs``: PCA coordinates whose spectra are
-    tested. ``n_surrogates``/``seed``: row permutations for the null (``seed=None`` draws fresh entropy).
-    ``alpha``: family-wise level at which a peak is called significant. ``min_cycles``: the longest period
-    considered is series length / ``min_cycles`` (also the longest column period searched).
-    Returns a :class:`PeriodicityResult`, or a ``BatchResult`` of them for a batch (see the module docstring).
+    ``window``: ``(start, stop)`` positions analysed. ``n_components``: PCA coordinates whose spectra are
+    tested. ``n_surrogates``/``random_state``: red-noise tables for the null (see the module docstring).
+    ``alpha``: family-wise level at which a peak is called significant; it must be reachable
+    (``alpha >= 1 / (n_surrogates + 1)``). ``min_cycles``: the longest period considered is series length /
+    ``min_cycles`` (also the longest column period searched). ``n_pcs=`` and ``seed=`` are deprecated
+    aliases of ``n_components`` and ``random_state``.
+    Returns a :class:`PeriodicityResult`, or a ``BatchResult`` of them for a batch.
     """
-    for name, value, low in (("n_pcs", n_pcs, 1), ("n_surrogates", n_surrogates, 1), ("n_peaks", n_peaks, 1)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < low:
-            raise InvalidArgumentError(f"{name} must be an integer >= {low}; got {value!r}.")
-    if not (isinstance(alpha, int | float) and 0 < alpha < 1):
-        raise InvalidArgumentError(
-            f"alpha must be a level strictly between 0 and 1, e.g. 0.01; got {alpha!r}."
-        )
-    if not (isinstance(min_cycles, int | float) and min_cycles > 0):
+    args = renamed(
+        "periodicity",
+        deprecated,
+        {"n_pcs": "n_components", "seed": "random_state"},
+        {"n_components": n_components, "random_state": random_state},
+    )
+    n_components, random_state = args["n_components"], args["random_state"]
+    n_components = check_int("n_components", n_components, 1)
+    n_surrogates = check_int("n_surrogates", n_surrogates, 1)
+    n_peaks = check_int("n_peaks", n_peaks, 1)
+    random_state = check_int("random_state", random_state, 0, ">= 0 (a seed)")
+    alpha = check_level(alpha, n_surrogates)
+    if isinstance(min_cycles, bool) or not (isinstance(min_cycles, int | float) and min_cycles > 0):
         raise InvalidArgumentError(
             f"min_cycles must be a positive number of cycles per window; got {min_cycles!r}."
         )
-    if not (isinstance(column_r2_threshold, int | float) and 0 < column_r2_threshold <= 1):
+    if isinstance(column_r2_threshold, bool) or not (
+        isinstance(column_r2_threshold, int | float) and 0 < column_r2_threshold <= 1
+    ):
         raise InvalidArgumentError(f"column_r2_threshold must be in (0, 1]; got {column_r2_threshold!r}.")
     batch = as_batch(x, min_positions=8)
     start, stop = parse_window(window, batch.data.shape[1])
@@ -285,7 +410,8 @@ def periodicity(
         raise InvalidArgumentError(
             f"periodicity needs at least 8 positions in the window; got {stop - start} (window {(start, stop)})."
         )
-    items, single = pca_items(x, n_pcs, window=(start, stop), center=True)
+    n_components = min(n_components, batch.data.shape[2], stop - start)
+    items, single = pca_items(x, n_components, window=(start, stop), center=True)
     results = tuple(
         _analyse(
             batch.data[i, start:stop],
@@ -293,11 +419,12 @@ def periodicity(
             _windowed(batch.provenances[i], start, stop, batch.data.shape[1]),
             (start, stop),
             n_surrogates=n_surrogates,
-            seed=seed,
-            alpha=float(alpha),
+            random_state=random_state,
+            alpha=alpha,
             n_peaks=n_peaks,
             min_cycles=float(min_cycles),
             threshold=float(column_r2_threshold),
+            k=n_components,
         )
         for i, it in enumerate(items)
     )

@@ -51,7 +51,7 @@ from pos_geometry.analysis._batch import BatchResult, PCAItem, pca_items, rename
 from pos_geometry.analysis._inputs import as_batch, check_int, check_level, parse_window
 from pos_geometry.analysis._nulls import NullTest, monte_carlo_p, surrogate_values
 from pos_geometry.analysis._results import Result
-from pos_geometry.analysis.pca import PCAResult
+from pos_geometry.analysis.pca import PCAResult, surrogate_coordinates
 from pos_geometry.embedding import Provenance
 from pos_geometry.errors import InvalidArgumentError
 
@@ -178,11 +178,9 @@ def _improvement(z: torch.Tensor, rcond: float) -> torch.Tensor:
 def _null(
     rows: torch.Tensor, k: int, center: bool, rcond: float, observed: float, null: dict[str, Any]
 ) -> NullTest:
-    from pos_geometry.analysis.pca import pca
-
     def statistic(batch: torch.Tensor) -> torch.Tensor:
         return _improvement(
-            pca(batch, k, center=center, random_state=null["random_state"]).coordinates, rcond
+            surrogate_coordinates(batch, k, center=center, random_state=null["random_state"]), rcond
         )
 
     values = surrogate_values(rows, "step_walk", null["n_surrogates"], null["random_state"], statistic)

@@ -109,7 +109,9 @@ def blog_figures(
         )
         # GPT-2's analysis is reused; the others need only their mean similarity (few surrogates)
         by_offset = [
-            periodicity if t is gpt2 and periodicity is not None else run_periodicity(t, n_surrogates=19)
+            periodicity
+            if t is gpt2 and periodicity is not None
+            else run_periodicity(t, n_surrogates=19, alpha=0.05)
             for t in compared
         ]
         figs["similarity_by_offset"] = (

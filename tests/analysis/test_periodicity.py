@@ -30,21 +30,21 @@ def rotary_table(n: int, rotary_dim: int, base: float) -> tuple[np.ndarray, np.n
 
 def test_similarity_offset_curve_and_toeplitz_score():
     x = np.random.default_rng(0).standard_normal((40, 12))
-    res = periodicity(x, n_surrogates=19)
+    res = periodicity(x, n_surrogates=19, alpha=0.05)
     assert isinstance(res, PeriodicityResult)
     np.testing.assert_allclose(res.similarity.numpy(), cosine_similarity(x), atol=1e-6)
     s = cosine_similarity(x)
     expected = [np.mean(np.diagonal(s, offset=o)) for o in range(40)]
     np.testing.assert_allclose(res.mean_similarity.numpy(), expected, atol=1e-10)
     assert res.toeplitz_score < 0.2  # random vectors: similarity does not depend on the offset
-    sin_res = periodicity(sinusoidal_table(128, 32)[0], n_surrogates=19)
+    sin_res = periodicity(sinusoidal_table(128, 32)[0], n_surrogates=19, alpha=0.05)
     assert sin_res.toeplitz_score == pytest.approx(1.0, abs=1e-9)  # cos sim = (2/d) Σ cos(θ_i (p − q))
 
 
 def test_sinusoidal_column_periods_match_analytic():
     n = 512
     pe, periods = sinusoidal_table(n, 64)
-    res = periodicity(pe, n_surrogates=19)
+    res = periodicity(pe, n_surrogates=19, alpha=0.05)
     fits_window = periods <= n / 2  # at least two cycles in the window
     assert fits_window.sum() >= 8
     for col in range(64):
@@ -59,7 +59,7 @@ def test_rotary_spectrum_peaks_are_the_analytic_periods():
     n = 1024
     table, theta = rotary_table(n, rotary_dim=8, base=100.0)  # periods 6.3, 19.9, 62.8, 198.7
     periods = 2 * np.pi / theta
-    res = periodicity(table, n_surrogates=99, seed=1)
+    res = periodicity(table, n_surrogates=99, random_state=1)
     found = [p.period for p in res.dominant_periods]
     assert found, res.summary()
     for period in found:  # every significant peak is an analytic period
@@ -75,7 +75,7 @@ def test_white_noise_has_no_significant_period():
     hits = 0
     for seed in range(100):
         x = np.random.default_rng(seed).standard_normal((64, 16))
-        res = periodicity(x, n_surrogates=99, seed=seed, alpha=0.01)
+        res = periodicity(x, n_surrogates=99, random_state=seed, alpha=0.01)
         hits += bool(res.dominant_periods)
         assert all(0 < p.p_value <= 1 for p in res.peaks)
     assert hits <= 2
@@ -84,12 +84,12 @@ def test_white_noise_has_no_significant_period():
 def test_seeded_and_batched():
     pe, _ = sinusoidal_table(64, 16, base=50.0)
     x = np.stack([pe, pe + 0.1 * np.random.default_rng(2).standard_normal(pe.shape)])
-    batch = periodicity(torch.tensor(x), n_surrogates=29, seed=3)
+    batch = periodicity(torch.tensor(x), n_surrogates=29, alpha=0.05, random_state=3)
     assert isinstance(batch, BatchResult) and len(batch) == 2
-    single = periodicity(torch.tensor(x[1]), n_surrogates=29, seed=3)
+    single = periodicity(torch.tensor(x[1]), n_surrogates=29, alpha=0.05, random_state=3)
     assert [p.p_value for p in batch[1].peaks] == [p.p_value for p in single.peaks]
     torch.testing.assert_close(batch[1].similarity, single.similarity)
-    windowed = periodicity(pe, window=(16, 64), n_surrogates=9)
+    windowed = periodicity(pe, window=(16, 64), n_surrogates=9, alpha=0.05)
     assert windowed.similarity.shape == (48, 48) and windowed.window == (16, 64)
     assert "Toeplitz" in str(windowed) and windowed.to_dict()["type"] == "PeriodicityResult"
 
@@ -109,7 +109,7 @@ def test_gpt2_periods(gpt2_wpe):
     # Measured (positions 1..1023, 99 surrogates): PC1–PC3 peak at ≈ 585 positions and the
     # mean-similarity curve at ≈ 511, all at the smallest attainable p; ≈ 0.5% of the columns are
     # single sinusoids at R² ≥ 0.9; Toeplitz score ≈ 0.80.
-    res = periodicity(gpt2_wpe, window=(1, 1024), n_surrogates=99, seed=0)
+    res = periodicity(gpt2_wpe, window=(1, 1024), n_surrogates=99, random_state=0)
     pcs = [p for p in res.dominant_periods if p.series in ("PC1", "PC2")]
     assert pcs and all(400 < p.period < 750 for p in pcs[:2])
     assert min(p.p_value for p in pcs) == pytest.approx(1 / 100, abs=1e-12)
@@ -123,7 +123,7 @@ def test_the_package_tables_have_their_analytic_periods():
     from pos_geometry.encodings import inverse_frequencies, rotary_params
 
     n = 512
-    sin_res = periodicity(pg.sinusoidal(n, 64), n_surrogates=19)
+    sin_res = periodicity(pg.sinusoidal(n, 64), n_surrogates=19, alpha=0.05)
     _, analytic = sinusoidal_table(n, 64)
     for col in range(64):
         if analytic[col // 2] <= n:  # at least one cycle in the window: found to 1%
@@ -134,7 +134,7 @@ def test_the_package_tables_have_their_analytic_periods():
     rope = pg.load("pythia-70m", n_positions=n)
     theta = inverse_frequencies(rotary_params(pg.get_spec("pythia-70m").rotary_config)).numpy()
     periods = 2 * np.pi / theta  # 6.28, 19.9, 62.8, 198.7, 628, 1987, ...
-    res = periodicity(rope, n_surrogates=99, seed=0)
+    res = periodicity(rope, n_surrogates=99, random_state=0)
     for col in range(rope.d_model):
         if periods[col // 2] <= n:
             assert float(res.column_periods[col]) == pytest.approx(periods[col // 2], rel=0.01)

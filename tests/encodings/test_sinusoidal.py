@@ -58,7 +58,7 @@ def test_each_column_pair_is_periodic_with_period_2pi_base_pow_2i_over_d():
 def test_provenance_dtype_and_device():
     pe = sinusoidal(10, 4, base=500.0, dtype=torch.float64, device="cpu")
     assert pe.kind == "sinusoidal" and pe.provenance.model_id == "sinusoidal"
-    assert pe.provenance.config_dict == {"n_positions": 10, "d_model": 4, "base": 500.0}
+    assert pe.provenance.config_dict == {"n_positions": 10, "d_model": 4, "base": 500.0, "layout": "interleaved"}
     assert pe.dtype == torch.float64 and pe.device.type == "cpu" and pe.shape == (10, 4)
     assert sinusoidal(10, 4, dtype=torch.bfloat16).dtype == torch.bfloat16
 
@@ -77,3 +77,41 @@ def test_provenance_dtype_and_device():
 def test_bad_input(args, kwargs, message):
     with pytest.raises(InvalidArgumentError, match=message):
         sinusoidal(*args, **kwargs)
+
+
+def _whisper_formula(length: int, channels: int, max_timescale: float = 10000.0) -> np.ndarray:
+    """Whisper's encoder table, written out with math from its published rule (whisper/model.py `sinusoids`):
+    log_timescale_increment = ln(max_timescale) / (channels // 2 - 1);
+    inv_timescales = exp(-increment * i); table = [sin(t * inv) | cos(t * inv)]."""
+    half = channels // 2
+    increment = math.log(max_timescale) / (half - 1)
+    out = np.zeros((length, channels))
+    for t in range(length):
+        for i in range(half):
+            angle = t * math.exp(-increment * i)
+            out[t, i] = math.sin(angle)
+            out[t, half + i] = math.cos(angle)
+    return out
+
+
+@pytest.mark.parametrize(("n", "d", "base"), [(1500, 384, 10000.0), (40, 8, 100.0)])
+def test_blocks_layout_matches_whispers_formula(n, d, base):
+    table = sinusoidal_table(n, d, base=base, layout="blocks", dtype=torch.float64)
+    np.testing.assert_allclose(table.numpy(), _whisper_formula(n, d, base), rtol=0, atol=1e-9)
+
+
+def test_the_two_layouts_differ_in_frequency_by_up_to_base_to_the_1_over_half_minus_1():
+    from pos_geometry.encodings.sinusoidal import frequencies
+
+    inter = frequencies(384, layout="interleaved").numpy()
+    blocks = frequencies(384, layout="blocks").numpy()
+    assert inter[0] == blocks[0] == 1.0 and blocks[-1] == pytest.approx(1e-4, rel=1e-12)
+    # w_i(blocks) / w_i(2017) = base^(2i/d - i/(d/2 - 1)) <= 1, smallest at the last i = d/2 - 1
+    rel = np.abs(inter - blocks) / inter
+    assert int(rel.argmax()) == 191
+    assert float(rel.max()) == pytest.approx(1 - 10000.0 ** (-2 / 384), rel=1e-9)
+    assert 0.046 < float(rel.max()) < 0.048  # "differ by up to 4.7%"
+    pe = sinusoidal(1500, 384, layout="blocks")
+    assert pe.provenance.config_dict["layout"] == "blocks" and "Whisper" in pe.provenance.source
+    with pytest.raises(InvalidArgumentError, match="layout"):
+        sinusoidal_table(10, 8, layout="whisper")
