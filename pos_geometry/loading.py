@@ -33,6 +33,7 @@ from pos_geometry.registry import (
     kind_from_config,
     row_offset_from_config,
 )
+from pos_geometry.sources._deadline import deadline
 from pos_geometry.sources.hub import read_config, read_hub_tensor
 from pos_geometry.sources.local import CHECKPOINT_SUFFIXES, read_local
 from pos_geometry.sources.tensor_record import TensorRecord, dtype_name
@@ -197,6 +198,11 @@ def load(
     )
     dev = resolve_device(device)
     _check_dtype(dtype)
+    with deadline():  # one overall network deadline for the whole load
+        return _load(name_or_path, dev, dtype, revision, n_positions, key, offline, model_id)
+
+
+def _load(name_or_path, dev, dtype, revision, n_positions, key, offline, model_id) -> PositionalEmbedding:
     name = os.fspath(name_or_path)
     path = Path(name).expanduser()
     if path.exists():
@@ -318,20 +324,21 @@ def load_token_embedding(
     _check_args(name_or_path, revision=revision, key=key, model_id=model_id, offline=offline)
     dev = resolve_device(device)
     _check_dtype(dtype)
-    name = os.fspath(name_or_path)
-    path = Path(name).expanduser()
-    commit = None
-    if path.exists():
-        record = read_local(path, which="token", key=key)
-        model_id, rev = model_id or name, revision
-    else:
-        spec = find_spec(name)
-        if spec is None and not _looks_like_repo_id(name):
-            get_spec(name)
-        repo = spec.repo_id if spec is not None else name
-        rev = check_revision(spec, revision) if spec is not None else revision
-        record, commit = read_hub_tensor(repo, revision=rev, which="token", key=key, offline=offline)
-        model_id = model_id or (spec.name if spec is not None else name)
+    with deadline():
+        name = os.fspath(name_or_path)
+        path = Path(name).expanduser()
+        commit = None
+        if path.exists():
+            record = read_local(path, which="token", key=key)
+            model_id, rev = model_id or name, revision
+        else:
+            spec = find_spec(name)
+            if spec is None and not _looks_like_repo_id(name):
+                get_spec(name)
+            repo = spec.repo_id if spec is not None else name
+            rev = check_revision(spec, revision) if spec is not None else revision
+            record, commit = read_hub_tensor(repo, revision=rev, which="token", key=key, offline=offline)
+            model_id = model_id or (spec.name if spec is not None else name)
     provenance = Provenance(
         model_id=model_id,
         kind="learned",
