@@ -81,7 +81,8 @@ def _check_args(name_or_path: object, **optional: object) -> None:
         if value is None or (isinstance(value, kind) and (kind is bool or not isinstance(value, bool))):
             continue
         raise InvalidArgumentError(
-            f"{arg} must be a {kind.__name__} or None; got {describe(value)} ({type(value).__name__})."
+            f"{arg} must be {'an' if kind is int else 'a'} {kind.__name__} or None; got {describe(value)} "
+            f"({type(value).__name__})."
         )
 
 

@@ -83,7 +83,7 @@ def test_an_ordinary_float64_table_still_casts(write_table) -> None:
         ((["gpt2"],), {}, r"name_or_path must be .* \(list\)"),
         (("gpt2",), {"key": b"wpe"}, r"key must be a str or None; got b'wpe' \(bytes\)"),
         (("gpt2",), {"offline": "yes"}, r"offline must be a bool or None"),
-        (("gpt2",), {"n_positions": True}, r"n_positions must be a int or None; got True"),
+        (("gpt2",), {"n_positions": True}, r"n_positions must be an int or None; got True"),
         (("gpt2",), {"model_id": 1}, r"model_id must be a str or None"),
         (("gpt2",), {"dtype": torch.int8}, r"dtype must be a floating torch.dtype .* got torch.int8"),
         (("gpt2",), {"dtype": "float32"}, r"dtype must be a floating torch.dtype .* got 'float32'"),
