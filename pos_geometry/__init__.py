@@ -19,6 +19,7 @@ from pos_geometry.analysis.subspace import SubspaceOverlap, subspace_overlap
 from pos_geometry.embedding import PositionalEmbedding, Provenance, TokenEmbedding
 from pos_geometry.encodings.sinusoidal import sinusoidal
 from pos_geometry.errors import (
+    AccessDeniedError,
     CheckpointFormatError,
     DeviceMismatchError,
     ExportError,
@@ -28,6 +29,7 @@ from pos_geometry.errors import (
     NonFiniteError,
     NotCachedError,
     PosGeometryError,
+    RemoteError,
     RevisionNotFoundError,
     UnknownModelError,
     UnsafeCheckpointError,
@@ -74,4 +76,6 @@ __all__ = [
     "InvalidArgumentError",
     "DeviceMismatchError",
     "ExportError",
+    "RemoteError",
+    "AccessDeniedError",
 ]

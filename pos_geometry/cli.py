@@ -3,8 +3,9 @@
 The CLI only parses arguments and calls the public API; every number it prints comes from
 the same functions as in Python. Progress goes to stderr (never into ``--json``/``--csv``
 output). A :class:`~pos_geometry.errors.PosGeometryError`, or an ``OSError`` while writing, is
-printed as one line and exits with status 1 (``--debug`` shows the traceback); usage errors
-exit with status 2.
+printed as one line and exits with status 1 (``--debug`` shows the traceback); so is any other
+exception, as an internal error to report: no input shows a traceback without ``--debug``.
+Usage errors exit with status 2.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TypeVar
 
+import click
 import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -64,6 +66,17 @@ def _guard(fn: Callable[[], T]) -> T:
         else:
             message = str(exc)
         _err().print(f"error: {message}", markup=False)
+        raise typer.Exit(1) from None
+    except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort):
+        raise  # usage errors and exits: typer reports them itself
+    except Exception as exc:  # a bug, not bad input: still one line, with the way to learn more
+        if _STATE["debug"]:
+            raise
+        _err().print(
+            f"error: internal error ({type(exc).__name__}: {str(exc)[:300]}). This is a bug in pos_geometry: "
+            "run with --debug for the traceback and please report it.",
+            markup=False,
+        )
         raise typer.Exit(1) from None
 
 

@@ -20,6 +20,7 @@ from typing import Any, Literal
 import numpy as np
 import torch
 
+from pos_geometry._describe import describe
 from pos_geometry._files import atomic_write
 from pos_geometry._version import __version__
 from pos_geometry.errors import CheckpointFormatError, InvalidArgumentError, NonFiniteError
@@ -31,6 +32,13 @@ KINDS: tuple[str, ...] = ("learned", "rotary", "sinusoidal")
 
 _PROVENANCE_KEY = "pos_geometry.provenance"
 _DTYPE_KEY = "pos_geometry.dtype"
+
+
+def _require(ok: bool, name: str, what: str, value: object) -> None:
+    if not ok:
+        raise InvalidArgumentError(
+            f"Provenance.{name} must be {what}; got {describe(value)} ({type(value).__name__})."
+        )
 
 
 def _freeze(value: Any) -> Any:
@@ -77,8 +85,24 @@ class Provenance:
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
-            raise InvalidArgumentError(f"Provenance.kind must be one of {KINDS}; got {self.kind!r}.")
-        object.__setattr__(self, "config", _freeze(dict(self.config)))
+            raise InvalidArgumentError(f"Provenance.kind must be one of {KINDS}; got {describe(self.kind)}.")
+        for name in ("model_id", "source", "original_dtype", "package_version"):
+            _require(isinstance(getattr(self, name), str), name, "a str", getattr(self, name))
+        for name in ("revision", "tensor_key", "commit"):
+            value = getattr(self, name)
+            _require(value is None or isinstance(value, str), name, "a str or None", value)
+        _require(
+            isinstance(self.row_offset, int) and not isinstance(self.row_offset, bool) and self.row_offset >= 0,
+            "row_offset", "an int >= 0", self.row_offset,
+        )  # fmt: skip
+        ok = isinstance(self.processing, list | tuple) and all(isinstance(p, str) for p in self.processing)
+        _require(ok, "processing", "a sequence of str", self.processing)
+        try:
+            config = dict(self.config)
+        except (TypeError, ValueError):
+            config = None
+        _require(config is not None, "config", "a mapping or (key, value) pairs", self.config)
+        object.__setattr__(self, "config", _freeze(config))
         object.__setattr__(self, "processing", tuple(self.processing))
 
     def with_processing(self, *steps: str) -> Provenance:
@@ -144,9 +168,19 @@ class PositionalEmbedding:
     check_finite: bool = field(default=True, repr=False)
 
     def __post_init__(self) -> None:
+        if not isinstance(self.provenance, Provenance):
+            raise InvalidArgumentError(
+                f"provenance must be a Provenance; got {type(self.provenance).__name__}."
+            )
         m = self.matrix
         if isinstance(m, np.ndarray):
-            m = torch.from_numpy(np.ascontiguousarray(m))
+            try:
+                m = torch.from_numpy(np.ascontiguousarray(m))
+            except TypeError:  # longdouble, object, str...: dtypes torch has no tensor for
+                raise InvalidArgumentError(
+                    f"matrix has numpy dtype {m.dtype}, which torch cannot hold; convert it first, "
+                    "e.g. matrix.astype(np.float64)."
+                ) from None
             object.__setattr__(self, "matrix", m)
         if not isinstance(m, torch.Tensor):
             raise InvalidArgumentError(
@@ -177,10 +211,6 @@ class PositionalEmbedding:
                 f"the positional table from {self.provenance.source!r} has {bad.shape[0]} NaN/inf "
                 f"entries (first at row {first[0]}, column {first[1]}); a usable table must be finite. "
                 "The checkpoint is probably corrupted: re-download it."
-            )
-        if not isinstance(self.provenance, Provenance):
-            raise InvalidArgumentError(
-                f"provenance must be a Provenance; got {type(self.provenance).__name__}."
             )
 
     # --- shape and device -------------------------------------------------

@@ -22,6 +22,8 @@ __all__ = [
     "InvalidArgumentError",
     "DeviceMismatchError",
     "ExportError",
+    "RemoteError",
+    "AccessDeniedError",
 ]
 
 
@@ -95,3 +97,16 @@ class DeviceMismatchError(PosGeometryError, ValueError):
 
 class ExportError(PosGeometryError, RuntimeError):
     """A figure could not be written (for example, no browser for static export)."""
+
+
+class RemoteError(PosGeometryError, ConnectionError):
+    """A server did not answer as the protocol promises, or not in time.
+
+    An HTTP 5xx or 429, a body that is not what was asked for (not JSON, bad compression, short,
+    dropped), a redirect loop, a file that changed while it was read, or the load's overall
+    deadline passed. The message names the URL. Nothing is cached from a failed read.
+    """
+
+
+class AccessDeniedError(PosGeometryError, PermissionError):
+    """The repository exists but this user may not read it (gated, or private without a token)."""

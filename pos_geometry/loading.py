@@ -20,6 +20,7 @@ from typing import Any
 
 import torch
 
+from pos_geometry._describe import describe
 from pos_geometry._device import resolve_device
 from pos_geometry.embedding import PositionalEmbedding, Provenance, TokenEmbedding
 from pos_geometry.encodings.rotary import rotary_embedding
@@ -32,9 +33,10 @@ from pos_geometry.registry import (
     kind_from_config,
     row_offset_from_config,
 )
+from pos_geometry.sources._deadline import deadline
 from pos_geometry.sources.hub import read_config, read_hub_tensor
 from pos_geometry.sources.local import CHECKPOINT_SUFFIXES, read_local
-from pos_geometry.sources.tensor_record import TensorRecord
+from pos_geometry.sources.tensor_record import TensorRecord, dtype_name
 
 __all__ = ["load", "load_token_embedding"]
 
@@ -67,6 +69,60 @@ def _local_config(path: Path) -> dict[str, Any] | None:
         ) from None
 
 
+def _check_args(name_or_path: object, **optional: object) -> None:
+    """Each argument of :func:`load` has the type its docstring promises, or InvalidArgumentError."""
+    if not isinstance(name_or_path, str | os.PathLike):
+        raise InvalidArgumentError(
+            f"name_or_path must be a model name, repo id or path (str or os.PathLike); got "
+            f"{describe(name_or_path)} ({type(name_or_path).__name__})."
+        )
+    for arg, value in optional.items():
+        kind = bool if arg == "offline" else int if arg == "n_positions" else str
+        if value is None or (isinstance(value, kind) and (kind is bool or not isinstance(value, bool))):
+            continue
+        raise InvalidArgumentError(
+            f"{arg} must be {'an' if kind is int else 'a'} {kind.__name__} or None; got {describe(value)} "
+            f"({type(value).__name__})."
+        )
+
+
+def _to_table(
+    record: TensorRecord, device: torch.device, dtype: torch.dtype, row_offset: int = 0
+) -> torch.Tensor:
+    """The stored tensor in ``dtype`` on ``device``; refused when it is not real floating point
+    (integers, bools and complex numbers are not a table of vectors: casting would silently drop
+    the imaginary part or invent a float table) or when ``dtype`` cannot hold its values (a
+    nonzero value that becomes 0, or a finite one that becomes infinite)."""
+    stored = record.tensor[row_offset:] if row_offset else record.tensor
+    where = f"the tensor {record.key!r} in {record.file!r}"
+    if not stored.is_floating_point():
+        raise CheckpointFormatError(
+            f"{where} is stored as {dtype_name(stored.dtype)}; an embedding table must be real floating point "
+            "(float16, bfloat16, float32, float64). It is refused rather than cast, which would "
+            + ("drop its imaginary part." if stored.is_complex() else "invent a float table from integers.")
+            + " Pass key= to pick another tensor, or convert the checkpoint."
+        )
+    out = stored.to(dtype=dtype)
+    if out.dtype != stored.dtype:
+        underflow = int(((out == 0) & (stored != 0)).sum())
+        overflow = int((torch.isinf(out) & torch.isfinite(stored)).sum())
+        if underflow or overflow:
+            raise InvalidArgumentError(
+                f"dtype={dtype} cannot hold {where} (stored as {dtype_name(stored.dtype)}): "
+                f"{underflow} nonzero value(s) would become 0 and {overflow} finite value(s) would become "
+                "infinite. Pass a wider dtype, e.g. dtype=torch.float64."
+            )
+    return out.to(device=device).contiguous()
+
+
+def _check_dtype(dtype: object) -> None:
+    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
+        raise InvalidArgumentError(
+            "dtype must be a floating torch.dtype such as torch.float32; got "
+            f"{dtype if isinstance(dtype, torch.dtype) else describe(dtype)}."
+        )
+
+
 def _finish(
     record: TensorRecord,
     *,
@@ -83,13 +139,11 @@ def _finish(
             f"the positional tensor {record.key!r} in {record.file!r} has shape {tuple(matrix.shape)}; "
             "a positional table must be 2-D (n_positions, d_model)."
         )
-    if row_offset:
-        if matrix.shape[0] <= row_offset:
-            raise CheckpointFormatError(
-                f"the positional tensor {record.key!r} has {matrix.shape[0]} rows but {row_offset} leading "
-                "rows are not positions for this model; the checkpoint does not match its config."
-            )
-        matrix = matrix[row_offset:]
+    if row_offset and matrix.shape[0] <= row_offset:
+        raise CheckpointFormatError(
+            f"the positional tensor {record.key!r} has {matrix.shape[0]} rows but {row_offset} leading "
+            "rows are not positions for this model; the checkpoint does not match its config."
+        )
     provenance = Provenance(
         model_id=model_id,
         kind="learned",
@@ -100,7 +154,7 @@ def _finish(
         row_offset=row_offset,
         commit=commit,
     )
-    return PositionalEmbedding(matrix.to(device=device, dtype=dtype).contiguous(), provenance)
+    return PositionalEmbedding(_to_table(record, device, dtype, row_offset), provenance)
 
 
 def load(
@@ -140,11 +194,16 @@ def load(
     Rotary models (Pythia, Mistral, any RoPE config) have no learned table: the exact rotary
     table ``cos(p·θ_i), sin(p·θ_i)`` is built from the config and has ``kind == "rotary"``.
     """
+    _check_args(
+        name_or_path, revision=revision, key=key, model_id=model_id, offline=offline, n_positions=n_positions
+    )
     dev = resolve_device(device)
-    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
-        raise InvalidArgumentError(
-            f"dtype must be a floating torch.dtype such as torch.float32; got {dtype!r}."
-        )
+    _check_dtype(dtype)
+    with deadline():  # one overall network deadline for the whole load
+        return _load(name_or_path, dev, dtype, revision, n_positions, key, offline, model_id)
+
+
+def _load(name_or_path, dev, dtype, revision, n_positions, key, offline, model_id) -> PositionalEmbedding:
     name = os.fspath(name_or_path)
     path = Path(name).expanduser()
     if path.exists():
@@ -263,21 +322,24 @@ def load_token_embedding(
     Used to measure how token embeddings sit relative to the positional subspace. ``offline`` and
     ``model_id`` are as in :func:`load`.
     """
+    _check_args(name_or_path, revision=revision, key=key, model_id=model_id, offline=offline)
     dev = resolve_device(device)
-    name = os.fspath(name_or_path)
-    path = Path(name).expanduser()
-    commit = None
-    if path.exists():
-        record = read_local(path, which="token", key=key)
-        model_id, rev = model_id or name, revision
-    else:
-        spec = find_spec(name)
-        if spec is None and not _looks_like_repo_id(name):
-            get_spec(name)
-        repo = spec.repo_id if spec is not None else name
-        rev = check_revision(spec, revision) if spec is not None else revision
-        record, commit = read_hub_tensor(repo, revision=rev, which="token", key=key, offline=offline)
-        model_id = model_id or (spec.name if spec is not None else name)
+    _check_dtype(dtype)
+    with deadline():
+        name = os.fspath(name_or_path)
+        path = Path(name).expanduser()
+        commit = None
+        if path.exists():
+            record = read_local(path, which="token", key=key)
+            model_id, rev = model_id or name, revision
+        else:
+            spec = find_spec(name)
+            if spec is None and not _looks_like_repo_id(name):
+                get_spec(name)
+            repo = spec.repo_id if spec is not None else name
+            rev = check_revision(spec, revision) if spec is not None else revision
+            record, commit = read_hub_tensor(repo, revision=rev, which="token", key=key, offline=offline)
+            model_id = model_id or (spec.name if spec is not None else name)
     provenance = Provenance(
         model_id=model_id,
         kind="learned",
@@ -287,4 +349,4 @@ def load_token_embedding(
         original_dtype=record.dtype,
         commit=commit,
     )
-    return TokenEmbedding(record.tensor.to(device=dev, dtype=dtype), provenance)
+    return TokenEmbedding(_to_table(record, dev, dtype), provenance)

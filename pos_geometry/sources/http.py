@@ -14,19 +14,32 @@ body is read, and :class:`~pos_geometry.errors.CheckpointFormatError` says so.
 HTTP errors are raised as huggingface_hub's own typed errors (``hf_raise_for_status``)
 so that :mod:`pos_geometry.sources.hub` can turn them into pos_geometry errors
 that name the repository and revision.
+
+Every request after the first is pinned to the same version of the file: the first
+answer's ``ETag`` is remembered, later requests carry it in ``If-Match`` (when it is a
+strong tag), and an answer with another ``ETag``, or ``412 Precondition Failed``, raises
+:class:`~pos_geometry.errors.RemoteError`, so bytes of two versions are never mixed.
+Transport failures (a dropped connection, a redirect loop, a body that does not decode)
+and the overall deadline of :mod:`pos_geometry.sources._deadline` also raise
+:class:`~pos_geometry.errors.RemoteError`, naming the URL.
 """
 
 from __future__ import annotations
 
+import contextlib
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
+import httpx2
 from huggingface_hub import constants, get_hf_file_metadata
+from huggingface_hub import errors as hf_errors
 from huggingface_hub.utils import build_hf_headers, get_session, hf_raise_for_status
 
-from pos_geometry.errors import CheckpointFormatError
+from pos_geometry.errors import CheckpointFormatError, RemoteError
+from pos_geometry.sources._deadline import remaining
 
 __all__ = ["DEFAULT_READAHEAD", "HttpByteSource"]
 
@@ -62,7 +75,8 @@ class HttpByteSource:
         timeout: seconds to wait for the server (``None`` = huggingface_hub's download timeout).
 
     ``bytes_read`` counts the body bytes received (read-ahead included); ``requests`` counts the
-    ranged ``GET`` requests made.
+    ranged ``GET`` requests made; ``etag`` is the version every answer must carry (the first
+    answer's ``ETag`` unless given).
     """
 
     url: str
@@ -71,6 +85,7 @@ class HttpByteSource:
     headers: dict[str, str] | None = None
     readahead: int = DEFAULT_READAHEAD
     timeout: float | None = None
+    etag: str | None = None
     bytes_read: int = field(default=0)
     requests: int = field(default=0)
     _windows: list[tuple[int, bytes]] = field(default_factory=list, repr=False)
@@ -83,7 +98,10 @@ class HttpByteSource:
         if self.timeout is None:
             self.timeout = float(constants.HF_HUB_DOWNLOAD_TIMEOUT)
         if self.size <= 0:
-            meta = get_hf_file_metadata(self.url, headers=self.headers, timeout=self.timeout)
+            with transport_errors(self.url):
+                meta = get_hf_file_metadata(
+                    self.url, headers=self.headers, timeout=remaining(self.url, self.timeout)
+                )
             if meta.size is None:
                 raise CheckpointFormatError(
                     f"{self.name!r}: the server did not report the file size (no Content-Length on HEAD), "
@@ -133,8 +151,16 @@ class HttpByteSource:
             "Range": f"bytes={start}-{last}",
             "Accept-Encoding": "identity",
         }
+        if self.etag and not self.etag.startswith("W/"):
+            headers["If-Match"] = self.etag
         self.requests += 1
-        with get_session().stream("GET", self.url, headers=headers, timeout=self.timeout) as response:
+        with transport_errors(self.url):
+            return self._stream(start, length, headers)
+
+    def _stream(self, start: int, length: int, headers: dict[str, Any]) -> bytes:
+        last = start + length - 1
+        timeout = remaining(self.url, self.timeout)
+        with get_session().stream("GET", self.url, headers=headers, timeout=timeout) as response:
             if response.status_code == 200:
                 # The server ignored Range and is sending the whole file: leave without reading the body
                 # (closing the stream drops the connection).
@@ -146,6 +172,8 @@ class HttpByteSource:
                     "Hub does). Check HF_ENDPOINT and any proxy in between, or download the file and load "
                     "it with read_local()."
                 )
+            if response.status_code == 412:
+                raise self._changed(f"answered 412 Precondition Failed to If-Match: {self.etag}")
             if response.status_code == 416:
                 raise CheckpointFormatError(
                     f"{self.name!r}: the server refused the range bytes {start}-{last} (416); the remote "
@@ -160,9 +188,11 @@ class HttpByteSource:
                     f"{response.status_code}. Check HF_ENDPOINT and any proxy in between."
                 )
             self._check_content_range(response.headers.get("Content-Range"), start, last)
+            self._check_etag(response.headers.get("ETag"))
             chunks: list[bytes] = []
             received = 0
             for chunk in response.iter_bytes():
+                remaining(self.url)  # the overall deadline, checked as the body trickles in
                 received += len(chunk)
                 if received > length:
                     raise CheckpointFormatError(
@@ -177,6 +207,22 @@ class HttpByteSource:
                 f"(bytes {start}-{last}). Retry; if it persists, check the network or proxy."
             )
         return b"".join(chunks)
+
+    def _check_etag(self, etag: str | None) -> None:
+        """Pin the file's version: every answer must carry the ETag of the first."""
+        if etag is None:
+            return
+        if self.etag is None:
+            self.etag = etag
+        elif etag.removeprefix("W/") != self.etag.removeprefix("W/"):
+            raise self._changed(f"answered with ETag {etag[:80]!r} instead of {self.etag[:80]!r}")
+
+    def _changed(self, what: str) -> RemoteError:
+        return RemoteError(
+            f"{self.name!r} changed on the server while being read: {self.url} {what}. Bytes of two "
+            "versions are never mixed, and nothing was cached. Retry; if it persists, the server (or a "
+            "proxy) is serving inconsistent files."
+        )
 
     def _check_content_range(self, header: str | None, start: int, last: int) -> None:
         match = _CONTENT_RANGE.match(header or "")
@@ -196,3 +242,19 @@ class HttpByteSource:
                 f"{self.name!r}: the file is now {total} bytes, not the {self.size} announced when it was "
                 "opened; it changed on the server while being read. Retry."
             )
+
+
+@contextlib.contextmanager
+def transport_errors(url: str) -> Iterator[None]:
+    """Turn httpx transport failures (a dropped connection, a timeout, a redirect loop, a body that
+    does not decode) into :class:`RemoteError` naming ``url``. HTTP status errors pass through."""
+    try:
+        yield
+    except (httpx2.HTTPStatusError, hf_errors.HfHubHTTPError):
+        raise
+    except httpx2.HTTPError as exc:
+        target = str(getattr(getattr(exc, "_request", None), "url", None) or url)[:300]
+        raise RemoteError(
+            f"the request to {target} failed ({type(exc).__name__}: {str(exc)[:200]}). Retry; if it "
+            "persists, check the network, HF_ENDPOINT and any proxy in between."
+        ) from None

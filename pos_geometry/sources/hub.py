@@ -28,6 +28,7 @@ import os
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import quote
 
 import httpx2
 from huggingface_hub import HfApi, constants, get_hf_file_metadata, hf_hub_download, hf_hub_url
@@ -35,14 +36,18 @@ from huggingface_hub import errors as hf_errors
 from huggingface_hub.utils import validate_repo_id
 
 from pos_geometry.errors import (
+    AccessDeniedError,
     CheckpointFormatError,
     NotCachedError,
+    PosGeometryError,
+    RemoteError,
     RevisionNotFoundError,
     UnknownModelError,
 )
+from pos_geometry.sources._deadline import deadline, remaining
 from pos_geometry.sources.cache import cache_dir, cached_ref, cached_table, is_commit, store_ref, store_tensor
 from pos_geometry.sources.hf_cache import hf_cached_ref, hf_cached_revisions, read_from_hf_cache
-from pos_geometry.sources.http import HttpByteSource
+from pos_geometry.sources.http import HttpByteSource, transport_errors
 from pos_geometry.sources.local import read_checkpoint_tensor
 from pos_geometry.sources.sharded import INDEX_SUFFIX, WEIGHT_FILES, parse_index, shard_for
 from pos_geometry.sources.tensor_record import TensorRecord, Which, check_which
@@ -108,10 +113,9 @@ def _hub_errors(repo_id: str, revision: str | None, what: str = "") -> Iterator[
             name=repo_id,
         ) from None
     except hf_errors.GatedRepoError:
-        raise UnknownModelError(
-            f"{repo_id!r} is gated on {constants.ENDPOINT}: accept its terms on the model page and log in "
-            "(`hf auth login` or HF_TOKEN), then retry.",
-            name=repo_id,
+        raise AccessDeniedError(
+            f"{repo_id!r} exists on {constants.ENDPOINT} but is gated: accept its terms on the model page and "
+            "log in (`hf auth login` or HF_TOKEN), then retry."
         ) from None
     except hf_errors.RepositoryNotFoundError:
         raise UnknownModelError(
@@ -134,17 +138,35 @@ def _hub_errors(repo_id: str, revision: str | None, what: str = "") -> Iterator[
             f"{where}{item} is not in the local caches and the Hub cannot be reached (offline mode or no "
             f"connection). {_fetch_hint(repo_id, revision)}"
         ) from None
-    except (httpx2.TransportError, hf_errors.FileMetadataError) as exc:
+    except (httpx2.ConnectError, httpx2.ConnectTimeout) as exc:
         raise NotCachedError(
-            f"Could not reach {constants.ENDPOINT} for {where}{item} ({type(exc).__name__}: {exc}) and it is "
-            "not cached. Check the connection and HF_ENDPOINT, then retry. " + _fetch_hint(repo_id, revision)
+            f"Could not reach {constants.ENDPOINT} for {where}{item} ({type(exc).__name__}: {str(exc)[:200]}) and "
+            "it is not cached. Check the connection and HF_ENDPOINT, then retry. "
+            + _fetch_hint(repo_id, revision)
         ) from None
     except hf_errors.HfHubHTTPError as exc:
-        status = exc.response.status_code if exc.response is not None else "?"
-        raise NotCachedError(
-            f"{constants.ENDPOINT} answered HTTP {status} for {where}{item} and it is not cached: "
-            f"{str(exc).splitlines()[0]}. Retry later; if the repo is private, log in (`hf auth login`)."
+        raise _http_error(exc, where + item) from None
+    except (httpx2.HTTPError, hf_errors.FileMetadataError) as exc:
+        url = getattr(getattr(exc, "_request", None), "url", None) or constants.ENDPOINT
+        raise RemoteError(
+            f"the request to {str(url)[:300]} for {where}{item} failed ({type(exc).__name__}: {str(exc)[:200]}). "
+            "Retry; if it persists, check HF_ENDPOINT and any proxy in between."
         ) from None
+
+
+def _http_error(exc: hf_errors.HfHubHTTPError, what: str) -> PosGeometryError:
+    """An HTTP error status as a pos_geometry error naming the URL: 401/403 are access problems,
+    everything else (5xx, 429, an unexpected 4xx) is the server's answer, not a cache miss."""
+    response = exc.response
+    status = response.status_code if response is not None else 0
+    url = str(response.request.url)[:300] if response is not None else constants.ENDPOINT
+    if status in (401, 403):
+        return AccessDeniedError(
+            f"{url} answered HTTP {status} for {what}: this user may not read it. If the repo is private or "
+            "gated, log in (`hf auth login` or HF_TOKEN) with an account that has access."
+        )
+    hint = "The server is busy: wait and retry." if status in (429, 503) else "Retry later."
+    return RemoteError(f"{url} answered HTTP {status} for {what}: {str(exc).splitlines()[0][:200]}. {hint}")
 
 
 def _check_repo_id(repo_id: str) -> None:
@@ -154,8 +176,15 @@ def _check_repo_id(repo_id: str) -> None:
 
 def _model_info(repo_id: str, revision: str) -> tuple[str, tuple[str, ...]]:
     """(commit, repo-relative filenames) of ``repo_id`` at ``revision``: one API request."""
+    url = f"{constants.ENDPOINT}/api/models/{repo_id}/revision/{quote(revision, safe='')}"
     with _hub_errors(repo_id, revision, "model info"):
-        info = HfApi().model_info(repo_id, revision=revision)
+        try:
+            info = HfApi().model_info(repo_id, revision=revision, timeout=remaining(url, 10.0))
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:  # a body that is not a model listing
+            raise RemoteError(
+                f"{url} did not answer with a model listing ({type(exc).__name__}: {str(exc)[:120]}); "
+                "HF_ENDPOINT does not look like a Hugging Face Hub, or a proxy altered the answer. Check it."
+            ) from None
     if not is_commit(info.sha):
         raise CheckpointFormatError(
             f"{constants.ENDPOINT} returned no commit hash (sha={info.sha!r}) for {_where(repo_id, revision)}; "
@@ -210,10 +239,13 @@ def read_config(
     """
     _check_repo_id(repo_id)
     rev = revision or constants.DEFAULT_REVISION
-    with _hub_errors(repo_id, rev, "config.json"):
+    with deadline(), _hub_errors(repo_id, rev, "config.json"):
         path = Path(
-            hf_hub_download(repo_id, "config.json", revision=rev, local_files_only=is_offline(offline))
-        )
+            hf_hub_download(
+                repo_id, "config.json", revision=rev, local_files_only=is_offline(offline),
+                etag_timeout=remaining(constants.ENDPOINT, 10.0),
+            )
+        )  # fmt: skip
     commit = (
         path.parent.name if is_commit(path.parent.name) else resolve_commit(repo_id, rev, offline=offline)
     )
@@ -232,7 +264,9 @@ def read_config(
 
 def _remote_source(repo_id: str, commit: str, filename: str) -> HttpByteSource:
     """An :class:`HttpByteSource` on ``filename`` at ``commit`` (one HEAD for size and location)."""
-    meta = get_hf_file_metadata(hf_hub_url(repo_id, filename, revision=commit))
+    url = hf_hub_url(repo_id, filename, revision=commit)
+    with transport_errors(url):
+        meta = get_hf_file_metadata(url, timeout=remaining(url, 10.0))
     if meta.size is None:
         raise CheckpointFormatError(
             f"{constants.ENDPOINT} did not report the size of {filename} in {repo_id!r}@{commit[:10]}; it "
@@ -255,7 +289,9 @@ def _read_remote(
     name, wanted = present[0], key
     with _hub_errors(repo_id, revision, name):
         if name.endswith(INDEX_SUFFIX):
-            index_path = hf_hub_download(repo_id, name, revision=commit)
+            index_path = hf_hub_download(
+                repo_id, name, revision=commit, etag_timeout=remaining(constants.ENDPOINT, 10.0)
+            )
             source = f"{repo_id}@{commit[:10]}/{name}"
             wanted, name = shard_for(parse_index(Path(index_path).read_bytes(), source), which, key, source)
         src = _remote_source(repo_id, commit, name)
@@ -302,6 +338,14 @@ def read_hub_tensor(
             f"Offline, and the {which} table of {_where(repo_id, rev)} is in neither the pos_geometry cache "
             f"nor the HF cache{known}. " + _fetch_hint(repo_id, rev)
         )
+    with deadline():
+        return _fetch_remote(repo_id, rev, commit, which, key)
+
+
+def _fetch_remote(
+    repo_id: str, rev: str, commit: str | None, which: Which, key: str | None
+) -> tuple[TensorRecord, str]:
+    """The network half of :func:`read_hub_tensor`: list, read, cache (within the load's deadline)."""
     remote_commit, files = _model_info(repo_id, rev)
     if remote_commit != commit:
         hit = cached_table(repo_id, remote_commit, which, key) or read_from_hf_cache(

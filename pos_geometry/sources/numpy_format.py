@@ -16,6 +16,7 @@ import struct
 import numpy as np
 import torch
 
+from pos_geometry._describe import describe
 from pos_geometry.errors import CheckpointFormatError
 from pos_geometry.sources._zip import SliceSource, ZipEntry, member_offset, read_directory, read_member
 from pos_geometry.sources.byte_source import ByteSource, BytesSource, read_into
@@ -62,7 +63,7 @@ def read_npy(src: ByteSource) -> torch.Tensor:
             f"{src.name!r}: the .npy header is malformed ({exc!s:.200}). {_FIX}"
         ) from exc
     if not all(0 <= d <= 2**40 for d in shape):
-        raise CheckpointFormatError(f"{src.name!r}: the .npy header gives shape {shape!r:.80}. {_FIX}")
+        raise CheckpointFormatError(f"{src.name!r}: the .npy header gives shape {describe(shape)}. {_FIX}")
     if dtype.hasobject or dtype.fields is not None or dtype.subdtype is not None:
         raise CheckpointFormatError(
             f"{src.name!r} holds an array of dtype {dtype}, not a plain numeric array; object arrays would need "

@@ -2,28 +2,28 @@
 
 ``torch.save`` writes a ZIP archive ``<prefix>/data.pkl`` (the pickled object, usually a
 state dict), ``<prefix>/byteorder`` and one uncompressed record ``<prefix>/data/<key>`` per
-storage. ``data.pkl`` is decoded by a RESTRICTED unpickler: the only globals it may name are
-``collections.OrderedDict``, torch's tensor/parameter rebuild functions and the typed storage
-classes, and each is mapped to an inert stand-in here that merely records
-(storage key, dtype, offset, shape, stride). torch's own rebuild functions are never called;
-any other global raises :class:`UnsafeCheckpointError` before anything runs.
+storage. ``data.pkl`` is decoded by the RESTRICTED, bounded unpickler of
+:mod:`pos_geometry.sources._pickle`, which maps the few globals a state dict needs to inert
+stand-ins that merely record (storage key, dtype, offset, shape, stride); torch's own rebuild
+functions are never called, and any other global raises :class:`UnsafeCheckpointError`
+before anything runs. Each view is checked against the bytes actually in its record before
+anything is allocated.
 """
 
 from __future__ import annotations
 
-import collections
-import io
 import math
-import pickle
-import pickletools
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any, NamedTuple
+from typing import Any
 
 import torch
 
-from pos_geometry.errors import CheckpointFormatError, PosGeometryError, UnsafeCheckpointError
+from pos_geometry._describe import describe
+from pos_geometry.errors import CheckpointFormatError
+from pos_geometry.sources._pickle import FIX as _FIX
+from pos_geometry.sources._pickle import TensorRef, unpickle
 from pos_geometry.sources._zip import ZipEntry, check_member, read_directory, read_member, read_member_into
 from pos_geometry.sources.byte_source import ByteSource
 from pos_geometry.sources.keys import select_key
@@ -31,118 +31,9 @@ from pos_geometry.sources.tensor_record import tensor_from_buffer
 
 __all__ = ["TorchZipIndex", "TensorRef", "read_index", "tensor_keys", "read_tensor", "MAX_PICKLE_BYTES"]
 
-MAX_PICKLE_BYTES = 64 * 1024 * 1024
+MAX_PICKLE_BYTES = 16 * 1024 * 1024
+"""The largest ``data.pkl`` read (a state dict needs about 100 bytes per tensor: 150k tensors fit)."""
 _MAX_DEPTH = 8
-_MAX_NDIM = 32
-_FIX = "Re-download the file, or load it with a trusted torch and re-save it (torch.save or safetensors)."
-
-_STORAGE_DTYPES: dict[str, torch.dtype] = {
-    "DoubleStorage": torch.float64,
-    "FloatStorage": torch.float32,
-    "HalfStorage": torch.float16,
-    "BFloat16Storage": torch.bfloat16,
-    "LongStorage": torch.int64,
-    "IntStorage": torch.int32,
-    "ShortStorage": torch.int16,
-    "CharStorage": torch.int8,
-    "ByteStorage": torch.uint8,
-    "BoolStorage": torch.bool,
-    "ComplexDoubleStorage": torch.complex128,
-    "ComplexFloatStorage": torch.complex64,
-}
-
-
-class _StorageRef(NamedTuple):
-    key: str
-    dtype: torch.dtype
-    numel: int
-
-
-class TensorRef(NamedTuple):
-    """Where a tensor lives: ``shape``/``stride``/``offset`` in elements of storage ``storage``."""
-
-    storage: str
-    dtype: torch.dtype
-    storage_numel: int
-    offset: int
-    shape: tuple[int, ...]
-    stride: tuple[int, ...]
-
-
-def _int_tuple(value: Any, what: str) -> tuple[int, ...]:
-    if not isinstance(value, tuple | list | torch.Size) or len(value) > _MAX_NDIM:
-        raise CheckpointFormatError(f"data.pkl gives a tensor {what} of {value!r:.80}. {_FIX}")
-    if not all(isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 2**62 for v in value):
-        raise CheckpointFormatError(
-            f"data.pkl gives a tensor {what} {value!r:.80} with a negative or huge entry. {_FIX}"
-        )
-    return tuple(value)
-
-
-def _rebuild_tensor(storage: Any, storage_offset: Any, size: Any, stride: Any, *_ignored: Any) -> TensorRef:
-    """Inert stand-in for ``torch._utils._rebuild_tensor(_v2)``: records where the tensor lives."""
-    if not isinstance(storage, _StorageRef):
-        raise CheckpointFormatError(
-            f"data.pkl rebuilds a tensor from {type(storage).__name__}, not a storage. {_FIX}"
-        )
-    if not isinstance(storage_offset, int) or isinstance(storage_offset, bool) or storage_offset < 0:
-        raise CheckpointFormatError(
-            f"data.pkl gives a tensor storage offset of {storage_offset!r:.40}. {_FIX}"
-        )
-    shape, strides = _int_tuple(size, "shape"), _int_tuple(stride, "stride")
-    if len(shape) != len(strides):
-        raise CheckpointFormatError(f"data.pkl gives a tensor shape {shape} with strides {strides}. {_FIX}")
-    return TensorRef(storage.key, storage.dtype, storage.numel, storage_offset, shape, strides)
-
-
-def _rebuild_parameter(data: Any, *_ignored: Any) -> TensorRef:
-    """Inert stand-in for ``torch._utils._rebuild_parameter(_with_state)``: a Parameter is its tensor."""
-    if not isinstance(data, TensorRef):
-        raise CheckpointFormatError(
-            f"data.pkl wraps {type(data).__name__} in a Parameter, not a tensor. {_FIX}"
-        )
-    return data
-
-
-_ALLOWED: dict[tuple[str, str], Any] = {
-    ("collections", "OrderedDict"): collections.OrderedDict,
-    ("torch._utils", "_rebuild_tensor"): _rebuild_tensor,
-    ("torch._utils", "_rebuild_tensor_v2"): _rebuild_tensor,
-    ("torch._utils", "_rebuild_parameter"): _rebuild_parameter,
-    ("torch._utils", "_rebuild_parameter_with_state"): _rebuild_parameter,
-    **{("torch", name): dtype for name, dtype in _STORAGE_DTYPES.items()},
-}
-
-
-class _RestrictedUnpickler(pickle.Unpickler):
-    """Resolves only the globals in ``_ALLOWED`` (to inert stand-ins); storages become :class:`_StorageRef`."""
-
-    def __init__(self, data: bytes, source: str):
-        super().__init__(io.BytesIO(data))
-        self._source = source
-
-    def find_class(self, module: str, name: str) -> Any:
-        try:
-            return _ALLOWED[(module, name)]
-        except (KeyError, TypeError):
-            raise _refuse(module, name, self._source) from None
-
-    def persistent_load(self, pid: Any) -> _StorageRef:
-        ok = (
-            isinstance(pid, tuple)
-            and len(pid) == 5
-            and pid[0] == "storage"
-            and isinstance(pid[1], torch.dtype)
-            and isinstance(pid[2], str)
-            and isinstance(pid[4], int)
-            and not isinstance(pid[4], bool)
-            and 0 <= pid[4] < 2**62
-        )
-        if not ok:
-            raise CheckpointFormatError(
-                f"{self._source!r}: data.pkl has a malformed storage reference {pid!r:.120}. {_FIX}"
-            )
-        return _StorageRef(pid[2], pid[1], pid[4])
 
 
 @dataclass(frozen=True)
@@ -176,45 +67,6 @@ def _flatten(obj: Any, prefix: str, out: dict[str, TensorRef], depth: int, seen:
                 _flatten(v, f"{prefix}.{k}" if prefix else k, out, depth + 1, seen)
 
 
-def _refuse(module: str, name: str, source: str) -> UnsafeCheckpointError:
-    return UnsafeCheckpointError(
-        f"{source!r}: data.pkl asks for the global {module}.{name}, which a state dict of tensors "
-        "never needs; it was refused and nothing was executed. Only load checkpoints you trust, and "
-        "prefer .safetensors files (or re-save this one from a trusted environment)."
-    )
-
-
-def _prescan(data: bytes, source: str) -> None:
-    """Walk the opcodes without executing any (``pickletools.genops``): every length-prefixed
-    argument must fit in the data (so the unpickler never pre-allocates a huge buffer on a
-    forged length), and every GLOBAL/INST name must be allowed — refused here, before the
-    unpickler runs at all. STACK_GLOBAL names are checked by ``find_class``."""
-    try:
-        for opcode, arg, _ in pickletools.genops(data):
-            if opcode.name in ("GLOBAL", "INST"):
-                module, _, name = str(arg).partition(" ")
-                if (module, name) not in _ALLOWED:
-                    raise _refuse(module, name, source)
-    except PosGeometryError:
-        raise
-    except Exception as exc:  # ValueError on bad opcodes/short data; others on damaged text arguments
-        raise CheckpointFormatError(
-            f"{source!r}: data.pkl is corrupted ({type(exc).__name__}: {exc!s:.200}). {_FIX}"
-        ) from exc
-
-
-def _unpickle(data: bytes, source: str) -> Any:
-    _prescan(data, source)
-    try:
-        return _RestrictedUnpickler(data, source).load()
-    except PosGeometryError:
-        raise
-    except Exception as exc:  # the pickle VM raises many types on damaged input; all mean "corrupted"
-        raise CheckpointFormatError(
-            f"{source!r}: data.pkl is corrupted ({type(exc).__name__}: {exc!s:.200}). {_FIX}"
-        ) from exc
-
-
 def read_index(src: ByteSource) -> TorchZipIndex:
     """Read the end-of-central-directory records, the central directory, ``data.pkl`` and ``byteorder``.
 
@@ -237,7 +89,7 @@ def read_index(src: ByteSource) -> TorchZipIndex:
             f"{src.name!r}: data.pkl is {entry.size} bytes, more than the {MAX_PICKLE_BYTES} a state dict "
             f"needs; the file is corrupted or not a plain state dict. {_FIX}"
         )
-    root = _unpickle(read_member(src, entry), src.name)
+    root = unpickle(read_member(src, entry), src.name)
     if not isinstance(root, dict):
         raise CheckpointFormatError(
             f"{src.name!r}: data.pkl holds a {type(root).__name__}, not a state dict (a dict of tensors). {_FIX}"
@@ -261,6 +113,27 @@ def tensor_keys(index: TorchZipIndex) -> tuple[str, ...]:
     return tuple(index.tensors)
 
 
+def _check_view(where: str, ref: TensorRef) -> int:
+    """The view's extent (elements from its offset to its last element), after checking it. The view must not repeat elements (no zero or overlapping strides: a table row never shares
+    its numbers with another) and must lie inside its storage. Then the elements read are at most
+    those of the storage, which fits its record: a view cannot allocate more than the file holds."""
+    need = 1
+    for stride, n in sorted((s, n) for n, s in zip(ref.shape, ref.stride, strict=True) if n > 1):
+        if stride < need:
+            raise CheckpointFormatError(
+                f"{where}: shape {ref.shape} with stride {ref.stride} has zero or overlapping strides, so "
+                "elements would repeat; a stored tensor never does. The file is corrupted or hostile. " + _FIX
+            )
+        need = stride * n
+    extent = 1 + sum((n - 1) * s for n, s in zip(ref.shape, ref.stride, strict=True))
+    if ref.offset + extent > ref.storage_numel:
+        raise CheckpointFormatError(
+            f"{where}: shape {ref.shape}, stride {ref.stride} at offset {ref.offset} needs elements up to "
+            f"{ref.offset + extent} of a storage of {ref.storage_numel}. {_FIX}"
+        )
+    return extent
+
+
 def read_tensor(src: ByteSource, index: TorchZipIndex, key: str) -> torch.Tensor:
     """Read ``key``'s tensor from its storage record: only the bytes it spans (exactly its own
     bytes when it is contiguous). Views (``storage_offset``, strides) are honoured; the result
@@ -268,7 +141,8 @@ def read_tensor(src: ByteSource, index: TorchZipIndex, key: str) -> torch.Tensor
 
     Raises:
         MissingTensorError: ``key`` is not in the state dict.
-        CheckpointFormatError: the storage record is missing, compressed, or too small for the view.
+        CheckpointFormatError: the storage record is missing, compressed, or smaller than its storage;
+            the view has zero or overlapping strides or runs past its storage.
     """
     select_key(index.tensors, key=key, source=src.name)
     ref = index.tensors[key]
@@ -276,19 +150,18 @@ def read_tensor(src: ByteSource, index: TorchZipIndex, key: str) -> torch.Tensor
     record = index.entries.get(f"{index.prefix}/data/{ref.storage}")
     if record is None:
         raise CheckpointFormatError(
-            f"{where} refers to storage {ref.storage!r:.40}, which has no data record. {_FIX}"
+            f"{where} refers to storage {describe(ref.storage)}, which has no data record. {_FIX}"
         )
-    itemsize = torch.empty((), dtype=ref.dtype).element_size()
+    itemsize = ref.dtype.itemsize
+    if ref.storage_numel * itemsize > record.size:
+        raise CheckpointFormatError(
+            f"{where}: its storage declares {ref.storage_numel} elements ({ref.storage_numel * itemsize} bytes) "
+            f"but the record holds {record.size} bytes. {_FIX}"
+        )
     numel = math.prod(ref.shape)
     if numel == 0:
         return torch.empty(ref.shape, dtype=ref.dtype)
-    extent = 1 + sum((n - 1) * s for n, s in zip(ref.shape, ref.stride, strict=True))
-    if numel > ref.storage_numel or ref.offset + extent > min(ref.storage_numel, record.size // itemsize):
-        raise CheckpointFormatError(
-            f"{where}: shape {ref.shape}, stride {ref.stride} at offset {ref.offset} needs elements up to "
-            f"{ref.offset + extent} of a storage of {ref.storage_numel} ({record.size} bytes on disk), "
-            f"or more elements than the storage holds. {_FIX}"
-        )
+    extent = _check_view(where, ref)
     contiguous, expected = True, 1
     for n, s in zip(reversed(ref.shape), reversed(ref.stride), strict=True):
         if n != 1 and s != expected:

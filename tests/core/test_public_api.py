@@ -45,6 +45,8 @@ EXPECTED = {
     "InvalidArgumentError",
     "DeviceMismatchError",
     "ExportError",
+    "RemoteError",
+    "AccessDeniedError",
 }
 
 

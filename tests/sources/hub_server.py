@@ -18,6 +18,14 @@ huggingface_hub 2.4 calls for what pos_geometry uses:
 Every request is logged with the bytes written to the socket (status line, headers and
 body), so tests measure the real transfer independently of the client's own counters.
 ``ignore_range = True`` makes it behave like a server that ignores ``Range`` (200 + whole body).
+
+Faults: set ``server.fault = Fault(kind, ...)``. Range faults hit ranged ``GET``s of a file
+(from the ``after + 1``-th on): ``"drop"`` (the connection closes mid-body), ``"short"`` (a
+well-framed body shorter than the range), ``"ignore_range"``, ``"status"`` (``status``: 500,
+429, 404...), ``"trickle"`` (one byte every ``trickle_s`` seconds), ``"changed"`` (the bytes
+and ETag of the file ``other``), ``"redirect_loop"``, ``"bad_gzip"`` (a body that claims gzip
+and is not). API faults hit the model listing: ``"non_json"``, ``"no_rfilename"``,
+``"gated"``, ``"api_status"`` (``status``).
 """
 
 from __future__ import annotations
@@ -25,8 +33,10 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import socket
 import sys
 import threading
+import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -47,6 +57,32 @@ class LoggedRequest:
     bytes_sent: int = 0  # everything written to the socket for this request (headers + body)
     body_bytes: int = 0
     aborted: bool = False  # the client closed the connection before the body was fully sent
+
+
+RANGE_FAULTS = ("drop", "short", "ignore_range", "status", "trickle", "changed", "redirect_loop", "bad_gzip")
+API_FAULTS = ("non_json", "no_rfilename", "gated", "api_status")
+
+
+@dataclass
+class Fault:
+    """A misbehaviour of the server (see the module docstring)."""
+
+    kind: str
+    status: int = 500
+    after: int = 0  # matching requests answered correctly before the fault starts
+    trickle_s: float = 0.25
+    other: Path | None = None  # "changed": the file served instead, with its own ETag
+    seen: int = 0
+
+    def __post_init__(self) -> None:
+        assert self.kind in RANGE_FAULTS + API_FAULTS, self.kind
+
+    def applies(self, api: bool) -> bool:
+        """Count one matching request; True once more than ``after`` have been seen."""
+        if (self.kind in API_FAULTS) != api:
+            return False
+        self.seen += 1
+        return self.seen > self.after
 
 
 @dataclass
@@ -97,6 +133,7 @@ class HubServer:
         self.log: list[LoggedRequest] = []
         self.ignore_range = False
         self.lfs_redirect = False
+        self.fault: Fault | None = None
         self._etags: dict[Path, str] = {}
         self._lock = threading.Lock()
         self._httpd: ThreadingHTTPServer | None = None
@@ -259,6 +296,22 @@ class _Handler(BaseHTTPRequestHandler):
             return self._error("RepoNotFound")
         if commit is None:
             return self._error("RevisionNotFound")
+        fault = self.hub.fault
+        if fault is not None and fault.applies(api=True):
+            if fault.kind == "non_json":
+                return self._reply(
+                    200, b"<html>Service Unavailable</html>", {"Content-Type": "application/json"}
+                )
+            if fault.kind == "gated":
+                headers = {
+                    "X-Error-Code": "GatedRepo",
+                    "X-Error-Message": "Access to this model is restricted",
+                }
+                return self._reply(403, b"{}", headers)
+            if fault.kind == "api_status":
+                return self._reply(fault.status, b"server error")
+            bad = [{"name": name} for name in sorted(repo.commits[commit])]  # no_rfilename
+            return self._json({"id": repo_id, "sha": commit, "siblings": bad})
         siblings = [{"rfilename": name} for name in sorted(repo.commits[commit])]
         return self._json({"id": repo_id, "modelId": repo_id, "sha": commit, "siblings": siblings})
 
@@ -280,11 +333,25 @@ class _Handler(BaseHTTPRequestHandler):
         return self._send_file(path, headers)
 
     def _send_file(self, path: Path, headers: dict[str, str]) -> None:
+        requested = self.headers.get("Range")
+        fault = self.hub.fault
+        if not (requested and self.command == "GET" and fault is not None and fault.applies(api=False)):
+            fault = None
+        elif fault.kind == "changed":
+            path, headers = fault.other, {**headers, "ETag": f'"{_etag(fault.other)}"'}
+        elif fault.kind == "status":
+            return self._reply(
+                fault.status, b"", {"X-Error-Code": "EntryNotFound"} if fault.status == 404 else {}
+            )
+        elif fault.kind == "redirect_loop":
+            return self._reply(302, b"", {"Location": self.path})
         size = path.stat().st_size
         start, end, status = 0, size - 1, 200
-        requested = self.headers.get("Range")
         headers = {**headers, "Accept-Ranges": "bytes", "Content-Type": "application/octet-stream"}
-        if requested and not self.hub.ignore_range:
+        if fault is not None and fault.kind == "bad_gzip":
+            headers["Content-Encoding"] = "gzip"
+        ignore = self.hub.ignore_range or (fault is not None and fault.kind == "ignore_range")
+        if requested and not ignore:
             match = _RANGE.match(requested.strip())
             if match is None or (match[1] == "" and match[2] == ""):
                 return self._reply(416, b"", {"Content-Range": f"bytes */{size}"})
@@ -300,10 +367,14 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_response(status)
         for name, value in headers.items():
             self.send_header(name, value)
-        self.send_header("Content-Length", str(end - start + 1))
+        kind = fault.kind if fault is not None else None
+        length = end - start + 1
+        self.send_header("Content-Length", str(length // 2 if kind == "short" else length))
         self.end_headers()
         if self.command == "HEAD":
             return
+        if kind in ("drop", "short", "trickle", "bad_gzip"):
+            return self._misbehave(kind, path, start, length, fault.trickle_s)
         with path.open("rb") as fh:
             fh.seek(start)
             remaining = end - start + 1
@@ -312,6 +383,26 @@ class _Handler(BaseHTTPRequestHandler):
                 self.wfile.write(block)
                 self._entry.body_bytes += len(block)
                 remaining -= len(block)
+
+    def _misbehave(self, kind: str, path: Path, start: int, length: int, trickle_s: float) -> None:
+        with path.open("rb") as fh:
+            fh.seek(start)
+            body = fh.read(length)
+        if kind == "bad_gzip":
+            prefix = b"\x1f\x8b not gzip at all"
+            self.wfile.write((prefix + body)[:length])
+        elif kind == "short":
+            self.wfile.write(body[: length // 2])
+        elif kind == "drop":
+            self.wfile.write(body[: length // 2])
+            self.wfile.flush()
+            self.close_connection = True
+            self.connection.shutdown(socket.SHUT_RDWR)
+        else:  # trickle, until the client hangs up
+            for i in range(length):
+                self.wfile.write(body[i : i + 1])
+                self.wfile.flush()
+                time.sleep(trickle_s)
 
 
 def point_hub_at(monkeypatch, server: HubServer, tmp_path: Path) -> None:

@@ -2,7 +2,14 @@
 
 Base files are small but realistic (a positional table among other tensors); mutations are
 truncations, random byte overwrites, absurd safetensors header lengths, corrupted JSON shapes
-and offsets, corrupted ZIP directory / EOCD fields, and damaged ``data.pkl`` bytes.
+and offsets, corrupted ZIP directory / EOCD fields, and damaged ``data.pkl`` bytes. Hostile
+``data.pkl`` shapes are generated too: self-aliasing lists in any field of a tensor, random
+shapes/strides/offsets over small records, and floods of one opcode.
+
+Budget (issue 10): for an input under 1 MB, a load ends in under 2 s and allocates under 200 MB.
+:func:`_check` measures each case: wall time, the Python heap's peak (``tracemalloc``, which sees
+the unpickler's objects) and the returned tensor, the only large torch allocation a read makes,
+which must be no larger than the file.
 """
 
 from __future__ import annotations
@@ -12,13 +19,17 @@ import functools
 import io
 import json
 import struct
+import time
+import tracemalloc
 from datetime import timedelta
 
+import _pos_geometry_tests_torch_pickles as tp  # registered by conftest.py
 import numpy as np
 import pytest
 import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from safetensors.torch import load as safetensors_load
 from safetensors.torch import save as save_safetensors
 
 from pos_geometry.errors import PosGeometryError
@@ -69,15 +80,35 @@ def _npz() -> bytes:
 BASES = {"safetensors": _safetensors, "bin": _torch_bin, "npz": _npz}
 
 
-def _check(data: bytes) -> None:
-    """The property: a TensorRecord no larger than the file, or a PosGeometryError."""
+BUDGET_S = 2.0
+BUDGET_BYTES = 200 * 2**20
+
+
+def _check(data: bytes, key: str | None = None) -> None:
+    """The property: a TensorRecord no larger than the file, or a PosGeometryError, within the budget.
+
+    The same input is read twice (as the positional, then as the token table: the parsing is the
+    same): the first read is timed, the second traced by ``tracemalloc`` (which slows it down)."""
+    data = bytes(data)
     for which in ("position", "token"):
+        traced = which == "token"
+        if traced:
+            tracemalloc.start()
+        start = time.perf_counter()
         try:
-            record = read_checkpoint_tensor(BytesSource(bytes(data), name="fuzz"), which=which)
+            record = read_checkpoint_tensor(BytesSource(data, name="fuzz"), which=which, key=key)
         except PosGeometryError:
-            continue
-        assert isinstance(record, TensorRecord)
-        assert record.tensor.numel() * record.tensor.element_size() <= len(data)
+            record = None
+        finally:
+            elapsed = time.perf_counter() - start
+            peak = tracemalloc.get_traced_memory()[1] if traced else 0
+            tracemalloc.stop()
+        if len(data) < 2**20:
+            assert traced or elapsed < BUDGET_S, f"a {len(data)}-byte input took {elapsed:.2f} s"
+            assert peak < BUDGET_BYTES, f"a {len(data)}-byte input allocated {peak} bytes"
+        if record is not None:
+            assert isinstance(record, TensorRecord)
+            assert record.tensor.numel() * record.tensor.element_size() <= len(data)
 
 
 def test_unmutated_bases_are_read() -> None:
@@ -143,7 +174,13 @@ def test_corrupted_safetensors_json_fields(data: st.DataObject) -> None:
     else:
         header[key][field] = data.draw(_VALUES)
     body = json.dumps(header).encode()
-    _check(struct.pack("<Q", len(body)) + body + raw[8 + n :])
+    mutated = struct.pack("<Q", len(body)) + body + raw[8 + n :]
+    _check(mutated)
+    try:
+        read_checkpoint_tensor(BytesSource(mutated))
+    except PosGeometryError:
+        return
+    safetensors_load(mutated)  # what pos_geometry accepts, the safetensors library accepts too
 
 
 def _zip_field_offsets(raw: bytes) -> list[tuple[int, int]]:
@@ -187,3 +224,83 @@ def test_damaged_data_pkl(data: st.DataObject) -> None:
     for _ in range(data.draw(st.integers(1, 6))):
         raw[data.draw(st.integers(start, end - 1))] = data.draw(st.integers(0, 255))
     _check(raw)
+
+
+HOSTILE = settings(FUZZ, max_examples=40)
+
+
+def _aliased(depth: int) -> list:
+    inner: list = []
+    for _ in range(depth):
+        inner = [inner, inner]
+    return inner
+
+
+@HOSTILE
+@given(
+    place=st.sampled_from(["offset", "shape", "stride", "key", "numel", "storage", "root"]),
+    depth=st.integers(1, 64),
+)
+def test_self_aliasing_lists_anywhere(place: str, depth: int) -> None:
+    alias = _aliased(depth)
+    storage = tp.Storage(alias if place == "key" else "0", alias if place == "numel" else 4)
+    tensor = tp.Tensor(
+        alias if place == "storage" else storage,
+        alias if place == "offset" else 0,
+        (2, alias) if place == "shape" else (2, 2),
+        (alias, 1) if place == "stride" else (2, 1),
+    )
+    state = (
+        {"transformer.wpe.weight": tensor}
+        if place != "root"
+        else {"transformer.wpe.weight": tensor, "x": alias}
+    )
+    _check(tp.checkpoint(state, {"0": bytes(16)}), key="transformer.wpe.weight")
+
+
+_DIM = st.one_of(st.integers(0, 40), st.sampled_from([2**14, 2**17, 2**30, 2**40]))
+_STRIDE = st.one_of(st.integers(0, 50), st.sampled_from([0, 1, 2**17, 2**34]))
+
+
+@HOSTILE
+@given(
+    shape_stride=st.integers(1, 3).flatmap(lambda n: st.tuples(st.lists(_DIM, min_size=n, max_size=n),
+                                                              st.lists(_STRIDE, min_size=n, max_size=n))),
+    offset=st.one_of(st.integers(0, 64), st.just(2**40)),
+    numel=st.one_of(st.integers(0, 4096), st.sampled_from([2**34, 2**61])),
+    record=st.integers(0, 4096),
+    kind=st.sampled_from([torch.FloatStorage, torch.HalfStorage, torch.DoubleStorage, torch.ComplexFloatStorage]),
+)  # fmt: skip
+def test_random_views_over_small_records(shape_stride, offset: int, numel: int, record: int, kind) -> None:
+    shape, stride = shape_stride
+    state = {
+        "transformer.wpe.weight": tp.Tensor(tp.Storage("0", numel, kind), offset, tuple(shape), tuple(stride))
+    }
+    _check(tp.checkpoint(state, {"0": bytes(record)}), key="transformer.wpe.weight")
+
+
+_FLOOD_UNITS = [
+    b"\x8f",  # EMPTY_SET
+    b"]",  # EMPTY_LIST
+    b"}",  # EMPTY_DICT
+    b"(",  # MARK
+    b")",  # EMPTY_TUPLE
+    b"K\x07",  # BININT1
+    b"\x8c\x01a",  # SHORT_BINUNICODE
+    b"]\x94",  # EMPTY_LIST + MEMOIZE
+    b"h\x00",  # BINGET 0
+    b"\x85",  # TUPLE1
+    b"]q\x00",  # EMPTY_LIST + BINPUT 0
+    b"N",  # NONE
+]
+
+
+_COUNTS = st.one_of(st.integers(1, 5000), st.sampled_from([2**18 - 4, 2**18 + 1, 330_000]))
+
+
+@settings(FUZZ, max_examples=10)
+@given(unit=st.sampled_from(_FLOOD_UNITS), count=_COUNTS, tail=st.sampled_from([b"}.", b".", b"0}."]))
+def test_opcode_floods(unit: bytes, count: int, tail: bytes) -> None:
+    # the reproduction was 48 MiB of EMPTY_SET (11 GB, 80 s); under 1 MB each case must fit the budget
+    pkl = b"\x80\x04]\x94" + unit * count + tail
+    _check(tp.checkpoint(None, {}, pkl=pkl[: 2**20 - 4096]))

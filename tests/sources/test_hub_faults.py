@@ -1,0 +1,151 @@
+"""A misbehaving hub: every fault is a typed error naming the URL, the cache keeps nothing from it,
+and the next good load is correct (issue 10, items 1 and 8).
+
+The served repo ``acme/tiny`` holds a (256, 128) float32 table (128 KiB) behind a larger token
+table, so reading it takes more than one range request, as in the reproduction of the hybrid
+table: from the second request on, the server sends another version of the file.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import _pos_geometry_tests_hub_server as hub_server  # registered by conftest.py
+import pytest
+import torch
+from safetensors.torch import save_file
+
+from pos_geometry import load
+from pos_geometry.errors import (
+    AccessDeniedError,
+    CheckpointFormatError,
+    InvalidArgumentError,
+    PosGeometryError,
+    RemoteError,
+    UnknownModelError,
+)
+from pos_geometry.sources import _deadline
+from pos_geometry.sources.hub import read_hub_tensor
+
+REPO = "acme/tiny"
+CONFIG = {"model_type": "gpt2", "n_positions": 256, "n_embd": 128, "n_layer": 1}
+
+
+def _weights(path: Path, seed: int) -> tuple[Path, torch.Tensor]:
+    gen = torch.Generator().manual_seed(seed)
+    wpe = torch.randn(256, 128, generator=gen)
+    save_file(
+        {"transformer.wpe.weight": wpe, "transformer.wte.weight": torch.randn(1024, 128, generator=gen)}, path
+    )
+    return path, wpe
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory):
+    root = tmp_path_factory.mktemp("faults")
+    (root / "config.json").write_text(json.dumps(CONFIG))
+    good, wpe = _weights(root / "model.safetensors", 0)
+    other, _ = _weights(root / "other.safetensors", 1)  # the same size, another version
+    assert good.stat().st_size == other.stat().st_size
+    with hub_server.HubServer() as server:
+        server.add_revision(REPO, {"config.json": root / "config.json", "model.safetensors": good})
+        yield server, wpe, other
+
+
+@pytest.fixture
+def hub(served, monkeypatch, tmp_path):
+    server, wpe, other = served
+    hub_server.point_hub_at(monkeypatch, server, tmp_path)
+    server.fault = None
+    server.clear_log()
+    yield server, wpe, other, tmp_path / "pos_geometry_cache"
+    server.fault = None
+
+
+def _cached_files(cache: Path) -> list[Path]:
+    return [p for p in cache.rglob("*") if p.is_file() and "refs" not in p.parts]
+
+
+FAULTS = {
+    # kind: (Fault arguments, expected error type, message pattern)
+    "changed": ({"after": 1}, RemoteError, r"changed on the server while being read: http://127\.0\.0\.1:\d+/.* ETag"),
+    "drop": ({"after": 1}, RemoteError, r"request to http://127\.0\.0\.1:\d+/\S+ failed \(RemoteProtocolError"),
+    "short": ({"after": 1}, CheckpointFormatError, r"connection ended after \d+ of the \d+ bytes"),
+    "ignore_range": ({}, CheckpointFormatError, "ignored the HTTP Range request"),
+    "status-500": ({"status": 500}, RemoteError, r"http://127\.0\.0\.1:\d+/\S+ answered HTTP 500"),
+    "status-429": ({"status": 429}, RemoteError, r"answered HTTP 429 .*busy: wait and retry"),
+    "status-404": ({"status": 404}, CheckpointFormatError, r"has no file \(model\.safetensors\)"),
+    "redirect_loop": ({}, RemoteError, r"request to http://127\.0\.0\.1:\d+/\S+ failed \(TooManyRedirects"),
+    "bad_gzip": ({}, RemoteError, r"request to http://127\.0\.0\.1:\d+/\S+ failed \(DecodingError"),
+    "non_json": ({}, RemoteError, r"http://127\.0\.0\.1:\d+/api/models/acme/tiny/revision/main did not answer with a model listing \(JSONDecodeError"),
+    "no_rfilename": ({}, RemoteError, r"/api/models/acme/tiny/revision/main did not answer with a model listing \(KeyError"),
+    "api_status": ({"status": 503}, RemoteError, r"api/models/acme/tiny/revision/main answered HTTP 503"),
+    "gated": ({}, AccessDeniedError, r"'acme/tiny' exists on http://127\.0\.0\.1:\d+ but is gated"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", sorted(FAULTS))
+def test_each_fault_is_typed_leaves_no_cache_and_a_good_load_follows(hub, name: str) -> None:
+    server, wpe, other, cache = hub
+    kwargs, error, pattern = FAULTS[name]
+    kind = name.split("-")[0]
+    server.fault = hub_server.Fault(kind, other=other, **kwargs)
+    with pytest.raises(error, match=pattern) as info:
+        load(REPO)
+    assert "not cached" not in str(info.value) and "No model repository" not in str(info.value)
+    assert not isinstance(info.value, UnknownModelError)
+    assert _cached_files(cache) == []  # no partial or hybrid table was kept
+    server.fault = None
+    assert torch.equal(load(REPO).matrix, wpe)
+    assert len(_cached_files(cache)) == 1
+    server.clear_log()
+    assert torch.equal(load(REPO).matrix, wpe)  # served from the cache
+    assert not [r for r in server.requests() if r.range]
+
+
+def test_the_changed_version_is_never_mixed_into_the_table(hub) -> None:
+    """The reproduction: without the check, rows 0-127 came from one version and 128-255 from another."""
+    server, _, other, cache = hub
+    server.fault = hub_server.Fault("changed", after=1, other=other)
+    with pytest.raises(RemoteError):
+        read_hub_tensor(REPO)
+    ranged = [r for r in server.requests() if r.range]
+    assert len(ranged) == 2  # the first answer was kept; the second had another ETag and was refused
+    assert _cached_files(cache) == []
+
+
+def test_a_trickling_server_is_stopped_by_the_load_deadline(hub, monkeypatch) -> None:
+    server, wpe, _, cache = hub
+    monkeypatch.setenv(_deadline.ENV_VAR, "1.5")
+    server.fault = hub_server.Fault("trickle", trickle_s=0.2)
+    with pytest.raises(
+        RemoteError, match=r"within its 1\.5 s deadline.*http://127\.0\.0\.1.*POS_GEOMETRY_LOAD_TIMEOUT"
+    ):
+        load(REPO)
+    assert _cached_files(cache) == []
+    server.fault = None
+    assert torch.equal(load(REPO).matrix, wpe)
+
+
+@pytest.mark.parametrize("value", ["0", "-3", "soon", "nan", "inf"])
+def test_a_bad_deadline_setting_is_a_typed_error(monkeypatch, value: str) -> None:
+    monkeypatch.setenv(_deadline.ENV_VAR, value)
+    with pytest.raises(InvalidArgumentError, match="POS_GEOMETRY_LOAD_TIMEOUT must be a positive number"):
+        _deadline.load_timeout()
+
+
+def test_the_deadline_is_documented_and_nests(monkeypatch) -> None:
+    monkeypatch.delenv(_deadline.ENV_VAR, raising=False)
+    assert _deadline.load_timeout() == _deadline.DEFAULT_LOAD_TIMEOUT == 300.0
+    assert _deadline.remaining("u", 7.0) == 7.0  # no deadline running: the per-request cap
+    with _deadline.deadline(100.0), _deadline.deadline(0.0):  # the inner block keeps the outer deadline
+        assert 0 < _deadline.remaining("u") <= 100.0
+    with _deadline.deadline(0.0), pytest.raises(RemoteError, match="stopped while reading u"):
+        _deadline.remaining("u")
+
+
+def test_every_fault_kind_is_exercised() -> None:
+    kinds = {name.split("-")[0] for name in FAULTS} | {"trickle"}
+    assert kinds == set(hub_server.RANGE_FAULTS + hub_server.API_FAULTS)
+    assert all(issubclass(error, PosGeometryError) for _, error, _ in FAULTS.values())
