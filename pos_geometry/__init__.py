@@ -10,9 +10,11 @@ Importing the package does nothing global: no network, no printing, no plotly se
 """
 
 from pos_geometry._version import __version__
+from pos_geometry.analysis._batch import BatchResult
+from pos_geometry.analysis._nulls import NullTest
 from pos_geometry.analysis.helix import HelixFit, fit_helix
 from pos_geometry.analysis.pca import PCAResult, pca
-from pos_geometry.analysis.periodicity import PeriodicityResult, periodicity
+from pos_geometry.analysis.periodicity import PeriodicityResult, PeriodPeak, periodicity
 from pos_geometry.analysis.procrustes import align_bases
 from pos_geometry.analysis.recurrence import RecurrenceFit, fit_recurrence
 from pos_geometry.analysis.subspace import SubspaceOverlap, subspace_overlap
@@ -59,10 +61,13 @@ __all__ = [
     "HelixFit",
     "periodicity",
     "PeriodicityResult",
+    "PeriodPeak",
     "fit_recurrence",
     "RecurrenceFit",
     "subspace_overlap",
     "SubspaceOverlap",
+    "BatchResult",
+    "NullTest",
     # errors
     "PosGeometryError",
     "UnknownModelError",

@@ -1,13 +1,13 @@
 """Is a PCA trajectory a helix, or a smooth random curve that PCA bent into sinusoids?
 
-The statistic is the **rotation share**: the share of the top-``k`` trajectory's variance (mean
-squared distance to its centroid) carried by its strongest planar rotation. For each trial frequency
-``w`` (from ``min_turns`` turns over the window to Nyquist, spaced a quarter of a periodogram bin) the
-trajectory, less a centre and a linear drift, is fitted by ``a cos(wt) + b sin(wt)`` (``a, b ∈ R^k``,
-least squares); the ellipse this traces has semi-axes ``s₁ ≥ s₂`` (the singular values of ``[a b]``)
-and its circular part carries variance ``s₂²``. The statistic is ``max_w s₂(w)² / MSD``: 1 for a
-circle, ~0.74 for a ten-turn helix with a gentle drift, 0 for any curve that oscillates in one
-direction only (a line, a parabola).
+The statistic is the **rotation share**: the share of the top-``k`` trajectory's variance, after its
+centre and linear drift (the helix axis) are removed, that its strongest planar rotation carries. For
+each trial frequency ``w`` (from ``min_turns`` turns over the window to Nyquist, spaced a quarter of a
+periodogram bin) the detrended trajectory ``r`` ``(n, k)`` is fitted by ``F = a cos(wt) + b sin(wt)``
+(``a, b ∈ R^k``, least squares). ``F`` traces an ellipse; twice the sum of squares along its minor axis
+is the part that turns in both directions, a circle's worth. The statistic is
+``max_w 2 λ_min(FᵀF) / ‖r‖²`` ∈ [0, 1]: 1 for a helix (a circle around a straight axis), 0 for any
+curve that oscillates in one direction only (a line, a parabola, one cosine).
 
 A random walk's top principal components are close to ``cos(πjt/n)``, ``j = 1, 2, 3`` (Antognini &
 Sohl-Dickstein 2018), and in projection these make partial rotations too; a smooth Gaussian process
@@ -53,6 +53,7 @@ class RotationScan:
         c = torch.stack([torch.cos(wt), torch.sin(wt)], dim=-1)  # (G, n, 2)
         c = c - self.q @ (self.q.T @ c)
         gram = c.mT @ c
+        self.gram = gram  # (G, 2, 2): the fitted curve's covariance is Bᵀ G B
         ridge = 1e-10 * gram.diagonal(dim1=-2, dim2=-1).sum(-1).clamp_min(1e-30)
         gram = gram + ridge[:, None, None] * torch.eye(2, dtype=dt, device=device)
         self.proj = torch.linalg.solve(gram, c.mT)  # (G, 2, n)
@@ -63,12 +64,15 @@ class RotationScan:
         z = z.to(self.dtype)
         r = z - self.q @ (self.q.T @ z)
         coef = torch.einsum("gcn,bnk->bgck", self.proj, r)  # (B, G, 2, k)
-        m = coef @ coef.mT  # (B, G, 2, 2)
-        a, b, c = m[..., 0, 0], m[..., 0, 1], m[..., 1, 1]
-        minor = ((a + c) / 2 - torch.sqrt(((a - c) / 2) ** 2 + b**2)).clamp_min(0)  # s₂²
-        msd = (z - z.mean(dim=1, keepdim=True)).square().sum(-1).mean(-1)
+        # The fitted ellipse F = C B (n, k) has rank 2; the nonzero eigenvalues of FᵀF = Bᵀ G B are those of
+        # the 2 x 2 matrix (B Bᵀ) G. Its smaller one is the sum of squares along the minor axis.
+        mg = (coef @ coef.mT) @ self.gram  # (B, G, 2, 2)
+        tr = mg[..., 0, 0] + mg[..., 1, 1]
+        det = mg[..., 0, 0] * mg[..., 1, 1] - mg[..., 0, 1] * mg[..., 1, 0]
+        minor = ((tr - torch.sqrt((tr * tr - 4 * det).clamp_min(0))) / 2).clamp_min(0)
+        total = r.square().sum(dim=(-2, -1))  # (B,)
         best, idx = minor.max(dim=-1)
-        share = best / msd.clamp_min(torch.finfo(self.dtype).tiny)
+        share = 2 * best / total.clamp_min(torch.finfo(self.dtype).tiny)
         return share, self.grid[idx]
 
 

@@ -6,12 +6,12 @@ so every surrogate here is a **whole table** of the input's shape ``(n, d)``, pu
 pipeline as the table (PCA included). Three families, each matched to a statistic of the table:
 
 * :func:`step_walks` -- "a random walk with the table's own steps": the ``n - 1`` step vectors
-  ``x[t+1] - x[t]`` in a random order, cumulated from ``x[0]``. Same step sizes and directions, no
-  coordination between them.
+  ``x[t+1] - x[t]``, in blocks of the table's length scale, in a random order, cumulated from ``x[0]``.
+  Same steps and local arcs, no coordination between them.
 * :func:`smooth_gp` -- "a smooth Gaussian-process curve of the table's length scale": each column an
-  independent draw of a Gaussian process with the squared-exponential kernel
-  ``exp(-Δ²/(2ℓ²))``, scaled to the column's standard deviation. ``ℓ`` is where the table's centred
-  autocorrelation by offset first falls below ``exp(-1/2)`` (where the kernel does).
+  independent draw of a Gaussian process with the squared-exponential kernel ``exp(-Δ²/(2ℓ²))`` plus the
+  table's share of white noise, scaled to the column's standard deviation; ``ℓ`` and the noise share are
+  read off the table's centred autocorrelation by offset (:func:`length_scale`).
 * :func:`red_noise` -- "AR(1) red noise": each column an AR(1) process with the column's lag-1
   autocorrelation and variance (the standard red-noise background of spectral peak tests in climate
   science and astronomy; Gilman et al. 1963, Schulz & Mudelsee 2002).
@@ -44,8 +44,8 @@ __all__ = [
 ]
 
 NULL_DESCRIPTIONS = {
-    "step_walk": "random walks made of the table's own steps in random order",
-    "smooth_gp": "smooth Gaussian-process curves (squared-exponential kernel) with the table's length scale",
+    "step_walk": "random walks made of the table's own steps (blocks of its length scale, shuffled)",
+    "smooth_gp": "smooth Gaussian-process curves with the table's length scale and noise share",
     "red_noise": "AR(1) red noise with each column's lag-1 autocorrelation and variance",
 }
 
@@ -102,9 +102,9 @@ def monte_carlo_p(statistic: str, observed: float, null: str, values: np.ndarray
 
 
 def _randn(shape: tuple[int, ...], gen: torch.Generator, like: torch.Tensor) -> torch.Tensor:
-    """Gaussian draws made on the CPU from ``gen`` in ``like``'s dtype (one seed, one draw on every
-    device), moved to ``like``'s device."""
-    return torch.randn(shape, generator=gen, dtype=like.dtype).to(device=like.device)
+    """float32 Gaussian draws made on the CPU from ``gen``, cast to ``like``'s dtype and device: one seed
+    gives the same surrogates on every device and for every dtype of the table."""
+    return torch.randn(shape, generator=gen, dtype=torch.float32).to(device=like.device, dtype=like.dtype)
 
 
 Sampler = Callable[[int, torch.Generator], torch.Tensor]
@@ -112,13 +112,28 @@ Sampler = Callable[[int, torch.Generator], torch.Tensor]
 
 
 def step_walks(x: torch.Tensor) -> Sampler:
-    """Random walks: ``x[0]`` plus the cumulated steps of ``x`` ``(n, d)`` in a random order."""
+    """Random walks: ``x[0]`` plus the steps of ``x`` ``(n, d)`` cumulated in a random order of blocks.
+
+    The ``n − 1`` steps ``x[t+1] − x[t]`` are cut into consecutive blocks of ``L = round(ℓ)`` steps (``ℓ``
+    from :func:`length_scale`) and the blocks are shuffled. A random walk's blocks are independent, so it
+    is its own surrogate; a curve that turns keeps its local arcs but loses the coordination between
+    them. (Blocks rather than single steps: position-to-position noise dominates single steps, and a walk of
+    shuffled noisy steps wanders like a random walk whatever the curve underneath.)
+    """
     steps = x[1:] - x[:-1]
+    m = steps.shape[0]
+    block = max(1, min(m, round(length_scale(x)[0])))
+    starts = torch.arange(0, m, block)
 
     def draw(count: int, gen: torch.Generator) -> torch.Tensor:
-        order = torch.argsort(torch.rand(count, steps.shape[0], generator=gen), dim=1).to(x.device)
-        walks = x[:1] + torch.cumsum(steps[order], dim=1)
-        return torch.cat([x[:1].expand(count, 1, -1), walks], dim=1)
+        out = torch.empty(count, m + 1, x.shape[1], dtype=x.dtype, device=x.device)
+        out[:, 0] = x[0]
+        for c in range(count):
+            order = starts[torch.randperm(starts.shape[0], generator=gen)]
+            idx = (order[:, None] + torch.arange(block)[None, :]).reshape(-1)
+            idx = idx[idx < m].to(x.device)
+            out[c, 1:] = x[0] + torch.cumsum(steps[idx], dim=0)
+        return out
 
     return draw
 
@@ -138,41 +153,50 @@ def autocorrelation(x: torch.Tensor) -> torch.Tensor:
     return acov / acov[0].clamp_min(torch.finfo(torch.float64).tiny)
 
 
-def length_scale(x: torch.Tensor) -> float:
-    """The offset where :func:`autocorrelation` first falls below ``exp(-1/2)``, interpolated linearly.
+def length_scale(x: torch.Tensor) -> tuple[float, float]:
+    """``(ℓ, η)``: the squared-exponential length scale and the white-noise ("nugget") share of ``x``.
 
-    For the squared-exponential kernel ``exp(-Δ²/2ℓ²)`` this is ``ℓ``. A table whose autocorrelation
-    never falls that low gets ``n`` (the window).
+    The centred autocorrelation ``c(Δ)`` of a smooth curve plus white noise is ``(1 − η)·k(Δ)`` for
+    ``Δ ≥ 1`` and 1 at ``Δ = 0``. So ``1 − η = c(1)`` (clipped to ``[0, 1]``), and ``ℓ`` is the offset where
+    ``c(Δ)`` first falls below ``c(1)·exp(-1/2)`` (where ``exp(-Δ²/2ℓ²)`` does), interpolated linearly. A
+    table whose autocorrelation never falls that low gets ``ℓ = n``; white noise gets ``ℓ = 0.5``, ``η = 1``.
     """
     c = autocorrelation(x).cpu().numpy()
-    level = math.exp(-0.5)
-    below = np.nonzero(c < level)[0]
+    smooth = float(np.clip(c[1], 0.0, 1.0)) if c.shape[0] > 1 else 0.0
+    level = smooth * math.exp(-0.5)
+    below = np.nonzero(c[1:] < level)[0] + 1
+    if smooth <= 0:
+        return 0.5, 1.0
     if below.size == 0:
-        return float(c.shape[0])
+        return float(c.shape[0]), 1.0 - smooth
     i = int(below[0])
-    if i == 0:
-        return 0.5
     frac = (c[i - 1] - level) / max(c[i - 1] - c[i], 1e-300)
-    return float(max(0.5, i - 1 + frac))
+    return float(max(0.5, i - 1 + frac)), 1.0 - smooth
 
 
 def smooth_gp(x: torch.Tensor) -> Sampler:
-    """Gaussian-process tables with the squared-exponential kernel of ``x``'s :func:`length_scale`.
+    """Gaussian-process tables: squared-exponential kernel of ``x``'s :func:`length_scale`, plus its nugget.
 
-    Column ``j`` of every surrogate has the standard deviation of column ``j`` of ``x`` ``(n, d)``. The
-    kernel's square root keeps only eigenvalues above ``1e-10`` of the largest (the rest add nothing a
-    float can hold), so a smooth kernel costs a few dozen columns instead of ``n``.
+    Each column is ``sqrt(1 − η)·f + sqrt(η)·ε`` with ``f`` a GP draw of kernel ``exp(-Δ²/2ℓ²)`` and ``ε``
+    white noise, scaled to the standard deviation of the same column of ``x`` ``(n, d)``: smooth, with the
+    table's length scale and its share of position-to-position noise, and no period or rotation of its own.
+    The kernel's square root keeps only eigenvalues above ``1e-10`` of the largest, so a smooth kernel costs
+    a few dozen columns instead of ``n``.
     """
     n, d = x.shape
-    ell = length_scale(x)
+    ell, nugget = length_scale(x)
     t = torch.arange(n, dtype=torch.float64, device=x.device)
     evals, evecs = torch.linalg.eigh(torch.exp(-0.5 * ((t[:, None] - t[None, :]) / ell) ** 2))
     keep = evals > 1e-10 * evals.max()
-    root = (evecs[:, keep] * evals[keep].sqrt()).to(x.dtype)  # (n, m)
+    root = (evecs[:, keep] * (evals[keep] * (1 - nugget)).sqrt()).to(x.dtype)  # (n, m)
     sigma = x.to(torch.float64).std(dim=0).to(x.dtype)
+    white = math.sqrt(nugget)
 
     def draw(count: int, gen: torch.Generator) -> torch.Tensor:
-        return (root @ _randn((count, root.shape[1], d), gen, root)) * sigma
+        out = root @ _randn((count, root.shape[1], d), gen, root)
+        if white > 0:
+            out = out + white * _randn((count, n, d), gen, root)
+        return out * sigma
 
     return draw
 

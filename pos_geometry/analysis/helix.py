@@ -311,7 +311,7 @@ def _verdict(
     if delta <= _MIN_DELTA_BIC:
         return (
             "not a helix",
-            f"the helix beats the simpler shapes by only ΔBIC = {delta:.1f} (≤ {_MIN_DELTA_BIC:.0f})",
+            f"the helix beats a line and an ellipse by only ΔBIC = {delta:.1f} (≤ {_MIN_DELTA_BIC:.0f})",
         )
     if not tests:
         return "untested", "the helix shape fits best, but no null was run (n_surrogates=0)"
@@ -390,9 +390,8 @@ def _fit_one(item: PCAItem, max_harmonics: int, min_turns: float, null: dict[str
                 "embedding (or a PCAResult from pca() of it), or n_surrogates=0 to skip the null."
             )
         tests = helix_null_tests(item.rows, k, share, min_turns=min_turns, **null)
-    verdict, reason = _verdict(
-        ranked[0], float(bic[ranked[1]] - bic[ranked[0]]), bool(pinned[0]), tests, span, min_turns
-    )
+    margin = min(bic["line"], bic["ellipse"]) - min(bic["helix"], bic["circular_helix"])
+    verdict, reason = _verdict(ranked[0], float(margin), bool(pinned[0]), tests, span, min_turns)
     keep = slice(None) if verdict != "does not apply" else slice(0, 0)
     rot_period = 2 * math.pi / float(w_rot[0])
     return HelixFit(

@@ -24,10 +24,12 @@ device ``X`` lives on:
 smooth curve without any period passes it, and PCA turns such a curve into sinusoids. So the surrogates are
 whole tables of AR(1) red noise with each column's lag-1 autocorrelation and variance (the standard
 red-noise background of spectral peak tests, as in REDFIT), each pushed through the same pipeline (row
-normalisation, similarity by offset, PCA, tapered spectra). For each series the statistic is the maximum
-normalised power in the band; raw p-values ``(1 + #{surrogate max ≥ P}) / (1 + n_surrogates)`` are
-combined across series by the Westfall–Young min-P step, which controls the family-wise error over every
-reported peak. The smallest reachable p-value is ``1 / (1 + n_surrogates)``; an ``alpha`` below it is an
+normalisation, similarity by offset, PCA, tapered spectra). The surrogates' mean spectrum is the
+background ``E(f)`` of each series (floored at 1e-3 of its peak); a peak is a local maximum of the ratio
+``P(f) / E(f)`` (so it rises above the red background, not merely above its neighbours), and its p-value is
+``(1 + #{surrogates whose largest ratio, over every series and frequency in the band, ≥ the peak's}) /
+(1 + n_surrogates)``: the Westfall–Young max-T step, which controls the family-wise error over every
+reported peak (the ratios are comparable across series because each is relative to its own background). The smallest reachable p-value is ``1 / (1 + n_surrogates)``; an ``alpha`` below it is an
 error. (Phase randomisation would keep the very spectrum under test, so it could not reject a peak.)
 """
 
@@ -172,10 +174,6 @@ def _offset_means(s: torch.Tensor, offset_index: torch.Tensor, counts: torch.Ten
     )
 
 
-def _max_stat(power: torch.Tensor, band: torch.Tensor) -> torch.Tensor:
-    return power[..., band].amax(dim=-1)
-
-
 def _peaks(power: torch.Tensor, band: torch.Tensor, n_peaks: int) -> list[int]:
     """Indices of the ``n_peaks`` strongest local maxima in ``band``, at least two native bins apart."""
     p = power.clone()
@@ -189,6 +187,12 @@ def _peaks(power: torch.Tensor, band: torch.Tensor, n_peaks: int) -> list[int]:
         if is_max[i] and all(abs(i - j) >= 2 * _PAD for j in out):
             out.append(i)
     return out
+
+
+def _background(mean_power: np.ndarray) -> np.ndarray:
+    """The surrogates' mean spectrum, floored at 1e-3 of its peak: where red noise has (next to) no power,
+    a ratio to it would measure round-off, not a period."""
+    return np.maximum(mean_power, 1e-3 * float(mean_power.max()) + 1e-300)
 
 
 def _mean_similarity_fft(x: torch.Tensor) -> torch.Tensor:
@@ -275,38 +279,47 @@ def _analyse(
     band_off = (per_off <= (n - 1) / min_cycles) & (per_off >= 2)
     band_pc = (per_pc <= n / min_cycles) & (per_pc >= 2)
 
-    # Row 0: the observed table; rows 1..S: red-noise tables through the same pipeline.
-    def statistic(batch: torch.Tensor) -> torch.Tensor:
+    # The red-noise tables go through the same pipeline; their spectra give the background E(f) of each
+    # series, and the statistic of a series is its largest power-to-background ratio in the band.
+    f_off = p_off.shape[-1]
+
+    def spectra(batch: torch.Tensor) -> torch.Tensor:
         ms = _mean_similarity_fft(batch).to(dt)
-        stat_off = _max_stat(tapered_power(ms[:, 1:], pad=_PAD)[0], band_off)
         zs = surrogate_coordinates(batch, k, random_state=random_state).to(dt).transpose(1, 2)  # (c, k, n)
-        stat_pc = _max_stat(tapered_power(zs, pad=_PAD)[0], band_pc)
-        return torch.cat([stat_off[:, None], stat_pc], dim=1)
+        return torch.cat(
+            [tapered_power(ms[:, 1:], pad=_PAD)[0], tapered_power(zs, pad=_PAD)[0].flatten(1)], dim=1
+        )
 
-    observed = torch.cat([_max_stat(p_off, band_off)[None], _max_stat(p_pc, band_pc)]).cpu().double().numpy()
-    null = surrogate_values(x, "red_noise", n_surrogates, random_state, statistic)  # (S, m)
-    t_all = np.concatenate([observed[None], null])
-    # Westfall–Young min-P: each row's smallest per-series p-value, ranks taken over all S + 1 rows.
-    p_rows = (t_all[None, :, :] >= t_all[:, None, :]).sum(axis=1) / (n_surrogates + 1)  # (S + 1, m)
-    min_p = p_rows.min(axis=1)
+    null_spec = surrogate_values(x, "red_noise", n_surrogates, random_state, spectra)  # (S, F_off + k F_pc)
+    null_off = null_spec[:, :f_off]
+    null_pc = null_spec[:, f_off:].reshape(n_surrogates, p_pc.shape[0], -1)
+    bg_off = _background(null_off.mean(axis=0))  # (F_off,)
+    bg_pc = _background(null_pc.mean(axis=(0, 1)))  # one background for the PCs: (F_pc,)
+    b_off, b_pc = band_off.cpu().numpy(), band_pc.cpu().numpy()
+    obs_off = p_off.cpu().double().numpy() / bg_off
+    obs_pc = p_pc.cpu().double().numpy() / bg_pc
+    # Family-wise over every series and frequency (Westfall–Young max-T): each ratio is already relative
+    # to its own series' background, so one maximum over all of them is a fair common statistic.
+    null_max = np.maximum(
+        (null_off / bg_off)[:, b_off].max(axis=1), (null_pc / bg_pc)[..., b_pc].max(axis=(1, 2))
+    )
 
-    def p_value(j: int, power: float) -> float:
-        raw = (1 + int((null[:, j] >= power).sum())) / (n_surrogates + 1)
-        return float((min_p <= raw + 1e-12).sum()) / (n_surrogates + 1)
+    def p_value(ratio: float) -> float:
+        return (1 + int((null_max >= ratio - 1e-12 * ratio).sum())) / (n_surrogates + 1)
 
     peaks = []
-    series = [("mean_similarity", p_off, band_off, mean_sim[1:])] + [
-        (f"PC{i + 1}", p_pc[i], band_pc, z[i]) for i in range(p_pc.shape[0])
+    series = [("mean_similarity", p_off, obs_off, band_off, mean_sim[1:])] + [
+        (f"PC{i + 1}", p_pc[i], obs_pc[i], band_pc, z[i]) for i in range(p_pc.shape[0])
     ]
-    for j, (name, pw, band, values) in enumerate(series):
+    for j, (name, pw, ratio, band, values) in enumerate(series):
         length = values.shape[0]
         y = values.detach().cpu().double().numpy()
         t = np.arange(length, dtype=np.float64) + (1.0 if j == 0 else 0.0)
         w_lo, w_hi = 2 * math.pi * min_cycles / length, math.pi
-        for i in _peaks(pw, band, n_peaks):
+        for i in _peaks(torch.from_numpy(ratio), band.cpu(), n_peaks):
             w0 = min(max(2 * math.pi * (i + 1) / (_PAD * length), w_lo), w_hi)
             w, w_std, edge = refine_period(y, t, w0, w_lo, w_hi)
-            pv = p_value(j, float(pw[i]))
+            pv = p_value(float(ratio[i]))
             period = 2 * math.pi / w
             reason = (
                 f"the fit runs into the longest period searched ({length / min_cycles:.0f} = length/min_cycles): "

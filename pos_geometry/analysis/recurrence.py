@@ -31,7 +31,7 @@ When rotations do not apply: the eigenvalues are reported, but ``rotation_pairs(
 ``status`` is ``"does not apply"`` (with ``reason``) when the fitted map's one-step gain over persistence
 is no better than for random walks made of the table's own steps (``test``, a Monte-Carlo null through the
 same PCA and fit: PCA turns a random walk into cosines that a linear map predicts well), or no better
-than persistence (one-step error ≥ :data:`PERSISTENCE_RATIO` times persistence's: a random walk), or when no
+than persistence (one-step error ≥ persistence's), or when no
 conjugate pair has ``| |λ| − 1 | ≤`` :data:`MODULUS_TOLERANCE` (white noise: ``|λ| ≈ 0``). A pair is listed
 only when its modulus is within that tolerance of 1.
 """
@@ -67,7 +67,7 @@ __all__ = [
 AUTO_VARIANCE = 0.999
 AUTO_CAP = 32
 MODULUS_TOLERANCE = 0.05
-PERSISTENCE_RATIO = 0.9
+PERSISTENCE_RATIO = 1.0
 
 
 @dataclass(frozen=True, eq=False)
@@ -162,29 +162,45 @@ def _lstsq(design: np.ndarray, target: np.ndarray, rcond: float) -> tuple[np.nda
     return coef, int(keep.sum())
 
 
-def _improvement(z: torch.Tensor, rcond: float) -> torch.Tensor:
-    """``1 − e₁ / e_persist``: one-step gain of the linear map over persistence, per trajectory ``(B, n, k)``."""
+def _improvement(z: torch.Tensor, rcond: float, horizon: int) -> torch.Tensor:
+    """``1 − e_h / e_persist,h``: how much better ``M^h`` predicts ``h`` rows ahead than persistence.
+
+    ``z``: ``(B, n, k)`` trajectories; ``M`` is the minimum-norm least-squares one-step map of each (the
+    same truncated SVD as the fit). Returns ``(B,)``.
+    """
     z = z.to(torch.float64)
     z = z / z.abs().amax(dim=(-2, -1), keepdim=True).clamp_min(1e-300)
     a, y = z[:, :-1], z[:, 1:]
     u, sv, vt = torch.linalg.svd(a, full_matrices=False)
     keep = sv > rcond * sv[:, :1]
     inv = torch.where(keep, 1 / sv.clamp_min(1e-300), torch.zeros_like(sv))
-    pred = a @ (vt.mT @ ((u.mT @ y) * inv[..., None]))
-    err = torch.linalg.matrix_norm(pred - y) / torch.linalg.matrix_norm(y - a).clamp_min(1e-300)
+    m_t = vt.mT @ ((u.mT @ y) * inv[..., None])  # (B, k, k): z[t+1] ≈ z[t] @ m_t
+    pred = z[:, :-horizon] @ torch.linalg.matrix_power(m_t, horizon)
+    target = z[:, horizon:]
+    err = torch.linalg.matrix_norm(pred - target) / torch.linalg.matrix_norm(
+        target - z[:, :-horizon]
+    ).clamp_min(1e-300)
     return 1 - err
 
 
 def _null(
-    rows: torch.Tensor, k: int, center: bool, rcond: float, observed: float, null: dict[str, Any]
+    rows: torch.Tensor,
+    z: torch.Tensor,
+    k: int,
+    center: bool,
+    rcond: float,
+    horizon: int,
+    null: dict[str, Any],
 ) -> NullTest:
-    def statistic(batch: torch.Tensor) -> torch.Tensor:
-        return _improvement(
-            surrogate_coordinates(batch, k, center=center, random_state=null["random_state"]), rcond
-        )
+    """``M^horizon``'s gain over persistence on ``z`` ``(n, k)`` against random walks of ``rows``' own steps."""
 
+    def statistic(batch: torch.Tensor) -> torch.Tensor:
+        coords = surrogate_coordinates(batch, k, center=center, random_state=null["random_state"])
+        return _improvement(coords, rcond, horizon)
+
+    observed = float(_improvement(z[None], rcond, horizon)[0])
     values = surrogate_values(rows, "step_walk", null["n_surrogates"], null["random_state"], statistic)
-    return monte_carlo_p("one_step_gain_over_persistence", observed, "step_walk", values, null["alpha"])
+    return monte_carlo_p(f"gain_over_persistence_h{horizon}", observed, "step_walk", values, null["alpha"])
 
 
 def _status(
@@ -203,8 +219,8 @@ def _status(
         )
     if test is not None and not test.significant:
         return "does not apply", (
-            "the map predicts the next row no better than it does for a random walk: gain over persistence "
-            + test.words()
+            f"the map predicts {test.statistic.rsplit('h', 1)[-1]} rows ahead no better than it does for a random walk: "
+            "gain over persistence " + test.words()
         )
     return "rotations", f"{int(pairs.sum())} undamped rotation pair(s)"
 
@@ -266,13 +282,14 @@ def _fit_one(
     with np.errstate(divide="ignore"):
         periods = np.where(angles > 0, 2 * math.pi / np.where(angles > 0, angles, 1.0), np.inf)
     test = None
-    if null["n_surrogates"] and 1 in pred_err:
+    if null["n_surrogates"] and pred_err:
         if item.rows is None:
             raise InvalidArgumentError(
                 "fit_recurrence's null needs the table's rows, and this PCAResult does not hold them; pass the "
                 "embedding (or a PCAResult from pca() of it), or n_surrogates=0 to skip the null."
             )
-        test = _null(item.rows, k, center, rcond, 1 - pred_err[1] / max(pers_err[1], 1e-300), null)
+        horizon = max(h for h in pred_err if h <= n // 2) if any(h <= n // 2 for h in pred_err) else 1
+        test = _null(item.rows, torch.from_numpy(z), k, center, rcond, horizon, null)
     status, reason = _status(np.abs(ev), ev, pred_err, pers_err, test)
     return RecurrenceFit(
         transition=m_np,

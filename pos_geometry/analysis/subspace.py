@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from pos_geometry.analysis._batch import BatchResult
+from pos_geometry.analysis._batch import BatchResult, renamed
 from pos_geometry.analysis._results import Result
 from pos_geometry.analysis.pca import PCAResult, pca
 from pos_geometry.embedding import Provenance
@@ -187,11 +187,12 @@ def _overlap_one(pos: PCAResult, t: torch.Tensor, tprov: Provenance, center: boo
 def subspace_overlap(
     positions: Any,
     tokens: Any,
-    k: int = 3,
+    n_components: int = 3,
     *,
     center: bool = True,
     window: tuple[int | None, int | None] | None = None,
     token_provenance: Provenance | None = None,
+    **deprecated: Any,
 ) -> SubspaceOverlap | BatchResult:
     """Share of token-embedding variance and norm in the top-``k`` positional PCA subspace.
 
@@ -202,7 +203,8 @@ def subspace_overlap(
             ``.matrix`` and ``.provenance`` (a :class:`~pos_geometry.TokenEmbedding`), on the same
             device as ``positions``. For a batch of positional tables, either one token matrix shared
             by all of them, or one per table (a list, or a ``(batch, vocab, d)`` tensor/array).
-        k: dimension of the positional subspace (and of the token subspace for the angles).
+        n_components: dimension ``k`` of the positional subspace (and of the token subspace for the
+            angles); ``k=`` is a deprecated alias.
         center: centre the positional table before its PCA (the token variance fraction is always
             centred, the norm fraction never).
         window: positions used for the positional PCA (see :func:`pca`).
@@ -211,6 +213,9 @@ def subspace_overlap(
     Returns:
         A :class:`SubspaceOverlap` for one table; a ``BatchResult`` of them, in input order, for a batch.
     """
+    k = renamed("subspace_overlap", deprecated, {"k": "n_components"}, {"n_components": n_components})[
+        "n_components"
+    ]
     pos = pca(positions, k, window=window, center=center)
     pairs = _token_list(tokens, len(pos), token_provenance)
     results = tuple(_overlap_one(pos[i], t, tprov, center) for i, (t, tprov) in enumerate(pairs))

@@ -134,19 +134,24 @@ def helix_traces(
     return traces
 
 
-def _fit_trace(res: PCAResult, fit: Any, comps: tuple[int, ...]) -> go.Scatter3d:
+def _fit_trace(res: PCAResult, fit: Any, comps: tuple[int, ...]) -> go.Scatter3d | None:
+    """The fitted helix curve, or None when the verdict does not support one (a line, a curve on the
+    search boundary, or a trajectory that does not beat its nulls): no curve is drawn for those."""
     if fit is True:
         fit = fit_helix(res, n_components=max(comps) + 1)
     if not isinstance(fit, HelixFit):
         raise InvalidArgumentError(
             f"fit must be None/False, True (fit here) or a HelixFit from fit_helix(); got {type(fit).__name__}."
         )
-    if tuple(fit.window) != tuple(res.window) or fit.k <= max(comps):
+    if tuple(fit.window) != tuple(res.window) or fit.n_components <= max(comps):
         raise InvalidArgumentError(
-            f"the HelixFit (window {tuple(fit.window)}, k={fit.k}) does not match the plotted PCA (window "
-            f"{tuple(res.window)}, components {comps}); fit it on the same rows with k > {max(comps)}, "
+            f"the HelixFit (window {tuple(fit.window)}, n_components={fit.n_components}) does not match the "
+            f"plotted PCA (window {tuple(res.window)}, components {comps}); fit it on the same rows with "
+            f"n_components > {max(comps)}, "
             "or pass fit=True."
         )
+    if fit.verdict not in ("helix", "untested"):
+        return None
     lo, hi = fit.window
     t = np.linspace(lo, hi - 1, max(4 * (hi - lo), 400))
     curve = helix_curve(fit, t)[:, list(comps)]
@@ -155,7 +160,7 @@ def _fit_trace(res: PCAResult, fit: Any, comps: tuple[int, ...]) -> go.Scatter3d
         y=curve[:, 1],
         z=curve[:, 2],
         mode="lines",
-        name=f"fitted helix ({fit.shape}, period {fit.periods[0]:.1f}, R² {fit.r2:.3f})",
+        name=f"fitted helix ({fit.verdict}, period {fit.periods[0]:.1f}, R² {fit.r2:.3f})",
         line={"color": FIT_COLOR, "width": 5},
         customdata=t,
         hovertemplate="fitted helix at position %{customdata:.1f}<extra></extra>",
@@ -230,7 +235,9 @@ def plot_helix(
     res = pca_of(x, max(comps) + 1, window=window, center=center)
     traces: list[go.Scatter3d] = helix_traces(res, comps, line=line, marker_size=marker_size)
     if fit is not None and fit is not False:
-        traces.append(_fit_trace(res, fit, comps))
+        curve = _fit_trace(res, fit, comps)
+        if curve is not None:
+            traces.append(curve)
     if extra_points is not None:
         traces.append(_extra_trace(res, extra_points, comps, extra_label, extra_positions))
     auto = title_for(provenance_of(res), tuple(res.window), as_numpy(res.explained_variance_ratio_), comps)

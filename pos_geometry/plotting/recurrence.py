@@ -14,7 +14,7 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from pos_geometry.analysis._batch import BatchResult
+from pos_geometry.analysis._batch import BatchResult, renamed
 from pos_geometry.analysis.recurrence import RecurrenceFit, fit_recurrence
 from pos_geometry.errors import InvalidArgumentError
 from pos_geometry.plotting._style import FIT_COLOR, POSITION_BLUE, base_layout, title_for
@@ -27,18 +27,20 @@ DEFAULT_HORIZONS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
 def plot_recurrence(
     x: Any,
     *,
-    k: int = 8,
+    n_components: int | str = "auto",
     window: Any = None,
     center: bool = False,
     affine: bool = False,
     horizons: tuple[int, ...] = DEFAULT_HORIZONS,
     title: str | None = None,
+    **deprecated: Any,
 ) -> go.Figure:
     """Eigenvalues of the fitted transition matrix and its prediction error by horizon.
 
     Args:
         x: a ``RecurrenceFit``, or what :func:`~pos_geometry.analysis.recurrence.fit_recurrence`
-            accepts (then fitted here with ``k``, ``window``, ``center``, ``affine``, ``horizons``).
+            accepts (then fitted here with ``n_components``, ``window``, ``center``, ``affine``, ``horizons``;
+            ``k=`` is a deprecated alias of ``n_components``).
         title: replaces ``"Recurrence z[t+1] ≈ M z[t] · model @ rev · rows a–b · PC1–k: x%"``.
 
     Returns:
@@ -48,7 +50,12 @@ def plot_recurrence(
     if isinstance(x, RecurrenceFit):
         fit = x
     else:
-        fit = fit_recurrence(x, k, window=window, center=center, affine=affine, horizons=tuple(horizons))
+        n_components = renamed(
+            "plot_recurrence", deprecated, {"k": "n_components"}, {"n_components": n_components}
+        )["n_components"]
+        fit = fit_recurrence(
+            x, n_components, window=window, center=center, affine=affine, horizons=tuple(horizons)
+        )
         if isinstance(fit, BatchResult):
             raise InvalidArgumentError(
                 f"x is a batch of {len(fit)} matrices; this figure shows one. Pass one embedding or result[i]."
@@ -113,7 +120,7 @@ def plot_recurrence(
         fit.provenance,
         tuple(fit.window),
         fit.explained_variance_ratio,
-        range(fit.k),
+        range(fit.n_components),
         prefix=f"Recurrence {mapping}",
     )
     fig.update_layout(base_layout(title if title is not None else auto))

@@ -37,9 +37,7 @@ def test_matches_sklearn_on_random_matrices(solver, shape):
     ours = pca(x, k, solver=solver)
     ref = sk_fit(x, k)
     tol = 1e-5 if solver == "exact" else 1e-3
-    np.testing.assert_allclose(
-        ours.explained_variance_ratio_, ref.explained_variance_ratio_, atol=tol
-    )
+    np.testing.assert_allclose(ours.explained_variance_ratio_, ref.explained_variance_ratio_, atol=tol)
     np.testing.assert_allclose(
         ours.explained_variance_, ref.explained_variance_, rtol=1e-3 if solver != "exact" else 1e-4
     )
@@ -70,12 +68,8 @@ def test_real_gpt2_matches_sklearn(gpt2_wpe, window):
     ours_rand = pca(gpt2_wpe, 10, window=window, solver="randomized")
     a, b = ours_exact.window
     ref = sk_fit(gpt2_wpe[a:b], 10)
-    np.testing.assert_allclose(
-        ours_exact.explained_variance_ratio_, ref.explained_variance_ratio_, atol=1e-5
-    )
-    np.testing.assert_allclose(
-        ours_rand.explained_variance_ratio_, ref.explained_variance_ratio_, atol=1e-3
-    )
+    np.testing.assert_allclose(ours_exact.explained_variance_ratio_, ref.explained_variance_ratio_, atol=1e-5)
+    np.testing.assert_allclose(ours_rand.explained_variance_ratio_, ref.explained_variance_ratio_, atol=1e-3)
     np.testing.assert_allclose(ours_exact.components_.numpy(), ref.components_, atol=1e-4)
     # randomized: the well-separated top-3 axes agree entrywise, signs included
     np.testing.assert_allclose(ours_rand.components_[:3].numpy(), ref.components_[:3], atol=1e-3)
@@ -153,9 +147,7 @@ def test_float64_path_and_float32_agreement():
     r64 = pca(x, 5, solver="exact")
     assert r64.components_.dtype == torch.float64
     ref = sk_fit(x, 5)
-    np.testing.assert_allclose(
-        r64.explained_variance_ratio_, ref.explained_variance_ratio_, atol=1e-10
-    )
+    np.testing.assert_allclose(r64.explained_variance_ratio_, ref.explained_variance_ratio_, atol=1e-10)
     np.testing.assert_allclose(r64.components_.numpy(), ref.components_, atol=1e-8)
     r32 = pca(x.astype(np.float32), 5, solver="exact")
     assert r32.components_.dtype == torch.float32
@@ -240,9 +232,7 @@ def test_total_variance_with_large_mean(offset):
     ref = sk_fit(x.astype(np.float64), 4)
     for solver in ("exact", "randomized"):
         res = pca(x, 4, solver=solver)
-        np.testing.assert_allclose(
-            res.explained_variance_ratio_, ref.explained_variance_ratio_, atol=1e-4
-        )
+        np.testing.assert_allclose(res.explained_variance_ratio_, ref.explained_variance_ratio_, atol=1e-4)
         a = x.astype(np.float64) - x.astype(np.float64).mean(0)
         assert float(res.total_variance_) == pytest.approx((a**2).sum() / 599, rel=1e-5)
 

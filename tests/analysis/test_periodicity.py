@@ -62,10 +62,12 @@ def test_rotary_spectrum_peaks_are_the_analytic_periods():
     res = periodicity(table, n_surrogates=99, random_state=1)
     found = [p.period for p in res.dominant_periods]
     assert found, res.summary()
-    for period in found:  # every significant peak is an analytic period
-        assert np.min(np.abs(periods - period) / periods) < 0.02, (period, periods)
-    for analytic in periods[periods > 10]:  # and the well-sampled ones are all found
-        assert min(abs(f - analytic) / analytic for f in found) < 0.02
+    for period in found:  # every significant peak is an analytic period (least-squares: to 0.5%)
+        assert np.min(np.abs(periods - period) / periods) < 0.005, (period, periods)
+    # Those with >= 16 cycles stand above AR(1) red noise; 198.7 (5 cycles) sits where the slowest
+    # column's own red spectrum (φ = cos θ ≈ 0.9995) is as strong, so it need not.
+    for analytic in periods[(periods > 10) & (periods <= 1024 / 16)]:
+        assert min(abs(f - analytic) / analytic for f in found) < 0.005
     assert res.toeplitz_score == pytest.approx(1.0, abs=1e-9)
 
 
@@ -89,7 +91,7 @@ def test_seeded_and_batched():
     single = periodicity(torch.tensor(x[1]), n_surrogates=29, alpha=0.05, random_state=3)
     assert [p.p_value for p in batch[1].peaks] == [p.p_value for p in single.peaks]
     torch.testing.assert_close(batch[1].similarity, single.similarity)
-    windowed = periodicity(pe, window=(16, 64), n_surrogates=9, alpha=0.05)
+    windowed = periodicity(pe, window=(16, 64), n_surrogates=19, alpha=0.05)
     assert windowed.similarity.shape == (48, 48) and windowed.window == (16, 64)
     assert "Toeplitz" in str(windowed) and windowed.to_dict()["type"] == "PeriodicityResult"
 
@@ -100,19 +102,28 @@ def test_bad_arguments():
         periodicity(x, alpha=1.5)
     with pytest.raises(InvalidArgumentError, match="n_surrogates"):
         periodicity(x, n_surrogates=0)
+    with pytest.raises(InvalidArgumentError, match="smallest p-value"):
+        periodicity(x, n_surrogates=19, alpha=0.01)
+    with pytest.raises(InvalidArgumentError, match="integer"):
+        periodicity(x, window=(0.5, 20))
     with pytest.raises(InvalidArgumentError, match="at least 8 positions"):
         periodicity(x, window=(0, 5))
 
 
 @pytest.mark.slow
 def test_gpt2_periods(gpt2_wpe):
-    # Measured (positions 1..1023, 99 surrogates): PC1–PC3 peak at ≈ 585 positions and the
-    # mean-similarity curve at ≈ 511, all at the smallest attainable p; ≈ 0.5% of the columns are
-    # single sinusoids at R² ≥ 0.9; Toeplitz score ≈ 0.80.
+    # Measured (positions 1..1023, 99 red-noise surrogates): the least-squares periods of PC1–PC3 lie
+    # at 530–575 positions and agree with fit_helix's period (≈ 559) to a few percent -- two independent
+    # estimators. Against AR(1) red noise none is significant at 1% (PC2/PC3 p ≈ 0.035, the offset curve's
+    # p ≈ 0.4): a smooth red curve bent by PCA makes peaks as strong. ≈ 0.5% of the columns are single
+    # sinusoids at R² ≥ 0.9; Toeplitz score ≈ 0.80.
     res = periodicity(gpt2_wpe, window=(1, 1024), n_surrogates=99, random_state=0)
-    pcs = [p for p in res.dominant_periods if p.series in ("PC1", "PC2")]
-    assert pcs and all(400 < p.period < 750 for p in pcs[:2])
-    assert min(p.p_value for p in pcs) == pytest.approx(1 / 100, abs=1e-12)
+    assert res.null == "red_noise"
+    for series in ("PC1", "PC2", "PC3", "mean_similarity"):
+        p = max((q for q in res.peaks if q.series == series), key=lambda q: q.power_fraction)
+        assert 500 < p.period < 600 and 0 < p.period_std < 20 and not p.at_edge, p
+        assert p.p_value > 0.01  # not significant against red noise
+    assert not res.dominant_periods
     assert 0.5 < res.toeplitz_score < 1.0
     assert res.column_fraction < 0.05  # columns are NOT individually clean sine waves
 
@@ -138,11 +149,12 @@ def test_the_package_tables_have_their_analytic_periods():
     for col in range(rope.d_model):
         if periods[col // 2] <= n:
             assert float(res.column_periods[col]) == pytest.approx(periods[col // 2], rel=0.01)
-    # Spectral peaks are resolved to 2% once a period has at least 4 cycles in the window; a period
-    # with fewer cycles is biased by the taper and detrending (628 positions, 1.6 cycles, reads ~660-690).
-    well_sampled = periods[periods <= n / 4]
-    found = [p.period for p in res.dominant_periods if p.period <= n / 4]
+    # Least-squares refined peaks are within 1% for every period with at least one cycle in the window
+    # (the raw spectral peak of the 628-position period, 1.6 cycles, read ~660-690). Against red noise
+    # the periods with >= 16 cycles are significant (the slower ones sit on the slow columns' red spectrum).
+    in_window = periods[periods <= n]
+    found = [p.period for p in res.dominant_periods]
     for period in found:
-        assert np.min(np.abs(well_sampled - period) / well_sampled) < 0.02, (period, well_sampled)
-    for analytic in well_sampled:
-        assert min(abs(f - analytic) / analytic for f in found) < 0.02, (analytic, found)
+        assert np.min(np.abs(in_window - period) / in_window) < 0.01, (period, in_window)
+    for analytic in periods[periods <= n / 16]:
+        assert min(abs(f - analytic) / analytic for f in found) < 0.01, (analytic, found)

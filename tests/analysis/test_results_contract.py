@@ -54,9 +54,9 @@ def _embeddings(device: str = "cpu") -> list[pg.PositionalEmbedding]:
 
 ANALYSES = {
     "pca": lambda x: pg.pca(x, 3),
-    "fit_helix": lambda x: pg.fit_helix(x, max_harmonics=1),
+    "fit_helix": lambda x: pg.fit_helix(x, max_harmonics=1, n_surrogates=19, alpha=0.05),
     "periodicity": lambda x: pg.periodicity(x, n_surrogates=19, alpha=0.05),
-    "fit_recurrence": lambda x: pg.fit_recurrence(x, n_components=3),
+    "fit_recurrence": lambda x: pg.fit_recurrence(x, n_components=3, n_surrogates=19, alpha=0.05),
     "subspace_overlap": lambda x: pg.subspace_overlap(
         x, torch.from_numpy(TOKENS).to(x[0].device if isinstance(x, list) else x.device), 3
     ),

@@ -32,6 +32,9 @@ EXPECTED = {
     "RecurrenceFit",
     "subspace_overlap",
     "SubspaceOverlap",
+    "BatchResult",
+    "NullTest",
+    "PeriodPeak",
     # errors
     "PosGeometryError",
     "UnknownModelError",

@@ -58,7 +58,12 @@ def test_each_column_pair_is_periodic_with_period_2pi_base_pow_2i_over_d():
 def test_provenance_dtype_and_device():
     pe = sinusoidal(10, 4, base=500.0, dtype=torch.float64, device="cpu")
     assert pe.kind == "sinusoidal" and pe.provenance.model_id == "sinusoidal"
-    assert pe.provenance.config_dict == {"n_positions": 10, "d_model": 4, "base": 500.0, "layout": "interleaved"}
+    assert pe.provenance.config_dict == {
+        "n_positions": 10,
+        "d_model": 4,
+        "base": 500.0,
+        "layout": "interleaved",
+    }
     assert pe.dtype == torch.float64 and pe.device.type == "cpu" and pe.shape == (10, 4)
     assert sinusoidal(10, 4, dtype=torch.bfloat16).dtype == torch.bfloat16
 

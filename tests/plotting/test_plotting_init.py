@@ -44,7 +44,7 @@ def _every_figure() -> dict:
         "plot_similarity_by_offset": lambda: plotting.plot_similarity_by_offset([x, x], **fast),
         "plot_spectrum": lambda: plotting.plot_spectrum(x, **fast),
         "plot_columns": lambda: plotting.plot_columns(x, 2, **fast),
-        "plot_recurrence": lambda: plotting.plot_recurrence(x, k=4),
+        "plot_recurrence": lambda: plotting.plot_recurrence(x, n_components=4),
         "plot_token_positions": lambda: plotting.plot_token_positions(x, tokens),
         "plot_checkpoints": lambda: plotting.plot_checkpoints([x, x + 0.1 * tokens[:1]]),
     }
