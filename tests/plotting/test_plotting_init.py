@@ -35,7 +35,7 @@ def _every_figure() -> dict:
         np.float32
     )
     tokens = rng.normal(size=(50, 8)).astype(np.float32)
-    fast = {"n_surrogates": 9}
+    fast = {"n_surrogates": 19, "alpha": 0.05}
     return {
         "plot_helix": lambda: plotting.plot_helix(x, fit=True),
         "plot_helix_grid": lambda: plotting.plot_helix_grid([x, 2 * x]),

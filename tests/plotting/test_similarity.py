@@ -31,7 +31,7 @@ def test_heatmap_is_the_cosine_similarity(periodic_embedding, periodic_result) -
 
 
 def test_heatmap_from_an_embedding_with_a_window(periodic_embedding) -> None:
-    fig = plot_similarity(periodic_embedding, window=(20, 100), n_surrogates=9)
+    fig = plot_similarity(periodic_embedding, window=(20, 100), n_surrogates=19, alpha=0.05)
     np.testing.assert_allclose(fig.data[0].z, _cosine(periodic_embedding.numpy()[20:100]), atol=1e-5)
     np.testing.assert_array_equal(fig.data[0].y, np.arange(20, 100))
     assert "rows 20–99" in fig.layout.title.text
@@ -51,7 +51,7 @@ def test_offset_curve_is_the_mean_of_each_diagonal(periodic_embedding, periodic_
 
 def test_several_models_share_the_chart(periodic_embedding, gpt2_wpe) -> None:
     fig = plot_similarity_by_offset(
-        [periodic_embedding, gpt2_wpe[:256]], labels=["toy", "gpt2"], max_offset=100, n_surrogates=9
+        [periodic_embedding, gpt2_wpe[:256]], labels=["toy", "gpt2"], max_offset=100, n_surrogates=19, alpha=0.05
     )
     assert [t.name for t in fig.data] == ["toy", "gpt2"]
     assert all(len(t.y) == 101 for t in fig.data)
