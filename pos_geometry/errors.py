@@ -22,6 +22,7 @@ __all__ = [
     "InvalidArgumentError",
     "DeviceMismatchError",
     "ExportError",
+    "NotApplicableError",
 ]
 
 
@@ -95,3 +96,7 @@ class DeviceMismatchError(PosGeometryError, ValueError):
 
 class ExportError(PosGeometryError, RuntimeError):
     """A figure could not be written (for example, no browser for static export)."""
+
+
+class NotApplicableError(PosGeometryError, ValueError):
+    """The analysis does not apply to this model (a rotary atlas of a model without rotary embeddings, say)."""

@@ -32,6 +32,8 @@ EXPECTED = {
     "RecurrenceFit",
     "subspace_overlap",
     "SubspaceOverlap",
+    "rotary_atlas",
+    "RotaryAtlas",
     # errors
     "PosGeometryError",
     "UnknownModelError",
@@ -45,6 +47,7 @@ EXPECTED = {
     "InvalidArgumentError",
     "DeviceMismatchError",
     "ExportError",
+    "NotApplicableError",
 }
 
 
