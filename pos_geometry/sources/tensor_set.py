@@ -96,17 +96,27 @@ class Checkpoint:
     location: str
     _directory: Path | None = None
     _repo_id: str | None = None
-    _files: tuple[str, ...] = ()
+    _files: tuple[str, ...] | None = None
     _offline: bool = False
     _weight_map: dict[str, str] | None = None
     _opened: dict[str, _Opened] = dataclasses.field(default_factory=dict)
     _memo: dict[str, torch.Tensor] = dataclasses.field(default_factory=dict)
 
     # --- which file holds a key ---------------------------------------------------------------
+    def _file_names(self) -> tuple[str, ...]:
+        """The files of the model folder, or of the repo at the pinned commit (listed once, when first needed)."""
+        if self._directory is not None:
+            return tuple(n for n in WEIGHT_FILES if (self._directory / n).is_file())
+        if self._files is None:
+            repo, commit = str(self._repo_id), str(self.commit)
+            if self._offline:
+                self._files = tuple(n for n in WEIGHT_FILES if hf_cached_file(repo, commit, n) is not None)
+            else:
+                self._files = _model_info(repo, commit)[1]
+        return self._files
+
     def _weight_file(self) -> str:
-        names = self._files if self._directory is None else tuple(
-            n for n in WEIGHT_FILES if (self._directory / n).is_file()
-        )  # fmt: skip
+        names = self._file_names()
         present = [n for n in WEIGHT_FILES if n in names]
         if not present:
             raise CheckpointFormatError(
@@ -246,24 +256,20 @@ def _local(path: Path, revision: str | None, model_id: str | None) -> Checkpoint
 def _hub(repo_id: str, revision: str | None, model_id: str | None, offline: bool | None) -> Checkpoint:
     rev = revision or "main"
     off = _is_offline(offline)
-    files: tuple[str, ...] = ()
-    commit = _local_commit(repo_id, rev)
-    if off:
-        if commit is None:
+    files: tuple[str, ...] | None = None
+    commit = _local_commit(repo_id, rev)  # a revision resolved before is remembered, as by load()
+    if commit is None:
+        if off:
             raise NotCachedError(
                 f"Offline, and revision {rev!r} of {repo_id!r} was never resolved on this machine. Run once with "
                 "network access (unset HF_HUB_OFFLINE / POS_GEOMETRY_OFFLINE)."
             )
-        files = WEIGHT_FILES  # the caches decide which exist
-    else:
         commit, files = _model_info(repo_id, rev)
+        _remember(repo_id, rev, commit, None)
     config, _ = read_config(repo_id, commit, offline=off)
     ckpt = Checkpoint(config, model_id or repo_id, revision, commit, f"{repo_id}@{commit[:10]}")
-    ckpt._repo_id, ckpt._files, ckpt._offline = repo_id, files, off
-    if off:
-        ckpt._files = (
-            tuple(n for n in WEIGHT_FILES if hf_cached_file(repo_id, commit, n) is not None) or files
-        )
+    ckpt._repo_id, ckpt._offline = repo_id, off
+    ckpt._files = files
     return ckpt
 
 
