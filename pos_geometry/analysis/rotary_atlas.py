@@ -116,19 +116,43 @@ class RotaryAtlas(Result):
         ]
 
 
-def plane_statistics(
-    q: torch.Tensor, k: torch.Tensor, planes: torch.Tensor
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """``(q_norm, k_norm, qk_share, q_pair_cosine, k_pair_cosine)``, each ``(n_heads, n_planes)``.
+def _plane_grams(w: torch.Tensor, planes: torch.Tensor, gain: torch.Tensor | None) -> torch.Tensor:
+    """``(n, n_planes, 2, 2)`` float64 Gram matrices of each plane's two rows, one head at a time.
 
-    ``q``: ``(n_heads, head_dim, d_model)``; ``k``: the key weights already matched to query heads,
-    ``(n_heads, head_dim, d_model)``; ``planes``: ``(n_planes, 2)`` head dimensions (see the module
-    docstring for the definitions). Computed in float64 through the ``2 × 2`` Gram matrices.
+    Only one head is ever converted to float64, so memory stays at the stored weights plus
+    ``2·n_planes × d_model`` doubles; only the ``2 × 2`` blocks are computed.
     """
-    qp = q[:, planes].double()  # (n_heads, n_planes, 2, d_model)
-    kp = k[:, planes].double()
-    gq = qp @ qp.transpose(-1, -2)  # (n_heads, n_planes, 2, 2)
-    gk = kp @ kp.transpose(-1, -2)
+    n_planes = planes.shape[0]
+    rows = planes.reshape(-1)
+    out = torch.empty(w.shape[0], n_planes, 2, 2, dtype=torch.float64)
+    for h in range(w.shape[0]):
+        x = w[h, rows].to(torch.float64)
+        if gain is not None:
+            x = x * gain.to(torch.float64)
+        x = x.reshape(n_planes, 2, -1)
+        out[h] = x @ x.transpose(1, 2)
+    return out
+
+
+def plane_statistics(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    planes: torch.Tensor,
+    *,
+    kv_heads: torch.Tensor | None = None,
+    gain: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``(q_norm, k_norm, qk_share, q_pair_cosine, k_pair_cosine)``, each ``(n_heads, n_planes)`` float64.
+
+    ``q``: ``(n_heads, head_dim, d_model)``; ``k``: ``(n_kv_heads, head_dim, d_model)`` (any float
+    dtype); ``planes``: ``(n_planes, 2)`` head dimensions; ``kv_heads``: ``(n_heads,)`` the key head
+    of each query head (default: ``k`` has one per query head); ``gain``: ``(d_model,)`` multiplied
+    into every column first (the folded norm). Definitions in the module docstring; computed in
+    float64 through the ``2 × 2`` Gram matrices of each plane's rows.
+    """
+    gq = _plane_grams(q, planes, gain)
+    gk = _plane_grams(k, planes, gain)
+    gk = gk[kv_heads] if kv_heads is not None else gk
     q_norm = gq.diagonal(dim1=-2, dim2=-1).sum(-1).sqrt()
     k_norm = gk.diagonal(dim1=-2, dim2=-1).sum(-1).sqrt()
     strength = (gq * gk).sum(dim=(-1, -2)).clamp_min(0).sqrt()
@@ -193,10 +217,9 @@ def rotary_atlas(
     keys: list[str] = []
     stored = ""
     for index in chosen:
-        q, k, gain, layer_keys, stored = reader.layer(index, norm=fold_norm)
-        if gain is not None:
-            q, k = q * gain, k * gain
-        stats.append(plane_statistics(q, k[kv_heads], reader.planes))
+        q, k, gain, layer_keys, stored = reader.layer(index, norm=fold_norm, dtype=None)
+        stats.append(plane_statistics(q, k, reader.planes, kv_heads=kv_heads, gain=gain))
+        del q, k
         keys += layer_keys
     q_norm, k_norm, share, q_cos, k_cos = (torch.stack(s) for s in zip(*stats, strict=True))
     theta = inverse_frequencies(reader.rotary)

@@ -205,10 +205,11 @@ class QKReader:
         return key.removeprefix(self.layout.prefix) if self._drop_prefix else key
 
     def layer(
-        self, index: int, *, norm: bool = False
+        self, index: int, *, norm: bool = False, dtype: torch.dtype | None = torch.float32
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None, tuple[str, ...], str]:
         """``(q, k, gain, keys, stored dtype)`` of layer ``index``: q ``(n_heads, head_dim, d_model)`` and
-        k ``(n_kv_heads, head_dim, d_model)`` float32, gain ``(d_model,)`` float32 (offset applied) or None."""
+        k ``(n_kv_heads, head_dim, d_model)`` in ``dtype`` (None: as stored, views of the tensors read),
+        gain ``(d_model,)`` float32 (offset applied) or None."""
         roles = {role: self._spelled(key) for role, key in self.layout.keys(index, norm=norm).items()}
         tensors = self.checkpoint.read(roles.values())
         named = {role: tensors[key] for role, key in roles.items()}
@@ -219,7 +220,9 @@ class QKReader:
                 f"the {self.layout.model_type} layout names no norm before attention, so its gain cannot be folded."
             )
         stored = str(next(iter(tensors.values())).dtype).removeprefix("torch.")
-        return q.float(), k.float(), gain, tuple(tensors), stored
+        if dtype is not None:
+            q, k = q.to(dtype), k.to(dtype)
+        return q, k, gain, tuple(tensors), stored
 
 
 def open_qk(

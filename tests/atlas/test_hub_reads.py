@@ -91,3 +91,21 @@ def test_the_weights_are_the_served_ones_and_a_second_read_is_free(hub, monkeypa
     again = rotary_atlas(REPO, fold_norm=True)
     assert server.requests() == []
     assert again.provenance.processing == ("fold_norm",)
+
+
+def test_offline_from_the_hf_cache(tiny_model, tmp_path, monkeypatch):
+    """Files already in the HF cache are read offline, without the pos_geometry cache."""
+    from huggingface_hub import snapshot_download
+
+    _, folder = tiny_model("mistral", tmp_path / "tiny")
+    files = {p.name: p for p in folder.iterdir() if p.is_file()}
+    with hub_server.HubServer() as server:
+        server.add_revision("org/tiny-mistral", files)
+        hub_server.point_hub_at(monkeypatch, server, tmp_path / "caches")
+        snapshot_download("org/tiny-mistral")
+        hub_server.go_offline(monkeypatch)
+        server.clear_log()
+        atlas = rotary_atlas("org/tiny-mistral")
+        assert server.requests() == []
+    torch.testing.assert_close(atlas.qk_share, rotary_atlas(folder).qk_share)
+    assert atlas.provenance.commit is not None

@@ -116,3 +116,18 @@ def test_provenance_records_the_rope_type_and_attention_factor():
     assert cfg["attention_factor (derived)"] == pytest.approx(0.1 * math.log(8.0) + 1.0)
     dyn = rotary_embedding(_config("dynamic", "v5 rope_parameters"), model_id="toy", n_positions=16)
     assert "unscaled" in dyn.provenance.config_dict["dynamic (built at)"]
+
+
+def test_load_builds_scaled_tables_from_a_model_folder(tmp_path):
+    """pos_geometry.load used to refuse scaled rope types; it now builds them, labelled."""
+    import json
+
+    import pos_geometry as pg
+
+    config = {"model_type": "llama", **_config("llama3", "v4 rope_scaling + rope_type")}
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    pe = pg.load(tmp_path, n_positions=64)
+    ref, _ = _reference(config)
+    angles = torch.arange(64, dtype=torch.float64)[:, None] * ref[None, :]
+    torch.testing.assert_close(pe.matrix[:, 0::2].double(), torch.cos(angles), rtol=0, atol=2e-5)
+    assert pe.provenance.config_dict["rope_type"] == "llama3"

@@ -7,6 +7,8 @@ huggingface_hub 2.4 calls for what pos_geometry uses:
   (``HfApi.model_info``);
 * ``GET /api/models/{org}/{name}/refs``            -> ``{"branches", "tags", "converts"}``
   (``HfApi.list_repo_refs``);
+* ``GET /api/models/{org}/{name}/tree/{rev}``       -> ``[{"type": "file", "path", "size", "oid"}]``
+  (``HfApi.list_repo_tree``, used by transformers to fetch shards);
 * ``HEAD`` / ``GET /{org}/{name}/resolve/{rev}/{filename}`` with ``X-Repo-Commit``, ``ETag``,
   ``Content-Length``, ``Accept-Ranges`` and ``Range`` support (206 + ``Content-Range``; 416 when
   unsatisfiable) — ``get_hf_file_metadata``, ``hf_hub_download`` and range reads;
@@ -234,6 +236,8 @@ class _Handler(BaseHTTPRequestHandler):
                 return self._refs(repo_id)
             if parts[4] == "revision" and len(parts) >= 6:
                 return self._model_info(repo_id, "/".join(parts[5:]))
+            if parts[4] == "tree" and len(parts) >= 6:
+                return self._tree(repo_id, parts[5])
         if len(parts) >= 5 and parts[2] == "resolve":
             return self._resolve_file("/".join(parts[:2]), parts[3], "/".join(parts[4:]))
         if len(parts) == 2 and parts[0] == "cdn":
@@ -261,6 +265,20 @@ class _Handler(BaseHTTPRequestHandler):
             return self._error("RevisionNotFound")
         siblings = [{"rfilename": name} for name in sorted(repo.commits[commit])]
         return self._json({"id": repo_id, "modelId": repo_id, "sha": commit, "siblings": siblings})
+
+    def _tree(self, repo_id: str, rev: str) -> None:
+        """The recursive file listing (``HfApi.list_repo_tree``, which transformers uses for shards)."""
+        repo, commit = self.hub._resolve(repo_id, rev)
+        if repo is None:
+            return self._error("RepoNotFound")
+        if commit is None:
+            return self._error("RevisionNotFound")
+        files = repo.commits[commit]
+        listing = [
+            {"type": "file", "path": name, "size": p.stat().st_size, "oid": self.hub._etags[p][:40]}
+            for name, p in sorted(files.items())
+        ]
+        return self._json(listing)
 
     def _resolve_file(self, repo_id: str, rev: str, filename: str) -> None:
         repo, commit = self.hub._resolve(repo_id, rev)
