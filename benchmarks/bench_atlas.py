@@ -35,7 +35,6 @@ import os
 import resource
 import shlex
 import shutil
-import struct
 import subprocess
 import sys
 import tempfile
@@ -44,7 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from _results_md import update_section
-from bench_load import _machine, _proc_io, _reset_peak, _status_kib, _versions
+from bench_load import _machine, _proc_io, _reset_peak, _status_kib, _versions, safetensors_header
 
 REPO = Path(__file__).resolve().parents[1]
 REPO_ID = "bench/Mistral-7B-shaped"
@@ -87,18 +86,10 @@ def _write_shard(path: Path, layout: list[tuple[str, tuple[int, ...]]], seed: in
     """A bf16 safetensors file, streamed: random q/k projections, a repeated random block elsewhere."""
     import torch
 
-    header: dict[str, Any] = {"__metadata__": {"format": "pt"}}
-    offset = 0
-    for key, shape in layout:
-        nbytes = math.prod(shape) * 2
-        header[key] = {"dtype": "BF16", "shape": list(shape), "data_offsets": [offset, offset + nbytes]}
-        offset += nbytes
-    raw = json.dumps(header, separators=(",", ":")).encode()
-    raw += b" " * (-len(raw) % 8)
     gen = torch.Generator().manual_seed(seed)
     block = (torch.randn(BLOCK, generator=gen) * 0.02).to(torch.bfloat16).view(torch.int16).numpy()
     with open(path.with_suffix(".partial"), "wb") as fh:
-        fh.write(struct.pack("<Q", len(raw)) + raw)
+        fh.write(safetensors_header(layout, "BF16", 2))
         for key, shape in layout:
             remaining = math.prod(shape)
             fresh = key.endswith(("q_proj.weight", "k_proj.weight"))

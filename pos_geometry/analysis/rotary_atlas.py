@@ -152,7 +152,13 @@ def plane_statistics(
     """
     gq = _plane_grams(q, planes, gain)
     gk = _plane_grams(k, planes, gain)
-    gk = gk[kv_heads] if kv_heads is not None else gk
+    return _plane_stats(gq, gk[kv_heads] if kv_heads is not None else gk)
+
+
+def _plane_stats(
+    gq: torch.Tensor, gk: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The statistics of :func:`plane_statistics` from the ``(n_heads, n_planes, 2, 2)`` Grams (k matched to q)."""
     q_norm = gq.diagonal(dim1=-2, dim2=-1).sum(-1).sqrt()
     k_norm = gk.diagonal(dim1=-2, dim2=-1).sum(-1).sqrt()
     strength = (gq * gk).sum(dim=(-1, -2)).clamp_min(0).sqrt()
@@ -217,10 +223,19 @@ def rotary_atlas(
     keys: list[str] = []
     stored = ""
     for index in chosen:
-        q, k, gain, layer_keys, stored = reader.layer(index, norm=fold_norm, dtype=None)
-        stats.append(plane_statistics(q, k, reader.planes, kv_heads=kv_heads, gain=gain))
-        del q, k
-        keys += layer_keys
+        # one projection in memory at a time: q's Grams, then k's
+        gain = None
+        if fold_norm:
+            gain, norm_key = reader.gain(index)
+            keys.append(norm_key)
+        grams = {}
+        for which in ("q", "k"):
+            w, key = reader.projection(index, which)
+            grams[which] = _plane_grams(w, reader.planes, gain)
+            stored = str(w.dtype).removeprefix("torch.")
+            keys += [key] if key not in keys else []
+            del w
+        stats.append(_plane_stats(grams["q"], grams["k"][kv_heads]))
     q_norm, k_norm, share, q_cos, k_cos = (torch.stack(s) for s in zip(*stats, strict=True))
     theta = inverse_frequencies(reader.rotary)
     wavelengths = 2 * math.pi / theta

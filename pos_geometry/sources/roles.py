@@ -113,34 +113,31 @@ class QKWeights:
 
 
 def _split(
-    layout: AttentionLayout, tensors: Mapping[str, torch.Tensor], n_heads: int, n_kv: int, head_dim: int
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """``(q (n_heads, head_dim, d), k (n_kv, head_dim, d))`` from one layer's tensors."""
+    layout: AttentionLayout, tensor: torch.Tensor, which: str, n_heads: int, n_kv: int, head_dim: int
+) -> torch.Tensor:
+    """``which`` (``"q"``: ``(n_heads, head_dim, d)``, ``"k"``: ``(n_kv, head_dim, d)``) from the tensor
+    read for it: its own projection, or the fused qkv projection (a view, no copy)."""
+    heads = n_heads if which == "q" else n_kv
     if layout.qkv_key is None:
-        q, k = tensors["q"], tensors["k"]
-        expected = {"q": (n_heads * head_dim,), "k": (n_kv * head_dim,)}
-        for role, w in (("q", q), ("k", k)):
-            if w.ndim != 2 or w.shape[0] != expected[role][0]:
-                raise CheckpointFormatError(
-                    f"the {role} projection has shape {tuple(w.shape)}; the config implies "
-                    f"({expected[role][0]}, d_model). The checkpoint and its config.json disagree."
-                )
-        return q.reshape(n_heads, head_dim, -1), k.reshape(n_kv, head_dim, -1)
-    qkv = tensors["qkv"]
+        if tensor.ndim != 2 or tensor.shape[0] != heads * head_dim:
+            raise CheckpointFormatError(
+                f"the {which} projection has shape {tuple(tensor.shape)}; the config implies "
+                f"({heads * head_dim}, d_model). The checkpoint and its config.json disagree."
+            )
+        return tensor.reshape(heads, head_dim, -1)
     rows = (n_heads + 2 * n_kv) * head_dim
-    if qkv.ndim != 2 or qkv.shape[0] != rows:
+    if tensor.ndim != 2 or tensor.shape[0] != rows:
         raise CheckpointFormatError(
-            f"the fused qkv projection has shape {tuple(qkv.shape)}; the config implies ({rows}, d_model)."
+            f"the fused qkv projection has shape {tuple(tensor.shape)}; the config implies ({rows}, d_model)."
         )
     if layout.fused == "per_head":  # GPT-NeoX: view(heads, 3 * head_size), chunk(3)
         if n_kv != n_heads:
             raise CheckpointFormatError("a per-head fused qkv layout has as many key heads as query heads.")
-        w = qkv.reshape(n_heads, 3, head_dim, -1)
-        return w[:, 0], w[:, 1]
-    q_rows = n_heads * head_dim
-    q = qkv[:q_rows].reshape(n_heads, head_dim, -1)
-    k = qkv[q_rows : q_rows + n_kv * head_dim].reshape(n_kv, head_dim, -1)
-    return q, k
+        return tensor.reshape(n_heads, 3, head_dim, -1)[:, 0 if which == "q" else 1]
+    q_rows = n_heads * head_dim  # Phi-3: [all q | all k | all v]
+    if which == "q":
+        return tensor[:q_rows].reshape(n_heads, head_dim, -1)
+    return tensor[q_rows : q_rows + n_kv * head_dim].reshape(n_kv, head_dim, -1)
 
 
 def _layers(layers: Sequence[int] | int | None, n_layers: int) -> tuple[int, ...]:
@@ -194,6 +191,7 @@ class QKReader:
         self.n_layers, self.n_heads, self.n_kv_heads = head_counts(config)
         self.planes = rotation_planes(self.layout.pairing, self.rotary.rotary_dim)
         self._drop_prefix: bool | None = None
+        self._fused: tuple[str, torch.Tensor] | None = None
 
     def layers(self, layers: Sequence[int] | int | None) -> tuple[int, ...]:
         """Validated layer indices (None: all; negatives count from the end)."""
@@ -204,25 +202,50 @@ class QKReader:
             self._drop_prefix = _resolve_prefix(self.checkpoint, self.layout, key) != key
         return key.removeprefix(self.layout.prefix) if self._drop_prefix else key
 
+    def _key(self, index: int, role: str) -> str:
+        return self._spelled(self.layout.keys(index, norm=True)[role])
+
+    def projection(self, index: int, which: str) -> tuple[torch.Tensor, str]:
+        """``(weights, key)``: the ``which`` (``"q"`` or ``"k"``) projection of layer ``index`` as stored,
+        ``(heads, head_dim, d_model)``. A fused qkv tensor is read once for q then k (in that order)."""
+        if self.layout.qkv_key is None:
+            key = self._key(index, which)
+            tensor = self.checkpoint.read([key])[key]
+        else:
+            key = self._key(index, "qkv")
+            if self._fused is None or self._fused[0] != key:
+                self._fused = (key, self.checkpoint.read([key])[key])
+            tensor = self._fused[1]
+            if which == "k":  # read q first, then k: the fused tensor is not kept beyond that
+                self._fused = None
+        return _split(self.layout, tensor, which, self.n_heads, self.n_kv_heads, self.rotary.head_dim), key
+
+    def gain(self, index: int) -> tuple[torch.Tensor, str]:
+        """``(gain, key)``: the norm gain feeding attention in layer ``index``, float32, offset applied."""
+        if self.layout.norm_key is None:
+            raise InvalidArgumentError(
+                f"the {self.layout.model_type} layout names no norm before attention, so its gain cannot be folded."
+            )
+        key = self._key(index, "norm")
+        return self.checkpoint.read([key])[key].float() + self.layout.norm_offset, key
+
     def layer(
         self, index: int, *, norm: bool = False, dtype: torch.dtype | None = torch.float32
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None, tuple[str, ...], str]:
         """``(q, k, gain, keys, stored dtype)`` of layer ``index``: q ``(n_heads, head_dim, d_model)`` and
         k ``(n_kv_heads, head_dim, d_model)`` in ``dtype`` (None: as stored, views of the tensors read),
         gain ``(d_model,)`` float32 (offset applied) or None."""
-        roles = {role: self._spelled(key) for role, key in self.layout.keys(index, norm=norm).items()}
-        tensors = self.checkpoint.read(roles.values())
-        named = {role: tensors[key] for role, key in roles.items()}
-        q, k = _split(self.layout, named, self.n_heads, self.n_kv_heads, self.rotary.head_dim)
-        gain = named["norm"].float() + self.layout.norm_offset if "norm" in named else None
-        if norm and gain is None:
-            raise InvalidArgumentError(
-                f"the {self.layout.model_type} layout names no norm before attention, so its gain cannot be folded."
-            )
-        stored = str(next(iter(tensors.values())).dtype).removeprefix("torch.")
+        q, q_key = self.projection(index, "q")
+        k, k_key = self.projection(index, "k")
+        keys = tuple(dict.fromkeys((q_key, k_key)))
+        gain = None
+        if norm:
+            gain, norm_key = self.gain(index)
+            keys += (norm_key,)
+        stored = str(q.dtype).removeprefix("torch.")
         if dtype is not None:
             q, k = q.to(dtype), k.to(dtype)
-        return q, k, gain, tuple(tensors), stored
+        return q, k, gain, keys, stored
 
 
 def open_qk(

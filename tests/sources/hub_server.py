@@ -258,27 +258,34 @@ class _Handler(BaseHTTPRequestHandler):
         return self._json({"branches": branches, "tags": [], "converts": []})
 
     def _model_info(self, repo_id: str, rev: str) -> None:
-        repo, commit = self.hub._resolve(repo_id, rev)
-        if repo is None:
-            return self._error("RepoNotFound")
-        if commit is None:
-            return self._error("RevisionNotFound")
-        siblings = [{"rfilename": name} for name in sorted(repo.commits[commit])]
+        found = self._commit_files(repo_id, rev)
+        if found is None:
+            return None
+        commit, files = found
+        siblings = [{"rfilename": name} for name in sorted(files)]
         return self._json({"id": repo_id, "modelId": repo_id, "sha": commit, "siblings": siblings})
 
     def _tree(self, repo_id: str, rev: str) -> None:
         """The recursive file listing (``HfApi.list_repo_tree``, which transformers uses for shards)."""
-        repo, commit = self.hub._resolve(repo_id, rev)
-        if repo is None:
-            return self._error("RepoNotFound")
-        if commit is None:
-            return self._error("RevisionNotFound")
-        files = repo.commits[commit]
+        found = self._commit_files(repo_id, rev)
+        if found is None:
+            return None
         listing = [
             {"type": "file", "path": name, "size": p.stat().st_size, "oid": self.hub._etags[p][:40]}
-            for name, p in sorted(files.items())
+            for name, p in sorted(found[1].items())
         ]
         return self._json(listing)
+
+    def _commit_files(self, repo_id: str, rev: str) -> tuple[str, dict[str, Path]] | None:
+        """``(commit, files)`` of ``repo_id`` at ``rev``, or None after answering the 404."""
+        repo, commit = self.hub._resolve(repo_id, rev)
+        if repo is None:
+            self._error("RepoNotFound")
+            return None
+        if commit is None:
+            self._error("RevisionNotFound")
+            return None
+        return commit, repo.commits[commit]
 
     def _resolve_file(self, repo_id: str, rev: str, filename: str) -> None:
         repo, commit = self.hub._resolve(repo_id, rev)
