@@ -54,6 +54,35 @@ from pos_geometry.sources.tensor_record import TensorRecord, dtype_name
 __all__ = ["Checkpoint", "open_checkpoint"]
 
 
+_PIECE = 8 * 1024 * 1024
+
+
+class _PiecewiseReads:
+    """A remote :class:`ByteSource` whose ``readinto`` fetches a long range in 8 MiB pieces.
+
+    The readers fill a tensor's memory through ``readinto`` when a source has one; without it a
+    remote tensor would first arrive whole as ``bytes`` (twice its size in memory while joined).
+    Pieces keep the extra memory at one piece; the bytes transferred are the same.
+    """
+
+    def __init__(self, src: ByteSource) -> None:
+        self.src = src
+        self.name, self.size = src.name, src.size
+
+    @property
+    def bytes_read(self) -> int:
+        return self.src.bytes_read
+
+    def read(self, offset: int, length: int) -> bytes:
+        return self.src.read(offset, length)
+
+    def readinto(self, offset: int, buffer: memoryview) -> None:
+        view = buffer.cast("B")
+        for start in range(0, view.nbytes, _PIECE):
+            stop = min(start + _PIECE, view.nbytes)
+            view[start:stop] = self.src.read(offset + start, stop - start)
+
+
 class _Opened:
     """One weight file with its parsed header: ``keys`` and ``read(key)``."""
 
@@ -166,7 +195,7 @@ class Checkpoint:
                     )
                 else:
                     with _hub_errors(repo, self.revision, name):
-                        src = _remote_source(repo, commit, name)
+                        src = _PiecewiseReads(_remote_source(repo, commit, name))
             self._opened[name] = _Opened(src)
         return self._opened[name]
 
