@@ -116,6 +116,22 @@ def checkpoint_layout(size: str) -> list[tuple[str, tuple[int, ...]]]:
     return sorted((k, tuple(v.shape)) for k, v in {**stored, **buffers}.items())
 
 
+def safetensors_header(
+    layout: list[tuple[str, tuple[int, ...]]], code: str = "F32", itemsize: int = 4
+) -> bytes:
+    """The 8-byte length and the (8-byte aligned) JSON header of a safetensors file holding ``layout``
+    in one dtype, tensors stored in that order."""
+    header: dict[str, Any] = {"__metadata__": {"format": "pt"}}
+    offset = 0
+    for key, shape in layout:
+        nbytes = math.prod(shape) * itemsize
+        header[key] = {"dtype": code, "shape": list(shape), "data_offsets": [offset, offset + nbytes]}
+        offset += nbytes
+    raw = json.dumps(header, separators=(",", ":")).encode()
+    raw += b" " * (-len(raw) % 8)
+    return struct.pack("<Q", len(raw)) + raw
+
+
 def write_safetensors(path: Path, layout: list[tuple[str, tuple[int, ...]]], seed: int = 0) -> None:
     """Write fp32 N(0, 0.02²) tensors with ``layout`` as a ``.safetensors`` file, one chunk at a time.
 
@@ -125,19 +141,10 @@ def write_safetensors(path: Path, layout: list[tuple[str, tuple[int, ...]]], see
     """
     import torch
 
-    header: dict[str, Any] = {"__metadata__": {"format": "pt"}}
-    offset = 0
-    for key, shape in layout:
-        nbytes = math.prod(shape) * 4
-        header[key] = {"dtype": "F32", "shape": list(shape), "data_offsets": [offset, offset + nbytes]}
-        offset += nbytes
-    raw = json.dumps(header, separators=(",", ":")).encode()
-    raw += b" " * (-len(raw) % 8)
     gen = torch.Generator().manual_seed(seed)
     tmp = path.with_suffix(".partial")
     with open(tmp, "wb") as fh:
-        fh.write(struct.pack("<Q", len(raw)))
-        fh.write(raw)
+        fh.write(safetensors_header(layout))
         for _, shape in layout:
             remaining = math.prod(shape)
             while remaining:

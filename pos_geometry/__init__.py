@@ -4,6 +4,7 @@ The data flow, and where each step lives::
 
     load / sinusoidal / from_transformer_lens   ->  PositionalEmbedding(matrix, provenance)
     pca, fit_helix, periodicity, fit_recurrence, subspace_overlap   ->  frozen results
+    rotary_atlas (rotary models: q/k weights read by role)          ->  RotaryAtlas
     pos_geometry.plotting                       ->  plotly figures (never shown)
 
 Importing the package does nothing global: no network, no printing, no plotly settings.
@@ -17,6 +18,7 @@ from pos_geometry.analysis.pca import PCAResult, pca
 from pos_geometry.analysis.periodicity import PeriodicityResult, PeriodPeak, periodicity
 from pos_geometry.analysis.procrustes import align_bases
 from pos_geometry.analysis.recurrence import RecurrenceFit, fit_recurrence
+from pos_geometry.analysis.rotary_atlas import RotaryAtlas, rotary_atlas
 from pos_geometry.analysis.subspace import SubspaceOverlap, subspace_overlap
 from pos_geometry.embedding import PositionalEmbedding, Provenance, TokenEmbedding
 from pos_geometry.encodings.sinusoidal import sinusoidal
@@ -29,6 +31,7 @@ from pos_geometry.errors import (
     MissingTensorError,
     NoLearnedTableError,
     NonFiniteError,
+    NotApplicableError,
     NotCachedError,
     PosGeometryError,
     RemoteError,
@@ -68,6 +71,8 @@ __all__ = [
     "SubspaceOverlap",
     "BatchResult",
     "NullTest",
+    "rotary_atlas",
+    "RotaryAtlas",
     # errors
     "PosGeometryError",
     "UnknownModelError",
@@ -83,4 +88,5 @@ __all__ = [
     "ExportError",
     "RemoteError",
     "AccessDeniedError",
+    "NotApplicableError",
 ]

@@ -1,4 +1,4 @@
-"""The ``pos-geometry`` command line: ``plot``, ``analyze``, ``info`` and ``reproduce``.
+"""The ``pos-geometry`` command line: ``plot``, ``atlas``, ``analyze``, ``info`` and ``reproduce``.
 
 The CLI only parses arguments and calls the public API; every number it prints comes from
 the same functions as in Python. Progress goes to stderr (never into ``--json``/``--csv``
@@ -231,6 +231,73 @@ def plot(
         console = _out()
         for fig in figures:
             console.print(fig.line(), markup=False)
+        console.print(f"wrote {len(written)} file(s) to {out}", markup=False)
+
+    _guard(run)
+
+
+def _layers(text: str | None) -> list[int] | None:
+    if text is None:
+        return None
+    try:
+        return [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise InvalidArgumentError(
+            f"--layers takes comma-separated layer indices such as 0,5,-1; got {text!r}."
+        ) from None
+
+
+@app.command()
+def atlas(
+    models: list[str] = _MODELS,
+    out: Path = typer.Option(..., "--out", help="Folder for the figures (created if needed)."),
+    revision: str | None = _REVISION,
+    layers: str | None = typer.Option(None, "--layers", help="Comma-separated layer indices (default: all)."),
+    fold_norm: bool = typer.Option(
+        False, "--fold-norm", help="Fold the attention norm's gain into W_q, W_k."
+    ),
+    format: str = typer.Option("html", "--format", help="Comma-separated: html,png,svg,pdf,jpeg,webp."),
+    offline: bool | None = _OFFLINE,
+) -> None:
+    """Write the rotary frequency atlas of each model: a heatmap, per-layer usage curves and a JSON file.
+
+    Reads only the query/key projections (and with --fold-norm the norm gains) of rotary models
+    (Pythia, Mistral, Llama, any row of the attention-layout table). Files are named after the
+    model plus the revision: ``<name>_atlas.<fmt>``, ``<name>_usage.<fmt>``, ``<name>_atlas.json``.
+    """
+    from pos_geometry.analysis.rotary_atlas import rotary_atlas
+    from pos_geometry.plotting.atlas import plot_atlas_heatmap, plot_atlas_usage
+    from pos_geometry.plotting.export import find_browser, save_figure
+
+    def run() -> None:
+        fmts = _formats(format)
+        chosen = _layers(layers)
+        if any(f != "html" for f in fmts):
+            find_browser()
+        folder = _out_dir(out)
+        results = []
+        with _progress("reading q/k weights", len(models)) as advance:
+            for name in models:
+                results.append(
+                    rotary_atlas(name, layers=chosen, revision=revision, fold_norm=fold_norm, offline=offline)
+                )
+                advance(name)
+        written: list[Path] = []
+        for result, stem in zip(results, _file_stems(models, results), strict=True):
+            for fig, kind in ((plot_atlas_heatmap(result), "atlas"), (plot_atlas_usage(result), "usage")):
+                written += [save_figure(fig, folder / f"{stem}_{kind}.{f}", format=f) for f in fmts]
+            path = folder / f"{stem}_atlas.json"
+            path.write_text(result.to_json(allow_nan=False))
+            written.append(path)
+        console = _out()
+        for result in results:
+            n_layers, n_heads, n_planes = result.shape
+            console.print(
+                f"{result.provenance.label}: {n_layers} layers × {n_heads} heads × {n_planes} planes, "
+                f"{int(result.critical.sum())} planes complete a cycle in {result.context_length} positions, "
+                f"mean short-wavelength share {float(result.short_share.mean()):.3f}",
+                markup=False,
+            )
         console.print(f"wrote {len(written)} file(s) to {out}", markup=False)
 
     _guard(run)

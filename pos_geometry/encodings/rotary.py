@@ -14,7 +14,9 @@ Everything needed is in config.json: the base (``rope_theta`` / ``rotary_emb_bas
 rotary fraction of each head (``partial_rotary_factor`` / ``rotary_pct``), the head size
 (``head_dim``, else ``hidden_size / num_attention_heads``) and ``max_position_embeddings``.
 Both transformers-v4 flat keys and the v5 ``rope_parameters`` dict are understood.
-Scaled variants (linear, dynamic NTK, YaRN, Llama-3 ...) are refused, not ignored.
+Scaled variants (linear, dynamic NTK, YaRN, LongRoPE, Llama-3) use the frequencies transformers
+computes for them (:mod:`pos_geometry.encodings.rope_scaling`); an unknown ``rope_type`` is
+refused, never ignored.
 """
 
 from __future__ import annotations
@@ -27,16 +29,25 @@ import torch
 
 from pos_geometry._device import resolve_device
 from pos_geometry.embedding import PositionalEmbedding, Provenance
+from pos_geometry.encodings.rope_scaling import RopeScaling, read_scaling, scaled_frequencies
 from pos_geometry.encodings.sinusoidal import check_base, positive_int
 from pos_geometry.errors import InvalidArgumentError
 
-__all__ = ["RotaryParams", "rotary_params", "inverse_frequencies", "rotary_table", "rotary_embedding"]
+__all__ = [
+    "RotaryParams",
+    "rotary_params",
+    "inverse_frequencies",
+    "rotary_table",
+    "rotary_embedding",
+    "scaling_fields",
+]
 
 DEFAULT_BASE = 10000.0
 # transformers' defaults when a config omits the rotary fraction: GPT-NeoX rotates 25% of each head.
 _DEFAULT_FRACTION = {"gpt_neox": 0.25, "gpt_neox_japanese": 1.0}
 
 _MISSING = object()
+_UNSCALED = RopeScaling()
 
 
 @dataclass(frozen=True)
@@ -52,6 +63,7 @@ class RotaryParams:
             (``"rope_parameters.rope_theta"``), in the order they were used.
         defaults: parameters not in the config that took their standard default
             (``"rope_theta"`` -> 10000, ``"partial_rotary_factor"`` -> 1.0 or 0.25 for GPT-NeoX).
+        scaling: the ``rope_type`` and its parameters (``rope_type == "default"``: unscaled).
     """
 
     base: float
@@ -60,10 +72,26 @@ class RotaryParams:
     max_positions: int
     config_keys: tuple[str, ...] = ()
     defaults: tuple[tuple[str, Any], ...] = ()
+    scaling: RopeScaling = _UNSCALED
 
     @property
     def n_frequencies(self) -> int:
         return self.rotary_dim // 2
+
+    @property
+    def rope_type(self) -> str:
+        return self.scaling.rope_type
+
+    @property
+    def attention_factor(self) -> float:
+        """The factor transformers multiplies its cos/sin by (YaRN/LongRoPE ``mscale``; else 1.0)."""
+        return scaled_frequencies(self.scaling, self.base, self.rotary_dim, self.max_positions)[1]
+
+    @property
+    def context_length(self) -> int:
+        """The pre-training context: ``original_max_position_embeddings`` when the rope type has one,
+        else ``max_position_embeddings``."""
+        return self.scaling.original_max_positions or self.max_positions
 
 
 def _get(config: Mapping[str, Any], key: str) -> Any:
@@ -99,26 +127,13 @@ def _check_rope_type(config: Mapping[str, Any]) -> None:
             f"rope_parameters holds one set per layer type ({sorted(params)}); per-layer rotary tables are "
             "not supported yet. Pass a config with a single rope_parameters dict."
         )
-    for key in ("rope_parameters", "rope_scaling"):
-        value = config.get(key)
-        if value is None:
-            continue
-        if not isinstance(value, Mapping):
-            raise InvalidArgumentError(f"config {key} must be a dict or null; got {value!r}.")
-        rope_type = value.get("rope_type", value.get("type", "default"))
-        if rope_type != "default":
-            raise InvalidArgumentError(
-                f"config {key} has rope_type={rope_type!r}: scaled rotary embeddings (linear, dynamic, yarn, "
-                "longrope, llama3, ...) are not supported yet; only rope_type 'default' tables can be built. "
-                "The unscaled table would be wrong for this model, so none is returned."
-            )
 
 
 def rotary_params(config: Mapping[str, Any]) -> RotaryParams:
     """Read the rotary parameters from a config.json dict (transformers v4 or v5 style).
 
     Raises :class:`InvalidArgumentError` when a needed field is missing or inconsistent,
-    or when the config asks for a scaled rotary variant.
+    or when the config asks for a rope type transformers does not define.
     """
     if not isinstance(config, Mapping):
         raise InvalidArgumentError(
@@ -174,13 +189,19 @@ def rotary_params(config: Mapping[str, Any]) -> RotaryParams:
             f"Keys present: {sorted(config)}."
         )
     max_positions = positive_int("max_position_embeddings", max_positions)
-    return RotaryParams(base, rotary_dim, head_dim, max_positions, tuple(used), tuple(defaults))
+    scaling = read_scaling(config, max_positions)
+    params = RotaryParams(base, rotary_dim, head_dim, max_positions, tuple(used), tuple(defaults), scaling)
+    params.attention_factor  # noqa: B018 - validates the scaling parameters now, not at first use
+    return params
 
 
 def inverse_frequencies(params: RotaryParams) -> torch.Tensor:
-    """``θ_i = base^(-2i/rotary_dim)`` for ``i = 0..rotary_dim/2-1``: float64, shape ``(rotary_dim//2,)``."""
-    exponents = torch.arange(0, params.rotary_dim, 2, dtype=torch.float64) / params.rotary_dim
-    return params.base ** (-exponents)
+    """The inverse frequencies ``θ_i``, float64, shape ``(rotary_dim//2,)``.
+
+    ``θ_i = base^(-2i/rotary_dim)`` for ``i = 0..rotary_dim/2-1``, scaled as transformers scales them
+    for ``params.rope_type`` (see :mod:`pos_geometry.encodings.rope_scaling`).
+    """
+    return scaled_frequencies(params.scaling, params.base, params.rotary_dim, params.max_positions)[0]
 
 
 def rotary_table(
@@ -204,6 +225,22 @@ def rotary_table(
     return table.to(device=dev, dtype=dtype)
 
 
+def scaling_fields(params: RotaryParams) -> dict[str, Any]:
+    """The provenance entries that describe ``params.scaling`` (empty for ``rope_type="default"``)."""
+    scaling = params.scaling
+    if scaling.rope_type == "default":
+        return {}
+    fields: dict[str, Any] = {"rope_type": scaling.rope_type}
+    fields.update({f"{scaling.config_key}.{name}": value for name, value in scaling.parameters})
+    fields["attention_factor (derived)"] = params.attention_factor
+    if scaling.rope_type == "dynamic":
+        fields["dynamic (built at)"] = (
+            f"sequence length <= max_position_embeddings ({params.max_positions}): unscaled frequencies, "
+            "as transformers holds them at init"
+        )
+    return fields
+
+
 def rotary_embedding(
     config: Mapping[str, Any],
     *,
@@ -218,12 +255,18 @@ def rotary_embedding(
 
     ``source`` says where the config came from (``"config.json"`` or ``"model table"``);
     ``provenance.config`` records exactly the config fields that were read (and, as
-    ``"<name> (default)"``, any parameter that took its default).
+    ``"<name> (default)"``, any parameter that took its default). A scaled rope type adds
+    ``rope_type``, its parameters as ``"<rope dict>.<name>"`` (``original_max_position_embeddings``
+    with its default filled in) and ``"attention_factor (derived)"``: the factor transformers
+    multiplies its cos/sin by, which this unit-norm table leaves out. For ``dynamic`` the table
+    holds the frequencies used up to ``max_position_embeddings`` (the unscaled ones), which
+    ``"dynamic (built at)"`` records.
     """
     params = rotary_params(config)
     matrix = rotary_table(params, n_positions, device=device, dtype=dtype)
     fields: dict[str, Any] = {key: _get(config, key) for key in params.config_keys}
     fields.update({f"{name} (default)": value for name, value in params.defaults})
+    fields.update(scaling_fields(params))
     provenance = Provenance(
         model_id=model_id,
         kind="rotary",

@@ -7,6 +7,7 @@ revision, the position window, and the variance share of the plotted components.
 PNG/SVG/PDF.
 """
 
+from pos_geometry.plotting.atlas import plot_atlas_head, plot_atlas_heatmap, plot_atlas_usage
 from pos_geometry.plotting.checkpoints import plot_checkpoints
 from pos_geometry.plotting.columns import plot_columns
 from pos_geometry.plotting.export import figure_to_html, find_browser, save_figure
@@ -22,6 +23,9 @@ __all__ = [
     "block_means",
     "figure_to_html",
     "find_browser",
+    "plot_atlas_head",
+    "plot_atlas_heatmap",
+    "plot_atlas_usage",
     "plot_checkpoints",
     "plot_columns",
     "plot_explained_variance",

@@ -35,6 +35,8 @@ EXPECTED = {
     "BatchResult",
     "NullTest",
     "PeriodPeak",
+    "rotary_atlas",
+    "RotaryAtlas",
     # errors
     "PosGeometryError",
     "UnknownModelError",
@@ -50,6 +52,7 @@ EXPECTED = {
     "ExportError",
     "RemoteError",
     "AccessDeniedError",
+    "NotApplicableError",
 }
 
 

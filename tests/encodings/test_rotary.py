@@ -205,16 +205,18 @@ def test_gpt_neox_default_fraction_follows_transformers():
 @pytest.mark.parametrize(
     ("config", "message"),
     [
-        ({**MISTRAL_LIKE, "rope_scaling": {"type": "linear", "factor": 2.0}}, "rope_type='linear'"),
-        ({**MISTRAL_LIKE, "rope_scaling": {"rope_type": "llama3", "factor": 8.0}}, "not supported yet"),
+        ({**MISTRAL_LIKE, "rope_scaling": {"type": "linear"}}, "rope_type='linear' but no factor"),
+        ({**MISTRAL_LIKE, "rope_scaling": {"rope_type": "llama3", "factor": 8.0}}, "no low_freq_factor"),
+        ({**MISTRAL_LIKE, "rope_scaling": {"rope_type": "su-rope", "factor": 8.0}}, "rope_type='su-rope'"),
         (
             {
                 "hidden_size": 64,
                 "num_attention_heads": 4,
                 "max_position_embeddings": 8,
                 "rope_parameters": {"rope_type": "yarn", "rope_theta": 1e4, "factor": 4.0},
+                "rope_scaling": {"rope_type": "linear", "factor": 4.0},
             },
-            "rope_type='yarn'",
+            "two rope types",
         ),
         (
             {

@@ -47,7 +47,30 @@ def _every_figure() -> dict:
         "plot_recurrence": lambda: plotting.plot_recurrence(x, n_components=4),
         "plot_token_positions": lambda: plotting.plot_token_positions(x, tokens),
         "plot_checkpoints": lambda: plotting.plot_checkpoints([x, x + 0.1 * tokens[:1]]),
+        "plot_atlas_heatmap": lambda: plotting.plot_atlas_heatmap(_small_atlas()),
+        "plot_atlas_usage": lambda: plotting.plot_atlas_usage(_small_atlas()),
+        "plot_atlas_head": lambda: plotting.plot_atlas_head(_small_atlas(), 0, 1),
     }
+
+
+def _small_atlas():
+    """A RotaryAtlas of random statistics (2 layers, 2 heads, 4 planes), built without a checkpoint."""
+    import torch
+
+    from pos_geometry import Provenance, RotaryAtlas
+
+    gen = torch.Generator().manual_seed(0)
+    share = torch.rand(2, 2, 4, generator=gen, dtype=torch.float64)
+    share = share / share.sum(-1, keepdim=True)
+    wavelengths = 2 * torch.pi * 100.0 ** (torch.arange(4, dtype=torch.float64) / 4)
+    critical = wavelengths <= 64
+    return RotaryAtlas(
+        q_norm=share, k_norm=share, qk_share=share, q_pair_cosine=share - 0.5, k_pair_cosine=0.5 - share,
+        wavelengths=wavelengths, critical=critical, short_share=share[..., critical].sum(-1),
+        layer_usage=share.mean(1), layers=(0, 1), kv_heads=(0, 1), context_length=64,
+        critical_dimension=2 * int(critical.sum()), fold_norm=False, pairing="rotate_half",
+        provenance=Provenance("toy-rope", "rotary", "synthetic"),
+    )  # fmt: skip
 
 
 def test_every_plot_function_returns_a_figure_and_never_shows_it(monkeypatch) -> None:

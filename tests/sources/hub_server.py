@@ -7,6 +7,8 @@ huggingface_hub 2.4 calls for what pos_geometry uses:
   (``HfApi.model_info``);
 * ``GET /api/models/{org}/{name}/refs``            -> ``{"branches", "tags", "converts"}``
   (``HfApi.list_repo_refs``);
+* ``GET /api/models/{org}/{name}/tree/{rev}``       -> ``[{"type": "file", "path", "size", "oid"}]``
+  (``HfApi.list_repo_tree``, used by transformers to fetch shards);
 * ``HEAD`` / ``GET /{org}/{name}/resolve/{rev}/{filename}`` with ``X-Repo-Commit``, ``ETag``,
   ``Content-Length``, ``Accept-Ranges`` and ``Range`` support (206 + ``Content-Range``; 416 when
   unsatisfiable) — ``get_hf_file_metadata``, ``hf_hub_download`` and range reads;
@@ -271,6 +273,8 @@ class _Handler(BaseHTTPRequestHandler):
                 return self._refs(repo_id)
             if parts[4] == "revision" and len(parts) >= 6:
                 return self._model_info(repo_id, "/".join(parts[5:]))
+            if parts[4] == "tree" and len(parts) >= 6:
+                return self._tree(repo_id, parts[5])
         if len(parts) >= 5 and parts[2] == "resolve":
             return self._resolve_file("/".join(parts[:2]), parts[3], "/".join(parts[4:]))
         if len(parts) == 2 and parts[0] == "cdn":
@@ -291,11 +295,10 @@ class _Handler(BaseHTTPRequestHandler):
         return self._json({"branches": branches, "tags": [], "converts": []})
 
     def _model_info(self, repo_id: str, rev: str) -> None:
-        repo, commit = self.hub._resolve(repo_id, rev)
-        if repo is None:
-            return self._error("RepoNotFound")
-        if commit is None:
-            return self._error("RevisionNotFound")
+        found = self._commit_files(repo_id, rev)
+        if found is None:
+            return None
+        commit, files = found
         fault = self.hub.fault
         if fault is not None and fault.applies(api=True):
             if fault.kind == "non_json":
@@ -310,10 +313,32 @@ class _Handler(BaseHTTPRequestHandler):
                 return self._reply(403, b"{}", headers)
             if fault.kind == "api_status":
                 return self._reply(fault.status, b"server error")
-            bad = [{"name": name} for name in sorted(repo.commits[commit])]  # no_rfilename
+            bad = [{"name": name} for name in sorted(files)]  # no_rfilename
             return self._json({"id": repo_id, "sha": commit, "siblings": bad})
-        siblings = [{"rfilename": name} for name in sorted(repo.commits[commit])]
+        siblings = [{"rfilename": name} for name in sorted(files)]
         return self._json({"id": repo_id, "modelId": repo_id, "sha": commit, "siblings": siblings})
+
+    def _tree(self, repo_id: str, rev: str) -> None:
+        """The recursive file listing (``HfApi.list_repo_tree``, which transformers uses for shards)."""
+        found = self._commit_files(repo_id, rev)
+        if found is None:
+            return None
+        listing = [
+            {"type": "file", "path": name, "size": p.stat().st_size, "oid": self.hub._etags[p][:40]}
+            for name, p in sorted(found[1].items())
+        ]
+        return self._json(listing)
+
+    def _commit_files(self, repo_id: str, rev: str) -> tuple[str, dict[str, Path]] | None:
+        """``(commit, files)`` of ``repo_id`` at ``rev``, or None after answering the 404."""
+        repo, commit = self.hub._resolve(repo_id, rev)
+        if repo is None:
+            self._error("RepoNotFound")
+            return None
+        if commit is None:
+            self._error("RevisionNotFound")
+            return None
+        return commit, repo.commits[commit]
 
     def _resolve_file(self, repo_id: str, rev: str, filename: str) -> None:
         repo, commit = self.hub._resolve(repo_id, rev)

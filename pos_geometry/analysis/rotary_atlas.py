@@ -1,0 +1,284 @@
+"""The frequency atlas: how every head of a rotary model uses each rotation plane, read from its weights.
+
+A rotary model has no positional matrix; position enters attention only through the rotation
+of each query/key plane ``i`` by ``p·θ_i``. Whether a head attends by position, and at which
+scale, is therefore written in its projection weights: the rows of ``W_q`` and ``W_k`` that form
+plane ``i`` decide how much of the logit ``q·k`` turns with the offset at wavelength ``2π/θ_i``.
+
+For layer ``l``, query head ``h`` (key head ``g = h // (n_heads/n_kv_heads)``) and plane ``i``
+with head dimensions ``(a, b)`` (the pairing convention of the architecture), let
+``Q = W_q[l, h, (a, b), :]`` and ``K = W_k[l, g, (a, b), :]`` (each ``2 × d_model``; with
+``fold_norm`` every column is first multiplied by the gain of the norm feeding attention). Then:
+
+* ``q_norm = ‖Q‖_F``, ``k_norm = ‖K‖_F``;
+* the plane's bilinear strength ``s_i = ‖Qᵀ K‖_F``, the Frobenius norm of the ``d_model × d_model``
+  rank-2 form that plane ``i`` adds to the logit ``xᵀ W_qᵀ R(Δ) W_k y`` at offset ``Δ = 0``
+  (computed as ``sqrt(Σ (Q Qᵀ) ⊙ (K Kᵀ))``);
+* ``qk_share = s_i / Σ_j s_j`` over the head's rotation planes (sums to 1 per head);
+* ``q_pair_cosine``/``k_pair_cosine``: the cosine between the plane's two weight vectors
+  (rows ``a`` and ``b``), Chen et al. (NeurIPS 2024);
+* ``wavelengths = 2π/θ_i`` with the model's (scaled) frequencies, and ``critical``: whether the
+  plane completes a full cycle within the training context ``T`` (``2π/θ_i ≤ T``), the planes
+  below Liu et al.'s (ICLR 2024) critical dimension.
+
+Summaries: ``short_share`` per head (share held by the critical planes) and ``layer_usage``
+(mean share over heads, per plane). Biases are not part of the atlas.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+
+from pos_geometry.analysis._results import Result
+from pos_geometry.embedding import Provenance
+from pos_geometry.encodings.rotary import inverse_frequencies, scaling_fields
+from pos_geometry.errors import NoLearnedTableError, NotApplicableError
+from pos_geometry.registry import kind_from_config
+from pos_geometry.sources.roles import QKReader
+from pos_geometry.sources.tensor_set import open_checkpoint
+
+__all__ = ["RotaryAtlas", "rotary_atlas", "plane_statistics"]
+
+
+@dataclass(frozen=True, eq=False)
+class RotaryAtlas(Result):
+    """Per layer × head × rotation plane statistics of a rotary model's query/key weights.
+
+    Attributes:
+        q_norm, k_norm: ``(n_layers, n_heads, n_planes)`` Frobenius norms of the plane's 2 rows.
+        qk_share: ``(n_layers, n_heads, n_planes)`` the plane's share of the head's QK form (rows sum to 1).
+        q_pair_cosine, k_pair_cosine: ``(n_layers, n_heads, n_planes)`` cosine between the plane's 2 rows.
+        wavelengths: ``(n_planes,)`` ``2π/θ_i`` in positions (scaled frequencies for scaled rope types).
+        critical: ``(n_planes,)`` bool, the plane completes a cycle within ``context_length``.
+        short_share: ``(n_layers, n_heads)`` summed ``qk_share`` of the critical planes; the rest is long-range.
+        layer_usage: ``(n_layers, n_planes)`` mean ``qk_share`` over the heads of each layer.
+        layers: the layer indices, in order.
+        kv_heads: ``(n_heads,)`` the key head each query head reads.
+        context_length: the training context ``T`` (``original_max_position_embeddings`` when set).
+        critical_dimension: ``2 × (number of critical planes)``: Liu et al.'s critical dimension.
+        fold_norm: whether the norm gain was folded into the weights.
+        pairing: ``"rotate_half"`` or ``"interleaved"``.
+        provenance: model, revision, commit, checkpoint keys, rotary config.
+    """
+
+    q_norm: torch.Tensor
+    k_norm: torch.Tensor
+    qk_share: torch.Tensor
+    q_pair_cosine: torch.Tensor
+    k_pair_cosine: torch.Tensor
+    wavelengths: torch.Tensor
+    critical: torch.Tensor
+    short_share: torch.Tensor
+    layer_usage: torch.Tensor
+    layers: tuple[int, ...]
+    kv_heads: tuple[int, ...]
+    context_length: int
+    critical_dimension: int
+    fold_norm: bool
+    pairing: str
+    provenance: Provenance
+
+    @property
+    def shape(self) -> tuple[int, int, int]:
+        """``(n_layers, n_heads, n_planes)``."""
+        return tuple(self.qk_share.shape)  # type: ignore[return-value]
+
+    @property
+    def dominant_plane(self) -> torch.Tensor:
+        """``(n_layers, n_heads)`` long: the plane with the largest ``qk_share`` in each head."""
+        return self.qk_share.argmax(dim=-1)
+
+    def summary_rows(self) -> list[tuple[str, str]]:
+        n_layers, n_heads, n_planes = self.shape
+        n_crit = int(self.critical.sum())
+        short = self.short_share
+        usage = self.layer_usage.mean(dim=0)
+        top = torch.argsort(usage, descending=True)[:3].tolist()
+        return [
+            ("layers × heads × planes", f"{n_layers} × {n_heads} × {n_planes}"),
+            ("pairing", self.pairing + (", norm gain folded" if self.fold_norm else "")),
+            ("wavelengths", f"{self.wavelengths.min():.3g} .. {self.wavelengths.max():.4g} positions"),
+            ("training context", f"{self.context_length} ({n_crit} planes complete a cycle in it)"),
+            ("critical dimension", str(self.critical_dimension)),
+            (
+                "share in short-wavelength planes",
+                f"mean {short.mean():.3f} (heads from {short.min():.3f} to {short.max():.3f})",
+            ),
+            (
+                "most used planes",
+                ", ".join(f"{i} (λ={self.wavelengths[i]:.4g}, {usage[i]:.3f})" for i in top),
+            ),
+        ]
+
+
+def _plane_grams(w: torch.Tensor, planes: torch.Tensor, gain: torch.Tensor | None) -> torch.Tensor:
+    """``(n, n_planes, 2, 2)`` float64 Gram matrices of each plane's two rows, one head at a time.
+
+    Only one head's rotary rows are ever converted to float64, so memory stays at the stored
+    weights plus ``2·n_planes × d_model`` doubles. Each head's rows go through one matrix product
+    (a single BLAS call, which stays fast on a busy machine where many small kernels do not); the
+    ``2 × 2`` blocks are then picked from its diagonal.
+    """
+    n_planes = planes.shape[0]
+    rows = planes.reshape(-1)
+    out = torch.empty(w.shape[0], n_planes, 2, 2, dtype=torch.float64)
+    scale = gain.to(torch.float64) if gain is not None else None
+    for h in range(w.shape[0]):
+        x = w[h, rows].to(torch.float64)
+        if scale is not None:
+            x = x * scale
+        g = (x @ x.T).reshape(n_planes, 2, n_planes, 2)
+        out[h] = torch.diagonal(g, dim1=0, dim2=2).permute(2, 0, 1)
+    return out
+
+
+def plane_statistics(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    planes: torch.Tensor,
+    *,
+    kv_heads: torch.Tensor | None = None,
+    gain: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``(q_norm, k_norm, qk_share, q_pair_cosine, k_pair_cosine)``, each ``(n_heads, n_planes)`` float64.
+
+    ``q``: ``(n_heads, head_dim, d_model)``; ``k``: ``(n_kv_heads, head_dim, d_model)`` (any float
+    dtype); ``planes``: ``(n_planes, 2)`` head dimensions; ``kv_heads``: ``(n_heads,)`` the key head
+    of each query head (default: ``k`` has one per query head); ``gain``: ``(d_model,)`` multiplied
+    into every column first (the folded norm). Definitions in the module docstring; computed in
+    float64 through the ``2 × 2`` Gram matrices of each plane's rows.
+    """
+    gq = _plane_grams(q, planes, gain)
+    gk = _plane_grams(k, planes, gain)
+    return _plane_stats(gq, gk[kv_heads] if kv_heads is not None else gk)
+
+
+def _plane_stats(
+    gq: torch.Tensor, gk: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The statistics of :func:`plane_statistics` from the ``(n_heads, n_planes, 2, 2)`` Grams (k matched to q)."""
+    q_norm = gq.diagonal(dim1=-2, dim2=-1).sum(-1).sqrt()
+    k_norm = gk.diagonal(dim1=-2, dim2=-1).sum(-1).sqrt()
+    strength = (gq * gk).sum(dim=(-1, -2)).clamp_min(0).sqrt()
+    total = strength.sum(-1, keepdim=True)
+    share = torch.where(total > 0, strength / total.clamp_min(torch.finfo(torch.float64).tiny), math.nan)
+
+    def pair_cosine(g: torch.Tensor) -> torch.Tensor:
+        return g[..., 0, 1] / (g[..., 0, 0] * g[..., 1, 1]).sqrt()
+
+    return q_norm, k_norm, share, pair_cosine(gq), pair_cosine(gk)
+
+
+def _does_not_apply(config: dict, model_id: str) -> NotApplicableError:
+    try:
+        kind = kind_from_config(config)
+        why = f"its positions come from a {kind} table" if kind != "rotary" else ""
+    except NoLearnedTableError as exc:
+        why = str(exc).split(":")[0]
+    return NotApplicableError(
+        f"the rotary frequency atlas does not apply to {model_id!r}: {why}, not from rotary embeddings, so "
+        "no query/key plane turns with position. Use pos_geometry.load and pos_geometry.pca for learned tables."
+    )
+
+
+def rotary_atlas(
+    name_or_path: str | os.PathLike[str],
+    *,
+    layers: Sequence[int] | int | None = None,
+    revision: str | None = None,
+    fold_norm: bool = False,
+    offline: bool | None = None,
+    model_id: str | None = None,
+) -> RotaryAtlas:
+    """The frequency atlas of a rotary model, read from its query/key weights without building it.
+
+    Args:
+        name_or_path: a model-table name (``"pythia-70m"``, ``"mistral-7b-v0.1"``), a hub repo id, or a
+            local Hugging Face model folder. Its ``model_type`` must have an attention-layout row.
+        layers: layer indices to read (default: all); only their q/k tensors are read.
+        revision: branch, tag, commit or checkpoint name (hub: pinned to one commit for all tensors).
+        fold_norm: multiply each input column of W_q and W_k by the gain of the norm that feeds
+            attention (what the projections see is ``gain ⊙ x̂``).
+        offline, model_id: as in :func:`pos_geometry.load`.
+
+    Returns:
+        a :class:`RotaryAtlas` with arrays ``(n_layers, n_heads, n_planes)`` (see the module docstring).
+
+    Raises:
+        NotApplicableError: the model has no rotary embeddings (GPT-2, BERT, ALiBi models ...).
+    """
+    checkpoint = open_checkpoint(name_or_path, revision=revision, offline=offline, model_id=model_id)
+    try:
+        rotary = kind_from_config(checkpoint.config) == "rotary"
+    except NoLearnedTableError:
+        rotary = False
+    if not rotary:
+        raise _does_not_apply(checkpoint.config, checkpoint.model_id)
+    reader = QKReader(checkpoint)
+    chosen = reader.layers(layers)
+    kv_heads = torch.arange(reader.n_heads) // (reader.n_heads // reader.n_kv_heads)
+    stats: list[tuple[torch.Tensor, ...]] = []
+    keys: list[str] = []
+    stored = ""
+    for index in chosen:
+        # one projection in memory at a time: q's Grams, then k's
+        gain = None
+        if fold_norm:
+            gain, norm_key = reader.gain(index)
+            keys.append(norm_key)
+        grams = {}
+        for which in ("q", "k"):
+            w, key = reader.projection(index, which)
+            grams[which] = _plane_grams(w, reader.planes, gain)
+            stored = str(w.dtype).removeprefix("torch.")
+            keys += [key] if key not in keys else []
+            del w
+        stats.append(_plane_stats(grams["q"], grams["k"][kv_heads]))
+    q_norm, k_norm, share, q_cos, k_cos = (torch.stack(s) for s in zip(*stats, strict=True))
+    theta = inverse_frequencies(reader.rotary)
+    wavelengths = 2 * math.pi / theta
+    context = reader.rotary.context_length
+    critical = wavelengths <= context
+    provenance = Provenance(
+        model_id=checkpoint.model_id,
+        kind="rotary",
+        source=f"{checkpoint.location}: {reader.layout.model_type} q/k projections of {len(chosen)} layer(s)",
+        revision=checkpoint.revision,
+        config={
+            "model_type": reader.layout.model_type,
+            "rope_theta": reader.rotary.base,
+            "rotary_dim": reader.rotary.rotary_dim,
+            "head_dim": reader.rotary.head_dim,
+            "max_position_embeddings": reader.rotary.max_positions,
+            "num_attention_heads": reader.n_heads,
+            "num_key_value_heads": reader.n_kv_heads,
+            "tensor_keys": tuple(keys),
+            **scaling_fields(reader.rotary),
+        },
+        original_dtype=stored,
+        commit=checkpoint.commit,
+        processing=("fold_norm",) if fold_norm else (),
+    )
+    return RotaryAtlas(
+        q_norm=q_norm,
+        k_norm=k_norm,
+        qk_share=share,
+        q_pair_cosine=q_cos,
+        k_pair_cosine=k_cos,
+        wavelengths=wavelengths,
+        critical=critical,
+        short_share=share[..., critical].sum(-1),
+        layer_usage=share.mean(dim=1),
+        layers=chosen,
+        kv_heads=tuple(kv_heads.tolist()),
+        context_length=context,
+        critical_dimension=2 * int(critical.sum()),
+        fold_norm=fold_norm,
+        pairing=reader.layout.pairing,
+        provenance=provenance,
+    )

@@ -1,0 +1,165 @@
+"""Figures of the rotary frequency atlas (:class:`~pos_geometry.analysis.rotary_atlas.RotaryAtlas`).
+
+* :func:`plot_atlas_heatmap`: one row per (layer, head), one column per rotation plane placed at
+  its wavelength on a log axis; colour is the plane's share of the head's QK form (or any other
+  per-plane array). The training context (the critical wavelength) is marked: planes to its left
+  complete a cycle within it.
+* :func:`plot_atlas_usage`: per layer, the mean share over heads against wavelength.
+* :func:`plot_atlas_head`: one head's profile: share, q/k norms and pair cosines against wavelength.
+
+Titles name the model (and revision); every figure is returned, never shown.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from pos_geometry.analysis.rotary_atlas import RotaryAtlas
+from pos_geometry.errors import InvalidArgumentError
+from pos_geometry.plotting._style import FIT_COLOR, POSITION_BLUE, TOKEN_RED, base_layout, model_label
+
+__all__ = ["plot_atlas_heatmap", "plot_atlas_usage", "plot_atlas_head", "ATLAS_VALUES"]
+
+ATLAS_VALUES: dict[str, str] = {
+    "qk_share": "share of the head's QK form",
+    "q_norm": "‖W_q rows‖ of the plane",
+    "k_norm": "‖W_k rows‖ of the plane",
+    "q_pair_cosine": "cosine of the plane's two W_q rows",
+    "k_pair_cosine": "cosine of the plane's two W_k rows",
+}
+
+
+def _check(atlas: object) -> RotaryAtlas:
+    if not isinstance(atlas, RotaryAtlas):
+        raise InvalidArgumentError(
+            f"atlas must be a RotaryAtlas (from pos_geometry.rotary_atlas); got {type(atlas).__name__}."
+        )
+    return atlas
+
+
+def _context_marker(fig: go.Figure, atlas: RotaryAtlas, **where: object) -> None:
+    fig.add_vline(
+        x=float(atlas.context_length),
+        line={"color": FIT_COLOR, "dash": "dash", "width": 1.5},
+        annotation_text=f"training context {atlas.context_length}",
+        annotation_position="top left",
+        **where,
+    )
+
+
+def _wavelength_axis(title: str = "wavelength 2π/θ (positions, log scale)") -> dict[str, object]:
+    return {"type": "log", "title": title}
+
+
+def plot_atlas_heatmap(atlas: RotaryAtlas, *, value: str = "qk_share", title: str | None = None) -> go.Figure:
+    """Heatmap of ``atlas.<value>``: rows ``(layer, head)``, columns rotation planes at their wavelengths.
+
+    Args:
+        atlas: a :class:`RotaryAtlas`.
+        value: one of :data:`ATLAS_VALUES` (default: the plane's QK share).
+        title: replaces ``"<model>: <value label> per head and rotation plane"``.
+
+    Returns:
+        a ``Figure`` with one ``Heatmap`` of shape ``(n_layers·n_heads, n_planes)`` on a log-wavelength
+        x axis, and a dashed line at the training context.
+    """
+    atlas = _check(atlas)
+    if value not in ATLAS_VALUES:
+        raise InvalidArgumentError(f"value must be one of {sorted(ATLAS_VALUES)}; got {value!r}.")
+    data = getattr(atlas, value).detach().cpu().numpy()
+    n_layers, n_heads, n_planes = data.shape
+    rows = [f"L{layer} H{head}" for layer in atlas.layers for head in range(n_heads)]
+    wavelengths = atlas.wavelengths.numpy()
+    fig = go.Figure(
+        go.Heatmap(
+            z=data.reshape(n_layers * n_heads, n_planes),
+            x=wavelengths,
+            y=rows,
+            colorscale="Viridis",
+            colorbar={"title": value},
+            hovertemplate="%{y}<br>wavelength %{x:.4g}<br>" + value + " %{z:.4f}<extra></extra>",
+        )
+    )
+    _context_marker(fig, atlas)
+    label = title or f"{model_label(atlas.provenance)}: {ATLAS_VALUES[value]} per head and rotation plane"
+    fig.update_layout(
+        **base_layout(label),
+        xaxis=_wavelength_axis(),
+        yaxis={"title": "layer, head", "autorange": "reversed"},
+        height=max(360, 14 * n_layers * n_heads + 140),
+    )
+    return fig
+
+
+def plot_atlas_usage(atlas: RotaryAtlas, *, title: str | None = None) -> go.Figure:
+    """Per layer, the mean QK share over heads of each plane against its wavelength (one line per layer).
+
+    Returns:
+        a ``Figure`` with one ``Scatter`` line per layer (colour from early to late layer) and the
+        training context marked.
+    """
+    atlas = _check(atlas)
+    wavelengths = atlas.wavelengths.numpy()
+    usage = atlas.layer_usage.numpy()
+    fig = go.Figure()
+    n = len(atlas.layers)
+    for i, layer in enumerate(atlas.layers):
+        shade = i / max(n - 1, 1)
+        fig.add_trace(
+            go.Scatter(
+                x=wavelengths,
+                y=usage[i],
+                mode="lines+markers",
+                name=f"layer {layer}",
+                line={
+                    "color": f"rgba({int(31 + 200 * shade)}, {int(95 - 40 * shade)}, {int(191 - 150 * shade)}, 0.9)"
+                },
+            )
+        )
+    _context_marker(fig, atlas)
+    label = title or f"{model_label(atlas.provenance)}: mean share of the QK form by wavelength, per layer"
+    fig.update_layout(
+        **base_layout(label), xaxis=_wavelength_axis(), yaxis={"title": "mean share over heads"}
+    )
+    return fig
+
+
+def plot_atlas_head(atlas: RotaryAtlas, layer: int, head: int, *, title: str | None = None) -> go.Figure:
+    """One head's profile against wavelength: QK share (top), q/k norms (middle), pair cosines (bottom).
+
+    ``layer`` is a model layer index present in ``atlas.layers``; ``head`` a query head.
+    """
+    atlas = _check(atlas)
+    if layer not in atlas.layers:
+        raise InvalidArgumentError(f"layer must be one of the atlas's layers {atlas.layers}; got {layer!r}.")
+    n_heads = atlas.shape[1]
+    if not isinstance(head, int) or not 0 <= head < n_heads:
+        raise InvalidArgumentError(f"head must be in [0, {n_heads}); got {head!r}.")
+    i = atlas.layers.index(layer)
+    x = atlas.wavelengths.numpy()
+    fig = make_subplots(
+        rows=3, cols=1, shared_xaxes=True, vertical_spacing=0.07,
+        subplot_titles=("share of the head's QK form", "norms of the plane's rows", "pair cosine"),
+    )  # fmt: skip
+
+    def line(y: object, name: str, color: str, row: int) -> None:
+        fig.add_trace(
+            go.Scatter(x=x, y=np.asarray(y), mode="lines+markers", name=name, line={"color": color}),
+            row=row,
+            col=1,
+        )
+
+    line(atlas.qk_share[i, head], "QK share", POSITION_BLUE, 1)
+    line(atlas.q_norm[i, head], "query rows", POSITION_BLUE, 2)
+    line(atlas.k_norm[i, head], f"key rows (key head {atlas.kv_heads[head]})", TOKEN_RED, 2)
+    line(atlas.q_pair_cosine[i, head], "query pair", POSITION_BLUE, 3)
+    line(atlas.k_pair_cosine[i, head], "key pair", TOKEN_RED, 3)
+    for row in (1, 2, 3):
+        _context_marker(fig, atlas, row=row, col=1)
+        fig.update_xaxes(type="log", row=row, col=1)
+    fig.update_xaxes(title="wavelength 2π/θ (positions, log scale)", row=3, col=1)
+    label = title or f"{model_label(atlas.provenance)}: layer {layer}, head {head} by rotation plane"
+    fig.update_layout(**base_layout(label), height=720)
+    return fig

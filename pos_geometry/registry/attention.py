@@ -1,0 +1,138 @@
+"""Where each architecture keeps its attention weights: the layout table, keyed by ``model_type``.
+
+A rotary model's position lives in how its query and key projections use each rotation
+plane, so reading position from the weights means reading those projections. Every
+architecture stores them differently; each row here says how, as plain data:
+
+* ``q_key`` / ``k_key``: the per-layer projection weights (``{layer}`` is the layer index), or
+  ``qkv_key`` for a fused projection, with ``fused`` naming how its rows interleave:
+  ``"per_head"`` (GPT-NeoX/Pythia: rows ``[q_h, k_h, v_h]`` head after head) or ``"blocks"``
+  (Phi-3: all query rows, then all key rows, then all value rows).
+* ``norm_key``: the gain of the norm that feeds attention (it multiplies every input column of
+  W_q and W_k); ``norm_offset`` is added to it first (Gemma stores ``gain - 1``).
+* ``pairing``: which two dimensions of a head one rotation plane turns: ``"rotate_half"``
+  (NeoX/Llama: dims ``i`` and ``i + rotary_dim/2``) or ``"interleaved"`` (GPT-J: ``2i`` and ``2i+1``).
+* ``prefix``: the leading name component a bare (headless) checkpoint omits
+  (``model.``, ``gpt_neox.``, ``transformer.``).
+* ``token_key``: the token-embedding table.
+
+A new architecture is a new row. Models whose queries or keys pass through something other
+than a linear map before the rotation (Qwen3's and OLMo-2's per-head q/k norms, CodeGen's
+model-parallel fused layout) are deliberately absent: the atlas would misread them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from pos_geometry.errors import InvalidArgumentError
+
+__all__ = ["AttentionLayout", "ATTENTION_LAYOUTS", "attention_layout", "PAIRINGS", "FUSED_LAYOUTS"]
+
+Pairing = Literal["rotate_half", "interleaved"]
+PAIRINGS: tuple[str, ...] = ("rotate_half", "interleaved")
+FUSED_LAYOUTS: tuple[str, ...] = ("per_head", "blocks")
+
+_LLAMA = {
+    "q_key": "model.layers.{layer}.self_attn.q_proj.weight",
+    "k_key": "model.layers.{layer}.self_attn.k_proj.weight",
+    "norm_key": "model.layers.{layer}.input_layernorm.weight",
+    "token_key": "model.embed_tokens.weight",
+    "pairing": "rotate_half",
+    "prefix": "model.",
+}
+
+#: model_type -> layout fields (see the module docstring). Checked against transformers 5.23's
+#: modeling files: GPTNeoXAttention views the fused output as (heads, 3 * head_size) and chunks it
+#: into q, k, v; Phi3Attention slices qkv_proj's output as [q | k | v]; GPT-J rotates every two dims.
+ATTENTION_LAYOUTS: dict[str, dict[str, Any]] = {
+    "llama": _LLAMA,
+    "mistral": _LLAMA,
+    "mixtral": _LLAMA,
+    "qwen2": _LLAMA,
+    "qwen2_moe": _LLAMA,
+    "granite": _LLAMA,
+    "starcoder2": _LLAMA,
+    "gemma": {**_LLAMA, "norm_offset": 1.0},
+    "phi3": {
+        **_LLAMA,
+        "q_key": None,
+        "k_key": None,
+        "qkv_key": "model.layers.{layer}.self_attn.qkv_proj.weight",
+        "fused": "blocks",
+    },
+    "gpt_neox": {
+        "qkv_key": "gpt_neox.layers.{layer}.attention.query_key_value.weight",
+        "fused": "per_head",
+        "norm_key": "gpt_neox.layers.{layer}.input_layernorm.weight",
+        "token_key": "gpt_neox.embed_in.weight",
+        "pairing": "rotate_half",
+        "prefix": "gpt_neox.",
+    },
+    "gptj": {
+        "q_key": "transformer.h.{layer}.attn.q_proj.weight",
+        "k_key": "transformer.h.{layer}.attn.k_proj.weight",
+        "norm_key": "transformer.h.{layer}.ln_1.weight",
+        "token_key": "transformer.wte.weight",
+        "pairing": "interleaved",
+        "prefix": "transformer.",
+    },
+}
+
+
+@dataclass(frozen=True)
+class AttentionLayout:
+    """One row of :data:`ATTENTION_LAYOUTS`, validated (see the module docstring for the fields)."""
+
+    model_type: str
+    pairing: Pairing
+    q_key: str | None = None
+    k_key: str | None = None
+    qkv_key: str | None = None
+    fused: str | None = None
+    norm_key: str | None = None
+    norm_offset: float = 0.0
+    token_key: str | None = None
+    prefix: str = ""
+
+    def __post_init__(self) -> None:
+        where = f"attention-layout row {self.model_type!r}"
+        if self.pairing not in PAIRINGS:
+            raise InvalidArgumentError(f"{where}: pairing must be one of {PAIRINGS}; got {self.pairing!r}.")
+        separate = self.q_key is not None and self.k_key is not None
+        fused = self.qkv_key is not None and self.fused in FUSED_LAYOUTS
+        if separate == fused:
+            raise InvalidArgumentError(
+                f"{where}: give either q_key and k_key, or qkv_key with fused in {FUSED_LAYOUTS}; "
+                f"got q_key={self.q_key!r}, k_key={self.k_key!r}, qkv_key={self.qkv_key!r}, fused={self.fused!r}."
+            )
+        for name in ("q_key", "k_key", "qkv_key", "norm_key"):
+            key = getattr(self, name)
+            if key is not None and "{layer}" not in key:
+                raise InvalidArgumentError(f"{where}: {name} must contain '{{layer}}'; got {key!r}.")
+
+    def keys(self, layer: int, *, norm: bool) -> dict[str, str]:
+        """The checkpoint keys of ``layer``: role (``"q"``, ``"k"``, ``"qkv"``, ``"norm"``) -> key."""
+        roles = {"qkv": self.qkv_key} if self.qkv_key else {"q": self.q_key, "k": self.k_key}
+        if norm and self.norm_key:
+            roles["norm"] = self.norm_key
+        return {role: str(key).format(layer=layer) for role, key in roles.items()}
+
+
+def attention_layout(config: Mapping[str, Any]) -> AttentionLayout:
+    """The layout row for a config.json's ``model_type``.
+
+    Raises:
+        InvalidArgumentError: the model type has no row (the message lists those that do).
+    """
+    model_type = str(config.get("model_type", "")).lower()
+    row = ATTENTION_LAYOUTS.get(model_type)
+    if row is None:
+        raise InvalidArgumentError(
+            f"no attention layout is known for model_type {model_type!r}, so its query/key weights cannot be "
+            f"read. Known: {', '.join(sorted(ATTENTION_LAYOUTS))}. Add a row to "
+            "pos_geometry/registry/attention.py."
+        )
+    return AttentionLayout(model_type=model_type, **row)

@@ -1,0 +1,303 @@
+"""The query and key projections of a rotary model, read by role from its checkpoint.
+
+:func:`read_qk` looks the architecture up in the attention-layout table
+(:mod:`pos_geometry.registry.attention`), reads only the tensors that play the roles
+"query projection", "key projection" (and, when asked, "norm gain") of the requested layers
+through :func:`~pos_geometry.sources.tensor_set.open_checkpoint`, and splits them into heads:
+
+* separate ``q_proj``/``k_proj`` (Llama, Mistral, Qwen2, GPT-J): rows ``h*head_dim + j``;
+* fused, per head (GPT-NeoX/Pythia ``query_key_value``): rows ``(h, [q|k|v], j)``;
+* fused, in blocks (Phi-3 ``qkv_proj``): ``[all q rows | all k rows | all v rows]``.
+
+The rotation planes come from the layout's pairing convention and the rotary config
+(partial rotary included: only the first ``rotary_dim`` dims of each head rotate).
+Biases are not read: the atlas studies the weights' bilinear form.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from pos_geometry.encodings.rotary import RotaryParams, rotary_params
+from pos_geometry.errors import CheckpointFormatError, InvalidArgumentError, MissingTensorError
+from pos_geometry.registry.attention import AttentionLayout, attention_layout
+from pos_geometry.sources.tensor_set import Checkpoint, open_checkpoint
+
+__all__ = ["QKReader", "QKWeights", "open_qk", "read_qk", "rotation_planes", "head_counts"]
+
+
+def _int_field(config: Mapping[str, Any], keys: tuple[str, ...], default: int | None = None) -> int:
+    for key in keys:
+        value = config.get(key)
+        if value is not None:
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise InvalidArgumentError(f"config {key} must be a positive int; got {value!r}.")
+            return value
+    if default is None:
+        raise InvalidArgumentError(f"config has none of {keys}; the attention shape cannot be read from it.")
+    return default
+
+
+def head_counts(config: Mapping[str, Any]) -> tuple[int, int, int]:
+    """``(n_layers, n_heads, n_kv_heads)`` from a config.json dict (``n_kv_heads`` defaults to ``n_heads``)."""
+    n_layers = _int_field(config, ("num_hidden_layers", "n_layer", "num_layers"))
+    n_heads = _int_field(config, ("num_attention_heads", "n_head"))
+    n_kv = _int_field(config, ("num_key_value_heads",), n_heads)
+    if n_heads % n_kv:
+        raise InvalidArgumentError(
+            f"num_attention_heads ({n_heads}) must be a multiple of num_key_value_heads ({n_kv}); fix the config."
+        )
+    return n_layers, n_heads, n_kv
+
+
+def rotation_planes(pairing: str, rotary_dim: int) -> torch.Tensor:
+    """``(rotary_dim//2, 2)`` long: the two head dimensions rotation plane ``i`` turns, at angle ``p·θ_i``.
+
+    ``"rotate_half"``: ``(i, i + rotary_dim/2)``; ``"interleaved"``: ``(2i, 2i+1)``.
+    """
+    half = torch.arange(rotary_dim // 2)
+    if pairing == "rotate_half":
+        return torch.stack([half, half + rotary_dim // 2], dim=1)
+    if pairing == "interleaved":
+        return torch.stack([2 * half, 2 * half + 1], dim=1)
+    raise InvalidArgumentError(f"pairing must be 'rotate_half' or 'interleaved'; got {pairing!r}.")
+
+
+@dataclass(frozen=True, eq=False)
+class QKWeights:
+    """Per-head query and key projection weights of some layers of a rotary model.
+
+    Attributes:
+        q: ``(n_layers, n_heads, head_dim, d_model)`` float32: row ``j`` of head ``h`` is the weight
+            vector of query dimension ``j`` (``q_h = q[l, h] @ x``).
+        k: ``(n_layers, n_kv_heads, head_dim, d_model)`` float32; query head ``h`` reads key head
+            ``h // (n_heads // n_kv_heads)`` (grouped-query attention).
+        norm: ``(n_layers, d_model)`` float32 gain of the norm feeding attention (offset applied),
+            or None when not read.
+        layers: the layer indices, in order.
+        planes: ``(n_planes, 2)`` long: the head dimensions of each rotation plane.
+        rotary: the rotary parameters (frequencies, context length, rope type).
+        layout: the attention-layout row used.
+        keys: every checkpoint key read.
+        stored_dtype: the dtype the projections are stored in.
+        checkpoint: where they came from (config, model id, revision, commit, location).
+    """
+
+    q: torch.Tensor
+    k: torch.Tensor
+    norm: torch.Tensor | None
+    layers: tuple[int, ...]
+    planes: torch.Tensor
+    rotary: RotaryParams
+    layout: AttentionLayout
+    keys: tuple[str, ...]
+    stored_dtype: str
+    checkpoint: Checkpoint
+
+    @property
+    def n_heads(self) -> int:
+        return self.q.shape[1]
+
+    @property
+    def n_kv_heads(self) -> int:
+        return self.k.shape[1]
+
+    def kv_head(self, head: int) -> int:
+        """The key head that query head ``head`` attends with."""
+        return head // (self.n_heads // self.n_kv_heads)
+
+
+def _split(
+    layout: AttentionLayout, tensor: torch.Tensor, which: str, n_heads: int, n_kv: int, head_dim: int
+) -> torch.Tensor:
+    """``which`` (``"q"``: ``(n_heads, head_dim, d)``, ``"k"``: ``(n_kv, head_dim, d)``) from the tensor
+    read for it: its own projection, or the fused qkv projection (a view, no copy)."""
+    heads = n_heads if which == "q" else n_kv
+    if layout.qkv_key is None:
+        if tensor.ndim != 2 or tensor.shape[0] != heads * head_dim:
+            raise CheckpointFormatError(
+                f"the {which} projection has shape {tuple(tensor.shape)}; the config implies "
+                f"({heads * head_dim}, d_model). The checkpoint and its config.json disagree."
+            )
+        return tensor.reshape(heads, head_dim, -1)
+    rows = (n_heads + 2 * n_kv) * head_dim
+    if tensor.ndim != 2 or tensor.shape[0] != rows:
+        raise CheckpointFormatError(
+            f"the fused qkv projection has shape {tuple(tensor.shape)}; the config implies ({rows}, d_model)."
+        )
+    if layout.fused == "per_head":  # GPT-NeoX: view(heads, 3 * head_size), chunk(3)
+        if n_kv != n_heads:
+            raise CheckpointFormatError("a per-head fused qkv layout has as many key heads as query heads.")
+        return tensor.reshape(n_heads, 3, head_dim, -1)[:, 0 if which == "q" else 1]
+    q_rows = n_heads * head_dim  # Phi-3: [all q | all k | all v]
+    if which == "q":
+        return tensor[:q_rows].reshape(n_heads, head_dim, -1)
+    return tensor[q_rows : q_rows + n_kv * head_dim].reshape(n_kv, head_dim, -1)
+
+
+def _layers(layers: Sequence[int] | int | None, n_layers: int) -> tuple[int, ...]:
+    if layers is None:
+        return tuple(range(n_layers))
+    chosen = (layers,) if isinstance(layers, int) else tuple(layers)
+    bad = [
+        i for i in chosen if isinstance(i, bool) or not isinstance(i, int) or not -n_layers <= i < n_layers
+    ]
+    if bad or not chosen:
+        raise InvalidArgumentError(
+            f"layers must be layer indices in [0, {n_layers}) (negatives count from the end) or None for all; "
+            f"got {layers!r}."
+        )
+    return tuple(i % n_layers for i in chosen)
+
+
+def _resolve_prefix(ckpt: Checkpoint, layout: AttentionLayout, key: str) -> str:
+    """``key`` as the checkpoint spells it: a headless checkpoint drops the layout's prefix."""
+    if not layout.prefix or ckpt.is_cached(key):
+        return key
+    available = set(ckpt.keys())
+    if key in available:
+        return key
+    bare = key.removeprefix(layout.prefix)
+    if bare in available:
+        return bare
+    raise MissingTensorError(
+        f"{ckpt.location} has neither {key!r} nor {bare!r}; the {layout.model_type} layout expects them. "
+        f"It has {len(available)} keys, e.g. {', '.join(sorted(available)[:8])}.",
+        keys=tuple(sorted(available)),
+    )
+
+
+class QKReader:
+    """One opened rotary checkpoint, read layer by layer (so memory holds one layer at a time).
+
+    Attributes:
+        checkpoint: the opened checkpoint (config, model id, commit, location).
+        layout: the attention-layout row of its ``model_type``.
+        rotary: its rotary parameters.
+        n_layers, n_heads, n_kv_heads: from the config.
+        planes: ``(n_planes, 2)`` long, the head dimensions of each rotation plane.
+    """
+
+    def __init__(self, checkpoint: Checkpoint) -> None:
+        self.checkpoint = checkpoint
+        config = checkpoint.config
+        self.layout = attention_layout(config)
+        self.rotary: RotaryParams = rotary_params(config)
+        self.n_layers, self.n_heads, self.n_kv_heads = head_counts(config)
+        self.planes = rotation_planes(self.layout.pairing, self.rotary.rotary_dim)
+        self._drop_prefix: bool | None = None
+        self._fused: tuple[str, torch.Tensor] | None = None
+
+    def layers(self, layers: Sequence[int] | int | None) -> tuple[int, ...]:
+        """Validated layer indices (None: all; negatives count from the end)."""
+        return _layers(layers, self.n_layers)
+
+    def _spelled(self, key: str) -> str:
+        if self._drop_prefix is None:
+            self._drop_prefix = _resolve_prefix(self.checkpoint, self.layout, key) != key
+        return key.removeprefix(self.layout.prefix) if self._drop_prefix else key
+
+    def _key(self, index: int, role: str) -> str:
+        return self._spelled(self.layout.keys(index, norm=True)[role])
+
+    def projection(self, index: int, which: str) -> tuple[torch.Tensor, str]:
+        """``(weights, key)``: the ``which`` (``"q"`` or ``"k"``) projection of layer ``index`` as stored,
+        ``(heads, head_dim, d_model)``. A fused qkv tensor is read once for q then k (in that order)."""
+        if self.layout.qkv_key is None:
+            key = self._key(index, which)
+            tensor = self.checkpoint.read([key])[key]
+        else:
+            key = self._key(index, "qkv")
+            if self._fused is None or self._fused[0] != key:
+                self._fused = (key, self.checkpoint.read([key])[key])
+            tensor = self._fused[1]
+            if which == "k":  # read q first, then k: the fused tensor is not kept beyond that
+                self._fused = None
+        return _split(self.layout, tensor, which, self.n_heads, self.n_kv_heads, self.rotary.head_dim), key
+
+    def gain(self, index: int) -> tuple[torch.Tensor, str]:
+        """``(gain, key)``: the norm gain feeding attention in layer ``index``, float32, offset applied."""
+        if self.layout.norm_key is None:
+            raise InvalidArgumentError(
+                f"the {self.layout.model_type} layout names no norm before attention, so its gain cannot be folded."
+            )
+        key = self._key(index, "norm")
+        return self.checkpoint.read([key])[key].float() + self.layout.norm_offset, key
+
+    def layer(
+        self, index: int, *, norm: bool = False, dtype: torch.dtype | None = torch.float32
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None, tuple[str, ...], str]:
+        """``(q, k, gain, keys, stored dtype)`` of layer ``index``: q ``(n_heads, head_dim, d_model)`` and
+        k ``(n_kv_heads, head_dim, d_model)`` in ``dtype`` (None: as stored, views of the tensors read),
+        gain ``(d_model,)`` float32 (offset applied) or None."""
+        q, q_key = self.projection(index, "q")
+        k, k_key = self.projection(index, "k")
+        keys = tuple(dict.fromkeys((q_key, k_key)))
+        gain = None
+        if norm:
+            gain, norm_key = self.gain(index)
+            keys += (norm_key,)
+        stored = str(q.dtype).removeprefix("torch.")
+        if dtype is not None:
+            q, k = q.to(dtype), k.to(dtype)
+        return q, k, gain, keys, stored
+
+
+def open_qk(
+    name_or_path: str | os.PathLike[str],
+    *,
+    revision: str | None = None,
+    offline: bool | None = None,
+    model_id: str | None = None,
+) -> QKReader:
+    """A :class:`QKReader` on a local model folder, a model-table name or a hub repo id (one pinned commit)."""
+    return QKReader(open_checkpoint(name_or_path, revision=revision, offline=offline, model_id=model_id))
+
+
+def read_qk(
+    name_or_path: str | os.PathLike[str],
+    *,
+    layers: Sequence[int] | int | None = None,
+    revision: str | None = None,
+    norm: bool = False,
+    offline: bool | None = None,
+    model_id: str | None = None,
+) -> QKWeights:
+    """Read the per-head query/key projections (and optionally the norm gains) of a rotary model.
+
+    Only the tensors of the requested ``layers`` are read (one commit for all of them when
+    ``name_or_path`` is a hub repo). The architecture is taken from ``config.json``'s
+    ``model_type`` and must have a row in the attention-layout table.
+
+    Raises:
+        InvalidArgumentError: unknown architecture, bad ``layers``, inconsistent config.
+        MissingTensorError, CheckpointFormatError, NotCachedError: see :mod:`pos_geometry.sources.tensor_set`.
+    """
+    reader = open_qk(name_or_path, revision=revision, offline=offline, model_id=model_id)
+    chosen = reader.layers(layers)
+    qs, ks, gains, keys = [], [], [], []
+    stored = ""
+    for index in chosen:
+        q, k, gain, layer_keys, stored = reader.layer(index, norm=norm)
+        qs.append(q)
+        ks.append(k)
+        keys += layer_keys
+        if gain is not None:
+            gains.append(gain)
+    return QKWeights(
+        q=torch.stack(qs),
+        k=torch.stack(ks),
+        norm=torch.stack(gains) if gains else None,
+        layers=chosen,
+        planes=reader.planes,
+        rotary=reader.rotary,
+        layout=reader.layout,
+        keys=tuple(keys),
+        stored_dtype=stored,
+        checkpoint=reader.checkpoint,
+    )

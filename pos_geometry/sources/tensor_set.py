@@ -1,0 +1,331 @@
+"""Several named tensors of one model checkpoint, read without building the model.
+
+:func:`open_checkpoint` gives a :class:`Checkpoint`: the model's ``config.json`` and a
+:meth:`Checkpoint.read` that returns exactly the tensors asked for. It serves the same places
+as :func:`pos_geometry.load`, with the same guarantees:
+
+* a local Hugging Face model directory (``model.safetensors``, a shard index plus shards, or
+  ``pytorch_model.bin``): only the headers and the wanted tensors' bytes are read;
+* a hub repo id at one revision, pinned to ONE resolved commit for every file and tensor:
+  pos_geometry's cache first (keyed by that commit), then weight files already in the HF cache,
+  then HTTP range reads of the safetensors header and each wanted tensor (whole files are never
+  downloaded); every tensor fetched is stored atomically in the cache, so a second read makes no
+  request. Offline, only the caches are read.
+
+Each weight file's header (or zip index) is parsed once per :class:`Checkpoint`, however many of
+its tensors are read.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import torch
+from huggingface_hub import hf_hub_download
+
+from pos_geometry.errors import (
+    CheckpointFormatError,
+    InvalidArgumentError,
+    MissingTensorError,
+    NotCachedError,
+)
+from pos_geometry.sources import safetensors_format, torch_zip
+from pos_geometry.sources.byte_source import ByteSource, FileByteSource
+from pos_geometry.sources.cache import cached_tensor
+from pos_geometry.sources.hf_cache import hf_cached_file
+from pos_geometry.sources.hub import (
+    _hub_errors,
+    _local_commit,
+    _model_info,
+    _remember,
+    _remote_source,
+    read_config,
+)
+from pos_geometry.sources.hub import is_offline as _is_offline
+from pos_geometry.sources.local import detect_format
+from pos_geometry.sources.sharded import INDEX_SUFFIX, WEIGHT_FILES, parse_index
+from pos_geometry.sources.tensor_record import TensorRecord, dtype_name
+
+__all__ = ["Checkpoint", "open_checkpoint"]
+
+
+_PIECE = 8 * 1024 * 1024
+
+
+class _PiecewiseReads:
+    """A remote :class:`ByteSource` whose ``readinto`` fetches a long range in 8 MiB pieces.
+
+    The readers fill a tensor's memory through ``readinto`` when a source has one; without it a
+    remote tensor would first arrive whole as ``bytes`` (twice its size in memory while joined).
+    Pieces keep the extra memory at one piece; the bytes transferred are the same.
+    """
+
+    def __init__(self, src: ByteSource) -> None:
+        self.src = src
+        self.name, self.size = src.name, src.size
+
+    @property
+    def bytes_read(self) -> int:
+        return self.src.bytes_read
+
+    def read(self, offset: int, length: int) -> bytes:
+        return self.src.read(offset, length)
+
+    def readinto(self, offset: int, buffer: memoryview) -> None:
+        view = buffer.cast("B")
+        for start in range(0, view.nbytes, _PIECE):
+            stop = min(start + _PIECE, view.nbytes)
+            view[start:stop] = self.src.read(offset + start, stop - start)
+
+
+class _Opened:
+    """One weight file with its parsed header: ``keys`` and ``read(key)``."""
+
+    def __init__(self, src: ByteSource) -> None:
+        self.src = src
+        self.fmt = detect_format(src)
+        if self.fmt == "safetensors":
+            self._header = safetensors_format.read_header(src)
+            self.keys: tuple[str, ...] = tuple(self._header.entries)
+        elif self.fmt == "torch-zip":
+            self._index = torch_zip.read_index(src)
+            self.keys = torch_zip.tensor_keys(self._index)
+        else:
+            raise CheckpointFormatError(
+                f"{src.name!r} is a {self.fmt} file; model weights are read from safetensors or PyTorch zip files."
+            )
+
+    def read(self, key: str) -> torch.Tensor:
+        if self.fmt == "safetensors":
+            return safetensors_format.read_tensor(self.src, self._header, key)
+        return torch_zip.read_tensor(self.src, self._index, key)
+
+
+@dataclasses.dataclass
+class Checkpoint:
+    """A model's config and lazy access to its tensors (see the module docstring).
+
+    Attributes:
+        config: the parsed ``config.json``.
+        model_id: the name to record (model-table name, repo id, or the path).
+        revision: the revision asked for (hub) or given as a label (local), or None.
+        commit: the resolved commit (hub), else None.
+        location: where the files are: a folder path, or ``"<repo>@<commit>"``.
+    """
+
+    config: dict[str, Any]
+    model_id: str
+    revision: str | None
+    commit: str | None
+    location: str
+    _directory: Path | None = None
+    _repo_id: str | None = None
+    _files: tuple[str, ...] | None = None
+    _offline: bool = False
+    _weight_map: dict[str, str] | None = None
+    _opened: dict[str, _Opened] = dataclasses.field(default_factory=dict)
+    _memo: dict[str, torch.Tensor] = dataclasses.field(default_factory=dict)
+
+    # --- which file holds a key ---------------------------------------------------------------
+    def _file_names(self) -> tuple[str, ...]:
+        """The files of the model folder, or of the repo at the pinned commit (listed once, when first needed)."""
+        if self._directory is not None:
+            return tuple(n for n in WEIGHT_FILES if (self._directory / n).is_file())
+        if self._files is None:
+            repo, commit = str(self._repo_id), str(self.commit)
+            if self._offline:
+                self._files = tuple(n for n in WEIGHT_FILES if hf_cached_file(repo, commit, n) is not None)
+            else:
+                self._files = _model_info(repo, commit)[1]
+        return self._files
+
+    def _weight_file(self) -> str:
+        names = self._file_names()
+        present = [n for n in WEIGHT_FILES if n in names]
+        if not present:
+            raise CheckpointFormatError(
+                f"{self.location} holds none of the weight files {', '.join(WEIGHT_FILES)}. "
+                "Download the model's weights, or pass another revision."
+            )
+        return present[0]
+
+    def _index(self) -> dict[str, str] | None:
+        """The shard index's weight map, or None for a single weight file."""
+        if self._weight_map is not None or not self._weight_file().endswith(INDEX_SUFFIX):
+            return self._weight_map
+        name = self._weight_file()
+        data = self._fetch_small(name)
+        weight_map = parse_index(data, f"{self.location}/{name}").get("weight_map")
+        if not isinstance(weight_map, dict) or not all(isinstance(v, str) for v in weight_map.values()):
+            raise CheckpointFormatError(f"{self.location}/{name} has no weight_map object; re-download it.")
+        self._weight_map = weight_map
+        return weight_map
+
+    def _fetch_small(self, name: str) -> bytes:
+        if self._directory is not None:
+            return (self._directory / name).read_bytes()
+        repo, commit = str(self._repo_id), str(self.commit)
+        with _hub_errors(repo, self.revision, name):
+            path = hf_hub_download(repo, name, revision=commit, local_files_only=self._offline)
+        return Path(path).read_bytes()
+
+    def _open(self, name: str) -> _Opened:
+        if name not in self._opened:
+            if self._directory is not None:
+                path = self._directory / name
+                if not path.is_file():
+                    raise CheckpointFormatError(
+                        f"{str(path)!r} is named by the shard index but does not exist."
+                    )
+                src: ByteSource = FileByteSource(path)
+            else:
+                repo, commit = str(self._repo_id), str(self.commit)
+                cached = hf_cached_file(repo, commit, name)
+                if cached is not None:
+                    src = FileByteSource(cached, name=f"{repo}@{commit[:10]}/{name} (HF cache)")
+                elif self._offline:
+                    raise NotCachedError(
+                        f"Offline, and {name} of {self.location} is in neither the pos_geometry cache nor the HF "
+                        f"cache. Run once with network access, or `hf download {repo} {name} --revision {commit}`."
+                    )
+                else:
+                    with _hub_errors(repo, self.revision, name):
+                        src = _PiecewiseReads(_remote_source(repo, commit, name))
+            self._opened[name] = _Opened(src)
+        return self._opened[name]
+
+    def _file_of(self, key: str) -> str:
+        weight_map = self._index()
+        if weight_map is None:
+            return self._weight_file()
+        if key not in weight_map:
+            raise MissingTensorError(
+                f"{self.location} has no tensor {key!r} (its shard index lists {len(weight_map)} keys).",
+                keys=tuple(weight_map),
+            )
+        name = weight_map[key]
+        if "/" in name or "\\" in name or name.startswith("."):
+            raise CheckpointFormatError(
+                f"{self.location}: the shard index names {name!r}, not a file beside it."
+            )
+        return name
+
+    # --- public ---------------------------------------------------------------------------------
+    def keys(self) -> tuple[str, ...]:
+        """Every tensor key of the checkpoint (from the shard index, or the single file's header)."""
+        weight_map = self._index()
+        if weight_map is not None:
+            return tuple(weight_map)
+        return self._open(self._weight_file()).keys
+
+    def is_cached(self, key: str) -> bool:
+        """Whether ``key`` is in pos_geometry's cache for this commit (hub only; loads it for :meth:`read`)."""
+        if self._directory is not None:
+            return False
+        if key not in self._memo:
+            hit = cached_tensor(str(self._repo_id), str(self.commit), key)
+            if hit is None:
+                return False
+            self._memo[key] = hit.tensor
+        return True
+
+    @property
+    def bytes_read(self) -> int:
+        """Bytes read from weight files through this checkpoint (headers and tensors; cache hits cost 0)."""
+        return sum(o.src.bytes_read for o in self._opened.values())
+
+    def read(self, keys: Iterable[str]) -> dict[str, torch.Tensor]:
+        """``{key: tensor}`` for each key, on CPU in the stored dtype and shape.
+
+        Raises:
+            MissingTensorError: a key is not in the checkpoint (the message lists what is).
+            NotCachedError: offline and a tensor is in no local cache.
+        """
+        wanted = list(dict.fromkeys(keys))
+        out: dict[str, torch.Tensor] = {}
+        for key in wanted:
+            if self.is_cached(key):
+                out[key] = self._memo.pop(key)
+                continue
+            name = self._file_of(key)
+            opened = self._open(name)
+            if key not in set(opened.keys):
+                raise MissingTensorError(
+                    f"{self.location}/{name} has no tensor {key!r}; it has {len(opened.keys)} keys, e.g. "
+                    f"{', '.join(opened.keys[:8])}.",
+                    keys=opened.keys,
+                )
+            tensor = opened.read(key)
+            out[key] = tensor
+            if self._directory is None:
+                record = TensorRecord(tensor, key, name, dtype_name(tensor.dtype), ())
+                _remember(str(self._repo_id), self.revision or str(self.commit), str(self.commit), record)
+        return out
+
+
+def _local(path: Path, revision: str | None, model_id: str | None) -> Checkpoint:
+    directory = path if path.is_dir() else path.parent
+    cfg = directory / "config.json"
+    try:
+        config = json.loads(cfg.read_text())
+    except (OSError, ValueError) as exc:
+        raise CheckpointFormatError(
+            f"{str(cfg)!r} is missing or not valid JSON ({exc}); the model's attention layout is read from it."
+        ) from None
+    return Checkpoint(
+        config, model_id or os.fspath(path), revision, None, str(directory), _directory=directory
+    )
+
+
+def _hub(repo_id: str, revision: str | None, model_id: str | None, offline: bool | None) -> Checkpoint:
+    rev = revision or "main"
+    off = _is_offline(offline)
+    files: tuple[str, ...] | None = None
+    commit = _local_commit(repo_id, rev)  # a revision resolved before is remembered, as by load()
+    if commit is None:
+        if off:
+            raise NotCachedError(
+                f"Offline, and revision {rev!r} of {repo_id!r} was never resolved on this machine. Run once with "
+                "network access (unset HF_HUB_OFFLINE / POS_GEOMETRY_OFFLINE)."
+            )
+        commit, files = _model_info(repo_id, rev)
+        _remember(repo_id, rev, commit, None)
+    config, _ = read_config(repo_id, commit, offline=off)
+    ckpt = Checkpoint(config, model_id or repo_id, revision, commit, f"{repo_id}@{commit[:10]}")
+    ckpt._repo_id, ckpt._offline = repo_id, off
+    ckpt._files = files
+    return ckpt
+
+
+def open_checkpoint(
+    name_or_path: str | os.PathLike[str],
+    *,
+    revision: str | None = None,
+    offline: bool | None = None,
+    model_id: str | None = None,
+) -> Checkpoint:
+    """A :class:`Checkpoint` on a local model folder (or a file in one), a model-table name or a hub repo id.
+
+    For the hub, the revision is resolved to one commit here (one ``model_info`` request, or the
+    local refs when offline) and every later read uses that commit.
+    """
+    from pos_geometry.registry import check_revision, find_spec
+
+    name = os.fspath(name_or_path)
+    path = Path(name).expanduser()
+    if path.exists():
+        return _local(path, revision, model_id)
+    spec = find_spec(name)
+    if spec is not None:
+        return _hub(spec.repo_id, check_revision(spec, revision), model_id or spec.name, offline)
+    parts = name.split("/")
+    if len(parts) != 2 or not all(parts):
+        raise InvalidArgumentError(
+            f"{name!r} is neither an existing path, a model-table name nor a hub repo id ('org/name')."
+        )
+    return _hub(name, revision, model_id, offline)

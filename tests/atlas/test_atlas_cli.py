@@ -1,0 +1,44 @@
+"""``pos-geometry atlas``: figures and JSON per model, one summary line each, clean errors."""
+
+from __future__ import annotations
+
+import json
+
+import transformers
+from typer.testing import CliRunner
+
+from pos_geometry import rotary_atlas
+from pos_geometry.cli import app
+
+runner = CliRunner()
+
+
+def test_atlas_writes_figures_and_json(tiny_model, tmp_path):
+    _, folder = tiny_model("gpt_neox", tmp_path / "tiny-neox")
+    out = tmp_path / "out"
+    res = runner.invoke(app, ["atlas", str(folder), "--out", str(out), "--layers", "1", "--fold-norm"])
+    assert res.exit_code == 0, res.output
+    assert sorted(p.name for p in out.iterdir()) == [
+        "tiny-neox_atlas.html",
+        "tiny-neox_atlas.json",
+        "tiny-neox_usage.html",
+    ]
+    data = json.loads((out / "tiny-neox_atlas.json").read_text())
+    expected = rotary_atlas(folder, layers=[1], fold_norm=True)
+    assert data["qk_share"] == expected.qk_share.tolist()
+    assert data["provenance"]["processing"] == ["fold_norm"]
+    assert "1 layers × 4 heads × 4 planes" in res.output
+    assert f"mean short-wavelength share {float(expected.short_share.mean()):.3f}" in res.output
+
+
+def test_atlas_of_a_learned_model_is_one_clear_error(tmp_path):
+    config = transformers.GPT2Config(n_embd=32, n_layer=1, n_head=2, n_positions=16, vocab_size=20)
+    transformers.GPT2LMHeadModel(config).save_pretrained(tmp_path / "gpt2ish")
+    res = runner.invoke(app, ["atlas", str(tmp_path / "gpt2ish"), "--out", str(tmp_path / "out")])
+    assert res.exit_code == 1
+    assert "does not apply" in res.output
+    assert "Traceback" not in res.output
+    bad = runner.invoke(
+        app, ["atlas", str(tmp_path / "gpt2ish"), "--out", str(tmp_path / "o"), "--layers", "x"]
+    )
+    assert bad.exit_code == 1 and "--layers takes" in bad.output

@@ -1,0 +1,111 @@
+"""The atlas of a Mistral-7B-shaped checkpoint served by a loopback hub: only the q/k bytes travel.
+
+The checkpoint has Mistral-7B's real key names and shapes (hidden 4096, 32 query heads, 8 key
+heads, head_dim 128; bf16) but one layer, random q/k and a 32 MiB zero ``o_proj`` beside them, so
+that reading "only the q/k bytes" is measurable: the server counts every byte it writes.
+"""
+
+from __future__ import annotations
+
+import json
+
+import _pos_geometry_tests_hub_server as hub_server  # registered by conftest.py
+import pytest
+import torch
+from safetensors.torch import save_file
+
+from pos_geometry import rotary_atlas
+from pos_geometry.sources.roles import read_qk
+
+REPO = "mistralai/Mistral-7B-v0.1"
+LAYER = "model.layers.0."
+SLACK = 256 * 1024
+MISTRAL_CONFIG = {
+    "architectures": ["MistralForCausalLM"],
+    "model_type": "mistral",
+    "hidden_size": 4096,
+    "intermediate_size": 14336,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 8,
+    "num_hidden_layers": 1,
+    "max_position_embeddings": 32768,
+    "rope_theta": 10000.0,
+    "rms_norm_eps": 1e-05,
+    "sliding_window": 4096,
+    "vocab_size": 32000,
+    "torch_dtype": "bfloat16",
+}
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory):
+    root = tmp_path_factory.mktemp("mistral_shaped")
+    gen = torch.Generator().manual_seed(0)
+    tensors = {
+        LAYER + "self_attn.q_proj.weight": torch.randn(4096, 4096, generator=gen).to(torch.bfloat16),
+        LAYER + "self_attn.k_proj.weight": torch.randn(1024, 4096, generator=gen).to(torch.bfloat16),
+        LAYER + "self_attn.o_proj.weight": torch.zeros(4096, 4096, dtype=torch.bfloat16),
+        LAYER + "input_layernorm.weight": torch.rand(4096, generator=gen).to(torch.bfloat16),
+    }
+    save_file(tensors, root / "model.safetensors")
+    (root / "config.json").write_text(json.dumps(MISTRAL_CONFIG))
+    with hub_server.HubServer() as server:
+        commit = server.add_revision(
+            REPO, {"config.json": root / "config.json", "model.safetensors": root / "model.safetensors"}
+        )
+        yield server, commit, tensors
+
+
+@pytest.fixture
+def hub(served, monkeypatch, tmp_path):
+    server, commit, tensors = served
+    hub_server.point_hub_at(monkeypatch, server, tmp_path)
+    server.clear_log()
+    return server, commit, tensors
+
+
+def test_only_the_q_and_k_bytes_are_transferred(hub):
+    server, commit, tensors = hub
+    atlas = rotary_atlas(REPO)
+    assert atlas.shape == (1, 32, 64)
+    assert atlas.kv_heads[:5] == (0, 0, 0, 0, 1)
+    assert atlas.provenance.commit == commit
+    assert atlas.provenance.original_dtype == "bfloat16"
+    qk = [tensors[LAYER + f"self_attn.{p}_proj.weight"] for p in "qk"]
+    needed = sum(t.numel() * t.element_size() for t in qk)
+    weight_gets = [r for r in server.requests() if r.method == "GET" and r.path.endswith(".safetensors")]
+    assert weight_gets and all(r.range for r in weight_gets)
+    assert needed <= server.bytes_sent <= needed + SLACK, (server.bytes_sent, needed)
+
+
+def test_the_weights_are_the_served_ones_and_a_second_read_is_free(hub, monkeypatch):
+    server, _, tensors = hub
+    w = read_qk(REPO, norm=True)
+    torch.testing.assert_close(
+        w.q[0, 9], tensors[LAYER + "self_attn.q_proj.weight"][9 * 128 : 10 * 128].float()
+    )
+    torch.testing.assert_close(w.k[0, 7], tensors[LAYER + "self_attn.k_proj.weight"][7 * 128 :].float())
+    torch.testing.assert_close(w.norm[0], tensors[LAYER + "input_layernorm.weight"].float())
+    server.clear_log()
+    hub_server.go_offline(monkeypatch)
+    again = rotary_atlas(REPO, fold_norm=True)
+    assert server.requests() == []
+    assert again.provenance.processing == ("fold_norm",)
+
+
+def test_offline_from_the_hf_cache(tiny_model, tmp_path, monkeypatch):
+    """Files already in the HF cache are read offline, without the pos_geometry cache."""
+    from huggingface_hub import snapshot_download
+
+    _, folder = tiny_model("mistral", tmp_path / "tiny")
+    files = {p.name: p for p in folder.iterdir() if p.is_file()}
+    with hub_server.HubServer() as server:
+        server.add_revision("org/tiny-mistral", files)
+        hub_server.point_hub_at(monkeypatch, server, tmp_path / "caches")
+        snapshot_download("org/tiny-mistral")
+        hub_server.go_offline(monkeypatch)
+        server.clear_log()
+        atlas = rotary_atlas("org/tiny-mistral")
+        assert server.requests() == []
+    torch.testing.assert_close(atlas.qk_share, rotary_atlas(folder).qk_share)
+    assert atlas.provenance.commit is not None
