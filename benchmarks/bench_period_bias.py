@@ -26,9 +26,10 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import pos_geometry as pg  # noqa: E402
-from _results_md import update_section  # noqa: E402
-from pos_geometry.analysis._fourier import tapered_power  # noqa: E402
+from _results_md import update_section
+
+import pos_geometry as pg
+from pos_geometry.analysis._fourier import tapered_power
 
 PERIODS = (50, 100, 200, 256, 300, 400, 600, 900)
 PHASES = (0.0, math.pi / 4, math.pi / 2, 2.0)
@@ -85,7 +86,11 @@ def main() -> None:
             cells.append(f"{worst:+.3f}%")
         lines.append(f"| {period} ({N / period:.2f}) | " + " | ".join(cells) + " |")
     worst_new = max(
-        abs(v) for errs in rows.values() for name, e in errs.items() if name != "spectral peak (old)" for v in e
+        abs(v)
+        for errs in rows.values()
+        for name, e in errs.items()
+        if name != "spectral peak (old)"
+        for v in e
     )
     table = "\n".join(lines)
     text = (

@@ -111,5 +111,7 @@ class RemoteError(PosGeometryError, ConnectionError):
 
 class AccessDeniedError(PosGeometryError, PermissionError):
     """The repository exists but this user may not read it (gated, or private without a token)."""
+
+
 class NotApplicableError(PosGeometryError, ValueError):
     """The analysis does not apply to this model (a rotary atlas of a model without rotary embeddings, say)."""

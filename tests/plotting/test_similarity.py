@@ -51,7 +51,11 @@ def test_offset_curve_is_the_mean_of_each_diagonal(periodic_embedding, periodic_
 
 def test_several_models_share_the_chart(periodic_embedding, gpt2_wpe) -> None:
     fig = plot_similarity_by_offset(
-        [periodic_embedding, gpt2_wpe[:256]], labels=["toy", "gpt2"], max_offset=100, n_surrogates=19, alpha=0.05
+        [periodic_embedding, gpt2_wpe[:256]],
+        labels=["toy", "gpt2"],
+        max_offset=100,
+        n_surrogates=19,
+        alpha=0.05,
     )
     assert [t.name for t in fig.data] == ["toy", "gpt2"]
     assert all(len(t.y) == 101 for t in fig.data)
