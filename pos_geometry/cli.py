@@ -328,7 +328,9 @@ def analyze(
             )
         ]
         if as_json:
-            sys.stdout.write(json.dumps(rows, indent=2) + "\n")
+            from pos_geometry.analysis._results import to_jsonable
+
+            sys.stdout.write(json.dumps(to_jsonable(rows), indent=2, allow_nan=False) + "\n")
             return
         if as_csv:
             buf = io.StringIO()

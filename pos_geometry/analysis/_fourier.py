@@ -13,10 +13,16 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import torch
+from scipy.optimize import minimize_scalar
 
 __all__ = [
     "best_sinusoid",
+    "mean_similarity_fft",
+    "red_background",
+    "refine_period",
+    "sinusoid_rss",
     "frequency_grid",
     "harmonic_rss",
     "linear_detrend",
@@ -148,3 +154,66 @@ def tapered_power(y: torch.Tensor, *, pad: int = 8) -> tuple[torch.Tensor, torch
     power = power / power.sum(dim=-1, keepdim=True).clamp_min(1e-300)
     k = torch.arange(1, power.shape[-1] + 1, dtype=y.dtype, device=y.device)
     return power, (pad * n) / k
+
+
+def red_background(mean_power: np.ndarray) -> np.ndarray:
+    """The surrogates' mean spectrum, floored at 1e-3 of its peak: where red noise has (next to) no power,
+    a ratio to it would measure round-off, not a period."""
+    return np.maximum(mean_power, 1e-3 * float(mean_power.max()) + 1e-300)
+
+
+def mean_similarity_fft(x: torch.Tensor) -> torch.Tensor:
+    """Mean cosine similarity by offset ``(c, n)`` of each table of ``x`` ``(c, n, d)``, by FFT along positions."""
+    n = x.shape[-2]
+    xn = x / torch.linalg.vector_norm(x, dim=-1, keepdim=True).clamp_min(torch.finfo(x.dtype).tiny)
+    spec = torch.fft.rfft(xn, n=2 * n, dim=-2)
+    power = (spec.real**2 + spec.imag**2).sum(dim=-1)  # (c, n + 1)
+    acf = torch.fft.irfft(power, n=2 * n, dim=-1)[..., :n]
+    return acf / torch.arange(n, 0, -1, dtype=x.dtype, device=x.device)
+
+
+def sinusoid_rss(y: np.ndarray, t: np.ndarray, w: float) -> tuple[float, np.ndarray]:
+    design = np.stack([np.ones_like(t), t - t.mean(), np.cos(w * t), np.sin(w * t)], axis=1)
+    coef, *_ = np.linalg.lstsq(design, y, rcond=None)
+    r = y - design @ coef
+    return float(r @ r), coef
+
+
+def refine_period(
+    y: np.ndarray, t: np.ndarray, w0: float, w_lo: float, w_hi: float
+) -> tuple[float, float, bool]:
+    """Least-squares sinusoid ``c + s·t + a cos(wt) + b sin(wt)`` near ``w0`` within ``[w_lo, w_hi]``.
+
+    Returns ``(w, w_std, at_edge)``: the frequency minimising the residual sum of squares within two
+    periodogram bins of ``w0`` (bounded, so never outside the band), its standard error from the fit's
+    covariance ``σ² (JᵀJ)⁻¹``, and whether the fit ran into the band's low-frequency end.
+    """
+    span = float(t[-1] - t[0]) + 1.0
+    bin_w = 2 * math.pi / span
+    lo, hi = max(w_lo, w0 - 2 * bin_w), min(w_hi, w0 + 2 * bin_w)
+    res = minimize_scalar(
+        lambda w: sinusoid_rss(y, t, w)[0], bounds=(lo, hi), method="bounded", options={"xatol": 1e-12}
+    )
+    w = float(res.x)
+    if sinusoid_rss(y, t, w0)[0] < res.fun:
+        w = w0
+    rss, coef = sinusoid_rss(y, t, w)
+    a, b = coef[2], coef[3]
+    jac = np.stack(
+        [
+            np.ones_like(t),
+            t - t.mean(),
+            np.cos(w * t),
+            np.sin(w * t),
+            t * (-a * np.sin(w * t) + b * np.cos(w * t)),
+        ],
+        axis=1,
+    )
+    dof = max(len(t) - 5, 1)
+    try:
+        cov = np.linalg.inv(jac.T @ jac) * (rss / dof)
+        w_std = float(math.sqrt(max(cov[4, 4], 0.0)))
+    except np.linalg.LinAlgError:
+        w_std = math.inf
+    at_edge = w <= w_lo + 1e-3 * bin_w
+    return w, w_std, bool(at_edge)

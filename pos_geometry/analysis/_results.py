@@ -22,20 +22,21 @@ __all__ = ["Result", "to_jsonable"]
 
 
 def _finite_or_strings(array: np.ndarray) -> Any:
-    """``array.tolist()``, with NaN/±inf written as the strings ``"nan"``/``"inf"``/``"-inf"``.
+    """``array.tolist()``, with NaN/±inf written as ``None`` (JSON ``null``).
 
     ``json.dumps`` would otherwise emit ``NaN``/``Infinity``, which is not JSON (strict parsers,
-    JavaScript's ``JSON.parse`` included, refuse it). Finite arrays take the fast path.
+    JavaScript's ``JSON.parse`` included, refuse it). A value that does not apply is stated by the
+    result's own ``verdict``/``status`` and ``reason`` fields. Finite arrays take the fast path.
     """
     if array.dtype.kind != "f" or bool(np.isfinite(array).all()):
         return array.tolist()
-    return np.where(np.isfinite(array), array.astype(object), array.astype(str).astype(object)).tolist()
+    return np.where(np.isfinite(array), array.astype(object), None).tolist()
 
 
 def to_jsonable(value: Any) -> Any:
     """Convert tensors, arrays, provenances, dataclasses and tuples into strict-JSON-ready values.
 
-    Non-finite floats become the strings ``"nan"``, ``"inf"`` and ``"-inf"``.
+    Non-finite floats become ``None`` (JSON ``null``): output is strict RFC 8259 JSON.
     """
     if isinstance(value, Provenance):
         return value.to_dict()
@@ -51,9 +52,9 @@ def to_jsonable(value: Any) -> Any:
             return {"real": _finite_or_strings(value.real), "imag": _finite_or_strings(value.imag)}
         return _finite_or_strings(value)
     if isinstance(value, np.generic):
-        return value.item()
+        return to_jsonable(value.item())
     if isinstance(value, float) and not math.isfinite(value):
-        return str(value)
+        return None
     if isinstance(value, complex):
         return {"real": value.real, "imag": value.imag}
     if dataclasses.is_dataclass(value) and not isinstance(value, type):

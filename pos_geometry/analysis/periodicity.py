@@ -41,10 +41,16 @@ from typing import Any
 
 import numpy as np
 import torch
-from scipy.optimize import minimize_scalar
 
 from pos_geometry.analysis._batch import BatchResult, pca_items, renamed
-from pos_geometry.analysis._fourier import best_sinusoid, tapered_power, work_dtype
+from pos_geometry.analysis._fourier import (
+    best_sinusoid,
+    mean_similarity_fft,
+    red_background,
+    refine_period,
+    tapered_power,
+    work_dtype,
+)
 from pos_geometry.analysis._inputs import as_batch, check_int, check_level, parse_window
 from pos_geometry.analysis._nulls import NULL_DESCRIPTIONS, surrogate_values
 from pos_geometry.analysis._results import Result
@@ -52,7 +58,7 @@ from pos_geometry.analysis.pca import surrogate_coordinates
 from pos_geometry.embedding import Provenance
 from pos_geometry.errors import InvalidArgumentError
 
-__all__ = ["PeriodPeak", "PeriodicityResult", "periodicity", "refine_period"]
+__all__ = ["PeriodPeak", "PeriodicityResult", "periodicity"]
 
 _PAD = 8
 
@@ -92,7 +98,7 @@ class PeriodicityResult(Result):
     """Periodicity analysis of one matrix (``n`` positions in ``window``, ``d`` columns).
 
     Tensors stay on the input's device: ``similarity`` ``(n, n)``, ``mean_similarity`` ``(n,)`` (index =
-    offset), ``offset_spectrum`` ``(F₁,)`` with ``offset_periods`` ``(F₁,)``, ``pc_spectrum`` ``(n_pcs, F₂)``
+    offset), ``offset_spectrum`` ``(F₁,)`` with ``offset_periods`` ``(F₁,)``, ``pc_spectrum`` ``(n_components, F₂)``
     with ``pc_periods`` ``(F₂,)``, ``column_periods``/``column_r2`` ``(d,)``. ``peaks`` are sorted by
     power; ``column_fraction`` is the share of columns with R² ≥ ``column_r2_threshold``.
     """
@@ -189,69 +195,6 @@ def _peaks(power: torch.Tensor, band: torch.Tensor, n_peaks: int) -> list[int]:
     return out
 
 
-def _background(mean_power: np.ndarray) -> np.ndarray:
-    """The surrogates' mean spectrum, floored at 1e-3 of its peak: where red noise has (next to) no power,
-    a ratio to it would measure round-off, not a period."""
-    return np.maximum(mean_power, 1e-3 * float(mean_power.max()) + 1e-300)
-
-
-def _mean_similarity_fft(x: torch.Tensor) -> torch.Tensor:
-    """Mean cosine similarity by offset ``(c, n)`` of each table of ``x`` ``(c, n, d)``, by FFT along positions."""
-    n = x.shape[-2]
-    xn = x / torch.linalg.vector_norm(x, dim=-1, keepdim=True).clamp_min(torch.finfo(x.dtype).tiny)
-    spec = torch.fft.rfft(xn, n=2 * n, dim=-2)
-    power = (spec.real**2 + spec.imag**2).sum(dim=-1)  # (c, n + 1)
-    acf = torch.fft.irfft(power, n=2 * n, dim=-1)[..., :n]
-    return acf / torch.arange(n, 0, -1, dtype=x.dtype, device=x.device)
-
-
-def _ls_rss(y: np.ndarray, t: np.ndarray, w: float) -> tuple[float, np.ndarray]:
-    design = np.stack([np.ones_like(t), t - t.mean(), np.cos(w * t), np.sin(w * t)], axis=1)
-    coef, *_ = np.linalg.lstsq(design, y, rcond=None)
-    r = y - design @ coef
-    return float(r @ r), coef
-
-
-def refine_period(
-    y: np.ndarray, t: np.ndarray, w0: float, w_lo: float, w_hi: float
-) -> tuple[float, float, bool]:
-    """Least-squares sinusoid ``c + s·t + a cos(wt) + b sin(wt)`` near ``w0`` within ``[w_lo, w_hi]``.
-
-    Returns ``(w, w_std, at_edge)``: the frequency minimising the residual sum of squares within two
-    periodogram bins of ``w0`` (bounded, so never outside the band), its standard error from the fit's
-    covariance ``σ² (JᵀJ)⁻¹``, and whether the fit ran into the band's low-frequency end.
-    """
-    span = float(t[-1] - t[0]) + 1.0
-    bin_w = 2 * math.pi / span
-    lo, hi = max(w_lo, w0 - 2 * bin_w), min(w_hi, w0 + 2 * bin_w)
-    res = minimize_scalar(
-        lambda w: _ls_rss(y, t, w)[0], bounds=(lo, hi), method="bounded", options={"xatol": 1e-12}
-    )
-    w = float(res.x)
-    if _ls_rss(y, t, w0)[0] < res.fun:
-        w = w0
-    rss, coef = _ls_rss(y, t, w)
-    a, b = coef[2], coef[3]
-    jac = np.stack(
-        [
-            np.ones_like(t),
-            t - t.mean(),
-            np.cos(w * t),
-            np.sin(w * t),
-            t * (-a * np.sin(w * t) + b * np.cos(w * t)),
-        ],
-        axis=1,
-    )
-    dof = max(len(t) - 5, 1)
-    try:
-        cov = np.linalg.inv(jac.T @ jac) * (rss / dof)
-        w_std = float(math.sqrt(max(cov[4, 4], 0.0)))
-    except np.linalg.LinAlgError:
-        w_std = math.inf
-    at_edge = w <= w_lo + 1e-3 * bin_w
-    return w, w_std, bool(at_edge)
-
-
 def _analyse(
     x, coords, prov, window, *, n_surrogates, random_state, alpha, n_peaks, min_cycles, threshold, k
 ):
@@ -284,7 +227,7 @@ def _analyse(
     f_off = p_off.shape[-1]
 
     def spectra(batch: torch.Tensor) -> torch.Tensor:
-        ms = _mean_similarity_fft(batch).to(dt)
+        ms = mean_similarity_fft(batch).to(dt)
         zs = surrogate_coordinates(batch, k, random_state=random_state).to(dt).transpose(1, 2)  # (c, k, n)
         return torch.cat(
             [tapered_power(ms[:, 1:], pad=_PAD)[0], tapered_power(zs, pad=_PAD)[0].flatten(1)], dim=1
@@ -293,8 +236,8 @@ def _analyse(
     null_spec = surrogate_values(x, "red_noise", n_surrogates, random_state, spectra)  # (S, F_off + k F_pc)
     null_off = null_spec[:, :f_off]
     null_pc = null_spec[:, f_off:].reshape(n_surrogates, p_pc.shape[0], -1)
-    bg_off = _background(null_off.mean(axis=0))  # (F_off,)
-    bg_pc = _background(null_pc.mean(axis=(0, 1)))  # one background for the PCs: (F_pc,)
+    bg_off = red_background(null_off.mean(axis=0))  # (F_off,)
+    bg_pc = red_background(null_pc.mean(axis=(0, 1)))  # one background for the PCs: (F_pc,)
     b_off, b_pc = band_off.cpu().numpy(), band_pc.cpu().numpy()
     obs_off = p_off.cpu().double().numpy() / bg_off
     obs_pc = p_pc.cpu().double().numpy() / bg_pc

@@ -36,7 +36,7 @@ class SubspaceOverlap(Result):
     """Overlap of token embeddings with the top-``k`` positional PCA subspace.
 
     Attributes:
-        k: dimension of the subspaces compared; d_model: ``d``.
+        n_components: ``k``, the dimension of the subspaces compared; d_model: ``d``.
         token_variance_fraction: ``‖(T - mean T) Pᵀ‖² / ‖T - mean T‖²`` (centred tokens).
         token_norm_fraction: ``‖T Pᵀ‖² / ‖T‖²`` (raw tokens).
         random_fraction: ``k / d``, the expectation of either fraction for a uniformly random subspace.
@@ -48,7 +48,7 @@ class SubspaceOverlap(Result):
         provenance: the positional table's provenance; token_provenance: the token matrix's.
     """
 
-    k: int
+    n_components: int
     d_model: int
     token_variance_fraction: float
     token_norm_fraction: float
@@ -61,6 +61,11 @@ class SubspaceOverlap(Result):
     center: bool
     provenance: Provenance
     token_provenance: Provenance
+
+    @property
+    def k(self) -> int:
+        """Deprecated name of :attr:`n_components`."""
+        return self.n_components
 
     @property
     def variance_fraction_vs_random(self) -> float:
@@ -168,7 +173,7 @@ def _overlap_one(pos: PCAResult, t: torch.Tensor, tprov: Provenance, center: boo
     tok = pca(t, k, center=True)
     angles = torch.rad2deg(principal_angles(pos.components_, tok.components_))
     return SubspaceOverlap(
-        k=k,
+        n_components=k,
         d_model=d,
         token_variance_fraction=var_frac,
         token_norm_fraction=norm_frac,

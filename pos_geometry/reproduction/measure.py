@@ -90,9 +90,13 @@ class ModelFigures:
             "top10": self.top10,
             "stable_rank": self.stable_rank,
             "helix_shape": h.shape if h else None,
-            "helix_turns": float(h.turns[0]) if h else None,
-            "helix_period": float(h.periods[0]) if h else None,
-            "helix_r2": h.r2 if h else None,
+            "helix_verdict": h.verdict if h else None,
+            "helix_reason": h.reason if h else self.helix_note or None,
+            "helix_p_value": h.p_value if h else None,
+            "helix_nulls": ",".join(t.null for t in h.tests) if h else None,
+            "helix_turns": float(h.turns[0]) if h and h.period is not None else None,
+            "helix_period": h.period if h else None,
+            "helix_r2": h.r2 if h and h.period is not None else None,
             "revision": p.revision,
             "source": p.source,
             "original_dtype": p.original_dtype,
@@ -111,9 +115,16 @@ class ModelFigures:
         h = self.helix
         if h is None:
             return text + (f"; helix {self.helix_note}" if self.helix_note else "")
+        if h.period is None:
+            return text + f"; helix: does not apply ({h.reason})"
+        p = (
+            f", p = {h.p_value:.3g} against {' and '.join(t.null.replace('_', ' ') for t in h.tests)}"
+            if h.tests
+            else ""
+        )
         return text + (
-            f", helix {float(h.turns[0]):.2f} turns of period {float(h.periods[0]):.1f}, R² {h.r2:.3f} "
-            f"(best shape by BIC: {h.shape})"
+            f", helix verdict: {h.verdict}{p}; {float(h.turns[0]):.2f} turns of period {h.period:.1f}, "
+            f"R² {h.r2:.3f} (best shape by BIC: {h.shape})"
         )
 
 

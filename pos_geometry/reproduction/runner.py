@@ -18,6 +18,7 @@ import torch
 
 from pos_geometry._device import resolve_device
 from pos_geometry._files import atomic_write
+from pos_geometry.analysis._results import to_jsonable
 from pos_geometry.analysis.periodicity import periodicity
 from pos_geometry.embedding import TokenEmbedding
 from pos_geometry.encodings.sinusoidal import sinusoidal
@@ -238,6 +239,6 @@ def reproduce_blog_post(
     atomic_write(report_md, md)
     data = render_json(claims, located, entries, out=out)
     data["notes"] = notes
-    atomic_write(out / "report.json", json.dumps(data, indent=2))
+    atomic_write(out / "report.json", json.dumps(to_jsonable(data), indent=2, allow_nan=False))
     step("done", total + len(figures), total + len(figures))
     return ReproductionResult(out, claims, tuple(located), tuple(entries), report_md)
