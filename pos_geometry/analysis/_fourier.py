@@ -156,10 +156,27 @@ def tapered_power(y: torch.Tensor, *, pad: int = 8) -> tuple[torch.Tensor, torch
     return power, (pad * n) / k
 
 
-def red_background(mean_power: np.ndarray) -> np.ndarray:
-    """The surrogates' mean spectrum, floored at 1e-3 of its peak: where red noise has (next to) no power,
-    a ratio to it would measure round-off, not a period."""
-    return np.maximum(mean_power, 1e-3 * float(mean_power.max()) + 1e-300)
+def red_background(y: torch.Tensor, n_bins: int, *, pad: int) -> torch.Tensor:
+    """The AR(1)-plus-white spectrum fitted to each series of ``y`` ``(..., L)``, on the bins of
+    :func:`tapered_power`: ``(..., n_bins)``, normalised to sum to 1 like the power.
+
+    Each series is linearly detrended; its lag-1 and lag-2 autocorrelations give ``φ = r₂ / r₁`` and a red
+    share ``ρ = r₁² / r₂`` (plain AR(1), ``φ = r₁``, ``ρ = 1``, where that does not hold), and the background is
+    ``ρ (1 − φ²) / (1 + φ² − 2φ cos 2πf) + (1 − ρ)`` at ``f = k / (pad · L)`` cycles per sample. The ratio
+    of a series' power to its own background is flat for red or white noise and peaks at a period.
+    """
+    n = y.shape[-1]
+    c = linear_detrend(y)
+    var = (c * c).mean(dim=-1).clamp_min(torch.finfo(y.dtype).tiny)
+    r1 = (c[..., 1:] * c[..., :-1]).mean(dim=-1) / var
+    r2 = (c[..., 2:] * c[..., :-2]).mean(dim=-1) / var
+    mixed = (r1 > 0) & (r2 > 0) & (r2 < r1)
+    phi = torch.where(mixed, r2 / r1.clamp_min(1e-300), r1.clamp_min(0.0)).clamp(0.0, 0.9999)
+    red = torch.where(mixed, (r1 * r1 / r2.clamp_min(1e-300)).clamp(0.0, 1.0), torch.ones_like(r1))
+    f = torch.arange(1, n_bins + 1, dtype=y.dtype, device=y.device) / (pad * n)
+    phi, red = phi[..., None], red[..., None]
+    spec = red * (1 - phi**2) / (1 + phi**2 - 2 * phi * torch.cos(2 * math.pi * f)) + (1 - red)
+    return spec / spec.sum(dim=-1, keepdim=True)
 
 
 def mean_similarity_fft(x: torch.Tensor) -> torch.Tensor:
@@ -185,18 +202,25 @@ def refine_period(
     """Least-squares sinusoid ``c + s·t + a cos(wt) + b sin(wt)`` near ``w0`` within ``[w_lo, w_hi]``.
 
     Returns ``(w, w_std, at_edge)``: the frequency minimising the residual sum of squares within two
-    periodogram bins of ``w0`` (bounded, so never outside the band), its standard error from the fit's
+    periodogram bins of ``w0`` (a 41-point grid, then Brent's method around its best point; bounded, so
+    never outside the band), its standard error from the fit's
     covariance ``σ² (JᵀJ)⁻¹``, and whether the fit ran into the band's low-frequency end.
     """
     span = float(t[-1] - t[0]) + 1.0
     bin_w = 2 * math.pi / span
     lo, hi = max(w_lo, w0 - 2 * bin_w), min(w_hi, w0 + 2 * bin_w)
+    # A fine grid first (the RSS has several local minima within two bins), then Brent around the best.
+    grid = np.linspace(lo, hi, 41)
+    costs = [sinusoid_rss(y, t, w)[0] for w in grid]
+    i = int(np.argmin(costs))
+    step = grid[1] - grid[0]
     res = minimize_scalar(
-        lambda w: sinusoid_rss(y, t, w)[0], bounds=(lo, hi), method="bounded", options={"xatol": 1e-12}
+        lambda w: sinusoid_rss(y, t, w)[0],
+        bounds=(max(lo, grid[i] - step), min(hi, grid[i] + step)),
+        method="bounded",
+        options={"xatol": 1e-12},
     )
-    w = float(res.x)
-    if sinusoid_rss(y, t, w0)[0] < res.fun:
-        w = w0
+    w = float(res.x) if res.fun <= costs[i] else float(grid[i])
     rss, coef = sinusoid_rss(y, t, w)
     a, b = coef[2], coef[3]
     jac = np.stack(

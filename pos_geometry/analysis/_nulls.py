@@ -12,9 +12,10 @@ pipeline as the table (PCA included). Three families, each matched to a statisti
   independent draw of a Gaussian process with the squared-exponential kernel ``exp(-Δ²/(2ℓ²))`` plus the
   table's share of white noise, scaled to the column's standard deviation; ``ℓ`` and the noise share are
   read off the table's centred autocorrelation by offset (:func:`length_scale`).
-* :func:`red_noise` -- "AR(1) red noise": each column an AR(1) process with the column's lag-1
-  autocorrelation and variance (the standard red-noise background of spectral peak tests in climate
-  science and astronomy; Gilman et al. 1963, Schulz & Mudelsee 2002).
+* :func:`red_noise` -- "AR(1) red noise plus white noise": each column an AR(1) process plus white
+  noise, fitted to the column's lag-1 and lag-2 autocorrelation and its variance (the red-noise
+  background of spectral peak tests in climate science and astronomy; Gilman et al. 1963, Schulz &
+  Mudelsee 2002, with a white part for measurement noise).
 
 None of them has a period or a rotation of its own; a smooth curve bent into sinusoids by PCA is what
 they all produce. The p-value of an observed statistic ``T`` against ``S`` surrogate values is
@@ -46,7 +47,7 @@ __all__ = [
 NULL_DESCRIPTIONS = {
     "step_walk": "random walks made of the table's own steps (blocks of its length scale, shuffled)",
     "smooth_gp": "smooth Gaussian-process curves with the table's length scale and noise share",
-    "red_noise": "AR(1) red noise with each column's lag-1 autocorrelation and variance",
+    "red_noise": "AR(1) red noise plus white noise, fitted to each column's autocorrelation and variance",
 }
 
 
@@ -202,20 +203,28 @@ def smooth_gp(x: torch.Tensor) -> Sampler:
 
 
 def red_noise(x: torch.Tensor) -> Sampler:
-    """AR(1) tables: column ``j`` has the lag-1 autocorrelation ``φ_j``, mean and variance of ``x``'s.
+    """AR(1) red noise plus white noise, fitted column by column to ``x`` ``(n, d)``.
 
-    ``y[0] ~ N(0, σ²)``, ``y[t] = φ y[t-1] + sqrt(1 - φ²) σ ε_t`` (stationary from the start), plus the
-    column mean. ``φ`` is clipped to ``[0, 0.9999]``.
+    Column ``j`` of a surrogate is ``mean_j + σ_j (sqrt(1 − η_j) a_t + sqrt(η_j) ε_t)`` with ``a`` a
+    stationary AR(1) process of coefficient ``φ_j`` and unit variance and ``ε`` white. For that model the
+    lag-1 and lag-2 autocorrelations are ``r₁ = (1 − η)φ`` and ``r₂ = (1 − η)φ²``, so ``φ = r₂ / r₁`` and
+    ``1 − η = r₁² / r₂`` (clipped to ``[0, 0.9999]`` and ``[0, 1]``); a column where that does not hold
+    (``r₂ ≤ 0`` or ``r₂ ≥ r₁``) is plain AR(1) with ``φ = max(r₁, 0)``. The white part matters: without it a
+    table's measurement noise would stand out against a purely red background at high frequencies.
     """
     a = x.to(torch.float64)
     mean = a.mean(dim=0)
     c = a - mean
-    var = (c * c).mean(dim=0)
-    phi64 = ((c[1:] * c[:-1]).mean(dim=0) / var.clamp_min(torch.finfo(torch.float64).tiny)).clamp(0.0, 0.9999)
-    # Work in units of each column's standard deviation (scale-free), in the table's dtype.
-    sigma = var.sqrt().clamp_min(torch.finfo(torch.float64).tiny)
+    var = (c * c).mean(dim=0).clamp_min(torch.finfo(torch.float64).tiny)
+    r1 = (c[1:] * c[:-1]).mean(dim=0) / var
+    r2 = (c[2:] * c[:-2]).mean(dim=0) / var if x.shape[0] > 2 else torch.zeros_like(r1)
+    mixed = (r1 > 0) & (r2 > 0) & (r2 < r1)
+    phi64 = torch.where(mixed, r2 / r1.clamp_min(1e-300), r1.clamp_min(0.0)).clamp(0.0, 0.9999)
+    smooth = torch.where(mixed, (r1 * r1 / r2.clamp_min(1e-300)).clamp(0.0, 1.0), torch.ones_like(r1))
+    sigma = var.sqrt()
     phi = phi64.to(x.dtype)
     innov = torch.sqrt(1 - phi64**2).to(x.dtype)
+    w_red, w_white = smooth.sqrt(), (1 - smooth).sqrt()
     n, d = x.shape
 
     def draw(count: int, gen: torch.Generator) -> torch.Tensor:
@@ -223,7 +232,8 @@ def red_noise(x: torch.Tensor) -> Sampler:
         y[:, 0] = y[:, 0] / innov
         for i in range(1, n):
             y[:, i] += phi * y[:, i - 1]
-        return (y.double() * sigma + mean).to(x.dtype)
+        white = _randn((count, n, d), gen, x).double()
+        return ((y.double() * w_red + white * w_white) * sigma + mean).to(x.dtype)
 
     return draw
 

@@ -224,28 +224,24 @@ def _analyse(
 
     # The red-noise tables go through the same pipeline; their spectra give the background E(f) of each
     # series, and the statistic of a series is its largest power-to-background ratio in the band.
-    f_off = p_off.shape[-1]
-
-    def spectra(batch: torch.Tensor) -> torch.Tensor:
-        ms = mean_similarity_fft(batch).to(dt)
-        zs = surrogate_coordinates(batch, k, random_state=random_state).to(dt).transpose(1, 2)  # (c, k, n)
-        return torch.cat(
-            [tapered_power(ms[:, 1:], pad=_PAD)[0], tapered_power(zs, pad=_PAD)[0].flatten(1)], dim=1
+    # Each series is compared with the AR(1)-plus-white spectrum fitted to itself; the red-noise tables,
+    # through the same pipeline, give the distribution of the largest such ratio over every series and
+    # frequency in the band (Westfall–Young max-T: family-wise over all reported peaks).
+    def ratios(ms: torch.Tensor, zs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        po, pp = tapered_power(ms, pad=_PAD)[0], tapered_power(zs, pad=_PAD)[0]
+        return po / red_background(ms, po.shape[-1], pad=_PAD), pp / red_background(
+            zs, pp.shape[-1], pad=_PAD
         )
 
-    null_spec = surrogate_values(x, "red_noise", n_surrogates, random_state, spectra)  # (S, F_off + k F_pc)
-    null_off = null_spec[:, :f_off]
-    null_pc = null_spec[:, f_off:].reshape(n_surrogates, p_pc.shape[0], -1)
-    bg_off = red_background(null_off.mean(axis=0))  # (F_off,)
-    bg_pc = red_background(null_pc.mean(axis=(0, 1)))  # one background for the PCs: (F_pc,)
-    b_off, b_pc = band_off.cpu().numpy(), band_pc.cpu().numpy()
-    obs_off = p_off.cpu().double().numpy() / bg_off
-    obs_pc = p_pc.cpu().double().numpy() / bg_pc
-    # Family-wise over every series and frequency (Westfall–Young max-T): each ratio is already relative
-    # to its own series' background, so one maximum over all of them is a fair common statistic.
-    null_max = np.maximum(
-        (null_off / bg_off)[:, b_off].max(axis=1), (null_pc / bg_pc)[..., b_pc].max(axis=(1, 2))
-    )
+    def largest_ratio(batch: torch.Tensor) -> torch.Tensor:
+        ms = mean_similarity_fft(batch).to(dt)[:, 1:]
+        zs = surrogate_coordinates(batch, k, random_state=random_state).to(dt).transpose(1, 2)  # (c, k, n)
+        ro, rp = ratios(ms, zs)
+        return torch.maximum(ro[:, band_off].amax(dim=-1), rp[..., band_pc].amax(dim=(-2, -1)))
+
+    null_max = surrogate_values(x, "red_noise", n_surrogates, random_state, largest_ratio)  # (S,)
+    obs_off, obs_pc = (r.cpu().double().numpy() for r in ratios(mean_sim[1:][None], z[None]))
+    obs_off, obs_pc = obs_off[0], obs_pc[0]
 
     def p_value(ratio: float) -> float:
         return (1 + int((null_max >= ratio - 1e-12 * ratio).sum())) / (n_surrogates + 1)

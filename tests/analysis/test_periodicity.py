@@ -112,18 +112,20 @@ def test_bad_arguments():
 
 @pytest.mark.slow
 def test_gpt2_periods(gpt2_wpe):
-    # Measured (positions 1..1023, 99 red-noise surrogates): the least-squares periods of PC1–PC3 lie
-    # at 530–575 positions and agree with fit_helix's period (≈ 559) to a few percent -- two independent
-    # estimators. Against AR(1) red noise none is significant at 1% (PC2/PC3 p ≈ 0.035, the offset curve's
-    # p ≈ 0.4): a smooth red curve bent by PCA makes peaks as strong. ≈ 0.5% of the columns are single
-    # sinusoids at R² ≥ 0.9; Toeplitz score ≈ 0.80.
+    # Measured (positions 1..1023, 99 red-noise tables): the least-squares periods of PC1–PC3 lie at
+    # 530–575 positions and of the offset curve at ≈ 524, agreeing with fit_helix's period (≈ 559) to a
+    # few percent -- independent estimators. Against the AR(1)-plus-white background fitted to each
+    # series, PC1 and PC2 reach the smallest p (0.01); the offset curve does not (p ≈ 0.2): its one
+    # broad oscillation is what red noise also makes. ≈ 0.5% of the columns are single sinusoids at
+    # R² ≥ 0.9; Toeplitz score ≈ 0.80.
     res = periodicity(gpt2_wpe, window=(1, 1024), n_surrogates=99, random_state=0)
     assert res.null == "red_noise"
     for series in ("PC1", "PC2", "PC3", "mean_similarity"):
         p = max((q for q in res.peaks if q.series == series), key=lambda q: q.power_fraction)
         assert 500 < p.period < 600 and 0 < p.period_std < 20 and not p.at_edge, p
-        assert p.p_value > 0.01  # not significant against red noise
-    assert not res.dominant_periods
+    significant = {p.series for p in res.dominant_periods}
+    assert {"PC1", "PC2"} <= significant and "mean_similarity" not in significant
+    assert all(500 < p.period < 600 for p in res.dominant_periods)
     assert 0.5 < res.toeplitz_score < 1.0
     assert res.column_fraction < 0.05  # columns are NOT individually clean sine waves
 
