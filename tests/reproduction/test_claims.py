@@ -86,8 +86,12 @@ def test_similarity_and_columns_on_synthetic_tables():
     res = periodicity(pe, n_surrogates=99)
     cols = C.claim_columns(pe, res)
     assert cols.verdict == "reproduced" and cols.values["share_r2_0.5"] == 1.0
-    sim = C.claim_similarity(pe, res)
-    assert sim.verdict == "reproduced" and sim.values["periods"]
+    # The offset curve of a table that turns with one period is that period's cosine: far above red noise.
+    circle = _pe(
+        np.concatenate([np.cos(2 * np.pi * t / 32), np.sin(2 * np.pi * t / 32)], axis=1).repeat(4, axis=1)
+    )
+    sim = C.claim_similarity(circle, periodicity(circle, n_surrogates=99))
+    assert sim.verdict == "reproduced" and sim.values["periods"][0] == pytest.approx(32.0, rel=0.01)
     noise = _pe(np.random.default_rng(1).normal(size=(256, 16)))
     res = periodicity(noise, n_surrogates=99)
     assert C.claim_columns(noise, res).verdict == "not reproduced"
