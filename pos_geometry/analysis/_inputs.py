@@ -59,6 +59,13 @@ def _to_tensor(x: torch.Tensor | np.ndarray, name: str) -> torch.Tensor:
     return x
 
 
+def _all_finite(data: torch.Tensor) -> bool:
+    """Whether every entry of ``data`` ``(batch, n, d)`` is finite, a few matrices at a time (the boolean
+    mask of a whole batch of 609 tables would be half a gigabyte)."""
+    step = max(1, (64 * 2**20) // max(1, data[0].numel()))
+    return all(bool(torch.isfinite(data[i : i + step]).all()) for i in range(0, data.shape[0], step))
+
+
 def check_int(name: str, value: Any, low: int, rule: str | None = None) -> int:
     """``value`` as an int ``>= low`` (numpy integers accepted), else :class:`InvalidArgumentError`."""
     if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < low:
@@ -143,8 +150,8 @@ def as_batch(x, *, min_positions: int = 1, name: str = "x") -> Batch:
         raise InvalidArgumentError(
             f"{name} needs at least {min_positions} positions; got n_positions={data.shape[1]}."
         )
-    if data.numel() and data.device.type != "meta" and not bool(torch.isfinite(data).all()):
-        bad = int((~torch.isfinite(data)).sum())
+    if data.numel() and data.device.type != "meta" and not _all_finite(data):
+        bad = int(sum(int((~torch.isfinite(m)).sum()) for m in data))
         raise NonFiniteError(
             f"{name} must be finite; it holds {bad} NaN/inf value(s). Analyses would return NaN; "
             "find where the table came from (provenance) and fix or drop the bad rows."

@@ -271,7 +271,7 @@ def _analyse(
                     name,
                     period,
                     2 * math.pi * w_std / w**2,
-                    float(pw[i]),
+                    float(pw[min(max(round(w * _PAD * length / (2 * math.pi)) - 1, 0), pw.shape[0] - 1)]),
                     pv,
                     pv <= alpha and not edge,
                     at_edge=edge,
