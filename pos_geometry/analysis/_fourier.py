@@ -18,6 +18,7 @@ import torch
 from scipy.optimize import minimize_scalar
 
 __all__ = [
+    "ar1_plus_white",
     "best_sinusoid",
     "mean_similarity_fft",
     "red_background",
@@ -156,6 +157,23 @@ def tapered_power(y: torch.Tensor, *, pad: int = 8) -> tuple[torch.Tensor, torch
     return power, (pad * n) / k
 
 
+def ar1_plus_white(c: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``(φ, ρ, var)`` of the AR(1)-plus-white model fitted to each centred series of ``c`` ``(..., L)``.
+
+    For ``ρ``·AR(1)(φ) + ``(1 − ρ)``·white noise the lag-1 and lag-2 autocorrelations are ``r₁ = ρφ`` and
+    ``r₂ = ρφ²``, so ``φ = r₂ / r₁`` (clipped to ``[0, 0.9999]``) and ``ρ = r₁² / r₂`` (clipped to ``[0, 1]``);
+    a series where that does not hold (``r₂ ≤ 0`` or ``r₂ ≥ r₁``) is plain AR(1): ``φ = max(r₁, 0)``, ``ρ = 1``.
+    ``var`` is the series' mean square.
+    """
+    var = (c * c).mean(dim=-1).clamp_min(torch.finfo(c.dtype).tiny)
+    r1 = (c[..., 1:] * c[..., :-1]).mean(dim=-1) / var
+    r2 = (c[..., 2:] * c[..., :-2]).mean(dim=-1) / var if c.shape[-1] > 2 else torch.zeros_like(r1)
+    mixed = (r1 > 0) & (r2 > 0) & (r2 < r1)
+    phi = torch.where(mixed, r2 / r1.clamp_min(1e-300), r1.clamp_min(0.0)).clamp(0.0, 0.9999)
+    red = torch.where(mixed, (r1 * r1 / r2.clamp_min(1e-300)).clamp(0.0, 1.0), torch.ones_like(r1))
+    return phi, red, var
+
+
 def red_background(y: torch.Tensor, n_bins: int, *, pad: int) -> torch.Tensor:
     """The AR(1)-plus-white spectrum fitted to each series of ``y`` ``(..., L)``, on the bins of
     :func:`tapered_power`: ``(..., n_bins)``, normalised to sum to 1 like the power.
@@ -166,13 +184,7 @@ def red_background(y: torch.Tensor, n_bins: int, *, pad: int) -> torch.Tensor:
     of a series' power to its own background is flat for red or white noise and peaks at a period.
     """
     n = y.shape[-1]
-    c = linear_detrend(y)
-    var = (c * c).mean(dim=-1).clamp_min(torch.finfo(y.dtype).tiny)
-    r1 = (c[..., 1:] * c[..., :-1]).mean(dim=-1) / var
-    r2 = (c[..., 2:] * c[..., :-2]).mean(dim=-1) / var
-    mixed = (r1 > 0) & (r2 > 0) & (r2 < r1)
-    phi = torch.where(mixed, r2 / r1.clamp_min(1e-300), r1.clamp_min(0.0)).clamp(0.0, 0.9999)
-    red = torch.where(mixed, (r1 * r1 / r2.clamp_min(1e-300)).clamp(0.0, 1.0), torch.ones_like(r1))
+    phi, red, _ = ar1_plus_white(linear_detrend(y))
     f = torch.arange(1, n_bins + 1, dtype=y.dtype, device=y.device) / (pad * n)
     phi, red = phi[..., None], red[..., None]
     spec = red * (1 - phi**2) / (1 + phi**2 - 2 * phi * torch.cos(2 * math.pi * f)) + (1 - red)

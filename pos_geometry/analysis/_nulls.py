@@ -31,6 +31,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from pos_geometry.analysis._fourier import ar1_plus_white
+
 __all__ = [
     "NullTest",
     "autocorrelation",
@@ -214,13 +216,7 @@ def red_noise(x: torch.Tensor) -> Sampler:
     """
     a = x.to(torch.float64)
     mean = a.mean(dim=0)
-    c = a - mean
-    var = (c * c).mean(dim=0).clamp_min(torch.finfo(torch.float64).tiny)
-    r1 = (c[1:] * c[:-1]).mean(dim=0) / var
-    r2 = (c[2:] * c[:-2]).mean(dim=0) / var if x.shape[0] > 2 else torch.zeros_like(r1)
-    mixed = (r1 > 0) & (r2 > 0) & (r2 < r1)
-    phi64 = torch.where(mixed, r2 / r1.clamp_min(1e-300), r1.clamp_min(0.0)).clamp(0.0, 0.9999)
-    smooth = torch.where(mixed, (r1 * r1 / r2.clamp_min(1e-300)).clamp(0.0, 1.0), torch.ones_like(r1))
+    phi64, smooth, var = ar1_plus_white((a - mean).T)  # one fit per column
     sigma = var.sqrt()
     phi = phi64.to(x.dtype)
     innov = torch.sqrt(1 - phi64**2).to(x.dtype)
