@@ -20,6 +20,8 @@ from typing import TYPE_CHECKING, Any
 from pos_geometry._version import __version__
 
 _EXPORTS: dict[str, str] = {
+    "Analysis": "pos_geometry.analysis.pipeline",
+    "analyze": "pos_geometry.analysis.pipeline",
     "BatchResult": "pos_geometry.analysis._batch",
     "NullTest": "pos_geometry.analysis._nulls",
     "HelixFit": "pos_geometry.analysis.helix",
@@ -77,6 +79,8 @@ __all__ = [
     "ModelSpec",
     "get_spec",
     # analysis
+    "analyze",
+    "Analysis",
     "pca",
     "PCAResult",
     "align_bases",
@@ -132,6 +136,7 @@ if TYPE_CHECKING:  # static tools see the real imports
     from pos_geometry.analysis.helix import HelixFit, fit_helix
     from pos_geometry.analysis.pca import PCAResult, pca
     from pos_geometry.analysis.periodicity import PeriodicityResult, PeriodPeak, periodicity
+    from pos_geometry.analysis.pipeline import Analysis, analyze
     from pos_geometry.analysis.procrustes import align_bases
     from pos_geometry.analysis.recurrence import RecurrenceFit, fit_recurrence
     from pos_geometry.analysis.rotary_atlas import RotaryAtlas, rotary_atlas

@@ -32,3 +32,31 @@ def gpt2_wpe(real_data_dir: Path) -> np.ndarray:
 def gpt1_positions(real_data_dir: Path) -> np.ndarray:
     """GPT-1's learned positional table, ``(512, 768)`` float32."""
     return np.load(real_data_dir / "gpt1_openai_positions_embed.npy")
+
+
+def _record_decompositions(mp: pytest.MonkeyPatch) -> list[tuple]:
+    """Patch the PCA solver so every decomposition of a table (not of a null's surrogate) is recorded as
+    ``(shape, (start, stop), checksum of the scaled rows)``; the same table over the same window gives the
+    same key, so duplicates mean a table was decomposed twice."""
+    import sys
+
+    import pos_geometry.analysis.pca as pca_module
+
+    calls: list[tuple] = []
+    real = pca_module.fit_batch
+
+    def counting(x, k, **kwargs):
+        caller = sys._getframe(1)
+        if caller.f_code.co_name == "pca":  # surrogate_coordinates (the nulls) is not a table's decomposition
+            where = (int(caller.f_locals["start"]), int(caller.f_locals["stop"]))
+            calls.append((tuple(x.shape), where, round(float(x.double().sum()), 4)))
+        return real(x, k, **kwargs)
+
+    mp.setattr(pca_module, "fit_batch", counting)
+    return calls
+
+
+@pytest.fixture(scope="session")
+def record_decompositions():
+    """``calls = record_decompositions(monkeypatch)``: from then on, each table decomposition is appended."""
+    return _record_decompositions

@@ -127,6 +127,26 @@ class PCAResult(Result):
         }
         return dataclasses.replace(self, provenance=self.provenance[i], **per_item)
 
+    def top(self, k: int) -> PCAResult:
+        """The first ``k`` components of this fit, without refitting (components, variances, coordinates)."""
+        if isinstance(k, bool) or not isinstance(k, int | np.integer) or not 1 <= k <= self.n_components_:
+            raise InvalidArgumentError(
+                f"k must be an integer between 1 and the {self.n_components_} fitted components; got {k!r}. "
+                f"Refit with pca(..., n_components={k}) for more."
+            )
+        k = int(k)
+        if k == self.n_components_:
+            return self
+        return dataclasses.replace(
+            self,
+            components_=self.components_[..., :k, :],
+            explained_variance_=self.explained_variance_[..., :k],
+            explained_variance_ratio_=self.explained_variance_ratio_[..., :k],
+            singular_values_=self.singular_values_[..., :k],
+            coordinates=self.coordinates[..., :k],
+            rotation_=None if self.rotation_ is None else self.rotation_[..., :k, :k],
+        )
+
     @classmethod
     def stack(cls, results: Sequence[PCAResult]) -> PCAResult:
         """Combine single fits of matrices of one shape (same ``k``, window, solver) into a batched result."""

@@ -54,7 +54,7 @@ from pos_geometry.analysis._fourier import (
 from pos_geometry.analysis._inputs import as_batch, check_int, check_level, parse_window
 from pos_geometry.analysis._nulls import NULL_DESCRIPTIONS, surrogate_values
 from pos_geometry.analysis._results import Result
-from pos_geometry.analysis.pca import surrogate_coordinates
+from pos_geometry.analysis.pca import PCAResult, surrogate_coordinates
 from pos_geometry.embedding import Provenance
 from pos_geometry.errors import InvalidArgumentError
 
@@ -312,6 +312,25 @@ def _windowed(prov: Provenance, start: int, stop: int, n: int) -> Provenance:
     return prov if (start, stop) == (0, n) else prov.with_processing(f"rows[{start}:{stop}]")
 
 
+def _fitted(res: PCAResult, window: Any) -> tuple[list[torch.Tensor], list[Provenance], tuple[int, int], int]:
+    """The rows, provenances and window a centred ``PCAResult`` was fitted on (no second decomposition)."""
+    if window is not None:
+        raise InvalidArgumentError(
+            f"window={window!r} cannot be applied to a PCAResult, which was fitted on window {tuple(res.window)}; "
+            "pass the embedding instead, or fit pca(..., window=...) on the window you want."
+        )
+    if res.fitted_rows is None or not res.center:
+        raise InvalidArgumentError(
+            "periodicity needs a PCAResult centred over positions that still holds its fitted rows "
+            f"(center={res.center}, fitted rows {'absent' if res.fitted_rows is None else 'present'}); "
+            "pass the table itself, or a result of pca(table, window=..., center=True)."
+        )
+    rows = [r.fitted_rows for r in (res[i] for i in range(len(res)))]
+    provs = [r.provenance for r in (res[i] for i in range(len(res)))]
+    start, stop = (int(v) for v in res.window)
+    return rows, provs, (start, stop), stop - start
+
+
 def periodicity(
     x: Any,
     *,
@@ -356,19 +375,27 @@ def periodicity(
         isinstance(column_r2_threshold, int | float) and 0 < column_r2_threshold <= 1
     ):
         raise InvalidArgumentError(f"column_r2_threshold must be in (0, 1]; got {column_r2_threshold!r}.")
-    batch = as_batch(x, min_positions=8)
-    start, stop = parse_window(window, batch.data.shape[1])
+    if isinstance(x, PCAResult):
+        rows, provs, (start, stop), n_total = _fitted(x, window)
+    else:
+        batch = as_batch(x, min_positions=8)
+        n_total = batch.data.shape[1]
+        start, stop = parse_window(window, n_total)
+        rows = [batch.data[i, start:stop] for i in range(batch.data.shape[0])]
+        provs = [_windowed(p, start, stop, n_total) for p in batch.provenances]
     if stop - start < 8:
         raise InvalidArgumentError(
             f"periodicity needs at least 8 positions in the window; got {stop - start} (window {(start, stop)})."
         )
-    n_components = min(n_components, batch.data.shape[2], stop - start)
-    items, single = pca_items(x, n_components, window=(start, stop), center=True)
+    n_components = min(n_components, rows[0].shape[1], stop - start)
+    if isinstance(x, PCAResult):
+        n_components = min(n_components, x.n_components_)
+    items, single = pca_items(x, n_components, window=None if isinstance(x, PCAResult) else (start, stop))
     results = tuple(
         _analyse(
-            batch.data[i, start:stop],
+            rows[i],
             it.coords,
-            _windowed(batch.provenances[i], start, stop, batch.data.shape[1]),
+            provs[i],
             (start, stop),
             n_surrogates=n_surrogates,
             random_state=random_state,

@@ -203,7 +203,8 @@ def subspace_overlap(
 
     Args:
         positions: the positional table(s): a PositionalEmbedding, a list of them (one shape), or a
-            tensor/array ``(n, d)`` or ``(batch, n, d)``; the PCA runs on their device, batched.
+            tensor/array ``(n, d)`` or ``(batch, n, d)``; the PCA runs on their device, batched. A
+            ``PCAResult`` with at least ``n_components`` components is used as fitted.
         tokens: the token-embedding matrix ``(vocab, d)``: a tensor/array or an object with
             ``.matrix`` and ``.provenance`` (a :class:`~pos_geometry.TokenEmbedding`), on the same
             device as ``positions``. For a batch of positional tables, either one token matrix shared
@@ -221,7 +222,15 @@ def subspace_overlap(
     k = renamed("subspace_overlap", deprecated, {"k": "n_components"}, {"n_components": n_components})[
         "n_components"
     ]
-    pos = pca(positions, k, window=window, center=center)
+    if isinstance(positions, PCAResult):  # fitted once upstream: use its top k, no second decomposition
+        if window is not None:
+            raise InvalidArgumentError(
+                f"window={window!r} cannot be applied to a PCAResult (fitted on {tuple(positions.window)}); "
+                "pass the table instead."
+            )
+        pos, center = positions.top(k), positions.center
+    else:
+        pos = pca(positions, k, window=window, center=center)
     pairs = _token_list(tokens, len(pos), token_provenance)
     results = tuple(_overlap_one(pos[i], t, tprov, center) for i, (t, tprov) in enumerate(pairs))
     if not pos.batched:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import click
 import typer
@@ -44,7 +44,7 @@ def guard(fn: Callable[[], T]) -> T:
             message = str(exc)
         err().print(f"error: {message}", markup=False)
         raise typer.Exit(1) from None
-    except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort):
+    except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort, typer.Exit):
         raise  # usage errors and exits: typer reports them itself
     except Exception as exc:  # a bug, not bad input: still one line, with the way to learn more
         if STATE["debug"]:
@@ -57,13 +57,24 @@ def guard(fn: Callable[[], T]) -> T:
         raise typer.Exit(1) from None
 
 
-def out_dir(out: Path) -> Path:
-    """Create the ``--out`` folder up front, so a bad path fails before any work is done."""
+def check_out(out: Path) -> Path:
+    """Check the ``--out`` folder before any work (it is created only when the first file is written,
+    so a run in which every model fails leaves no empty folder behind)."""
     if out.exists() and not out.is_dir():
         raise InvalidArgumentError(
             f"--out must be a folder (it is created if needed); {str(out)!r} is a file. Give another path."
         )
-    out.mkdir(parents=True, exist_ok=True)
+    parent = next((p for p in (out, *out.parents) if p.exists()), Path("."))
+    if not parent.is_dir():
+        raise InvalidArgumentError(
+            f"--out {str(out)!r} cannot be created: {str(parent)!r} is a file. Give another path."
+        )
+    return out
+
+
+def out_dir(out: Path) -> Path:
+    """Check the ``--out`` folder and create it (for commands that always write)."""
+    check_out(out).mkdir(parents=True, exist_ok=True)
     return out
 
 
@@ -98,26 +109,79 @@ def parse_formats(text: str) -> tuple[str, ...]:
     return fmts
 
 
-def load_all(models: list[str], *, revision: str | None, device: str, offline: bool | None) -> list:
+def report_failure(label: str | None, exc: BaseException) -> None:
+    """One line on stderr for one model that could not be loaded or analysed (the run goes on);
+    ``label`` (the model's argument) leads the line when several models were given."""
+    if STATE["debug"]:
+        raise exc
+    if isinstance(exc, OSError) and exc.filename is not None:
+        message = f"{exc.strerror or exc}: {exc.filename}"
+    else:
+        message = str(exc)
+    err().print(f"error: {label}: {message}" if label else f"error: {message}", markup=False)
+
+
+def load_all(
+    models: list[str], *, revision: str | None, device: str, offline: bool | None
+) -> tuple[list[tuple[str, Any]], list[str]]:
+    """Load each model; a missing or broken one is one line on stderr and the others go on.
+
+    Returns ``([(argument, PositionalEmbedding), ...], [failed argument, ...])``.
+    """
     from pos_geometry.loading import load
 
-    tables = []
+    loaded, failed = [], []
     with progress("loading", len(models)) as advance:
         for name in models:
-            tables.append(load(name, revision=revision, device=device, offline=offline))
+            try:
+                loaded.append((name, load(name, revision=revision, device=device, offline=offline)))
+            except (PosGeometryError, OSError) as exc:
+                report_failure(name if len(models) > 1 else None, exc)
+                failed.append(name)
             advance(name)
-    return tables
+    return loaded, failed
 
 
-def figures_all(tables: list, window) -> list:
-    from pos_geometry.reproduction.measure import model_figures
+def analyze_all(
+    loaded: list[tuple[str, Any]], window: Any, analyses: tuple[str, ...]
+) -> tuple[list[tuple[str, Any, Any]], list[str]]:
+    """:func:`pos_geometry.analyze` each loaded table once; returns ``([(argument, table, Analysis)], failed)``."""
+    from pos_geometry.analysis.pipeline import analyze
 
-    out = []
-    with progress("analysing", len(tables)) as advance:
-        for pe in tables:
-            out.append(model_figures(pe, window=window))
+    done, failed = [], []
+    with progress("analysing", len(loaded)) as advance:
+        for name, pe in loaded:
+            try:
+                done.append((name, pe, analyze(pe, window=window, analyses=analyses)))
+            except PosGeometryError as exc:
+                report_failure(name if len(loaded) > 1 else None, exc)
+                failed.append(name)
             advance(pe.provenance.model_id)
-    return out
+    return done, failed
+
+
+def finish(failed: list[str], total: int) -> None:
+    """Exit with status 1 when any model failed (after the others were written)."""
+    if failed and total == 1:
+        raise typer.Exit(1)
+    if failed:
+        err().print(
+            f"{len(failed)} of {total} model(s) failed: {', '.join(failed)} (each is reported above).",
+            markup=False,
+        )
+        raise typer.Exit(1)
+
+
+def parse_analyses(text: str) -> tuple[str, ...]:
+    from pos_geometry.analysis.pipeline import ANALYSES
+
+    chosen = tuple(a.strip().lower() for a in text.split(",") if a.strip())
+    bad = [a for a in chosen if a not in ANALYSES]
+    if bad:
+        raise InvalidArgumentError(
+            f"--analyses takes a comma-separated subset of {', '.join(ANALYSES)}; got {text!r}."
+        )
+    return chosen
 
 
 def safe_name(label: str) -> str:
@@ -155,6 +219,12 @@ MODELS = typer.Argument(
 REVISION = typer.Option(None, "--revision", help="Branch, tag, commit, checkpoint-N or stepN.")
 WINDOW = typer.Option(None, "--window", help="Positions start:stop (slice semantics), e.g. 1:1024.")
 DEVICE = typer.Option("auto", "--device", help="auto, cpu, cuda, cuda:N or mps.")
+PLOTLYJS = typer.Option(
+    "inline",
+    "--plotlyjs",
+    help="How HTML figures get plotly.js: inline (each file self-contained, ~5 MB), directory (one shared "
+    "plotly.min.js beside them) or cdn (needs a network to view).",
+)
 OFFLINE = typer.Option(
     None, "--offline/--online", help="Never touch the network / allow downloads (default: environment)."
 )

@@ -10,10 +10,13 @@ from pos_geometry.cli._common import (
     DEVICE,
     MODELS,
     OFFLINE,
+    PLOTLYJS,
     REVISION,
     WINDOW,
-    figures_all,
+    analyze_all,
+    check_out,
     file_stems,
+    finish,
     guard,
     load_all,
     out_console,
@@ -31,39 +34,55 @@ def plot(
     revision: str | None = REVISION,
     window: str | None = WINDOW,
     format: str = typer.Option("html", "--format", help="Comma-separated: html,png,svg,pdf,jpeg,webp."),
+    plotlyjs: str = PLOTLYJS,
     device: str = DEVICE,
     offline: bool | None = OFFLINE,
 ) -> None:
     """Write one 3D helix figure per model and a grid of all of them; print a summary line per model.
 
     Files are named after the model (a local file: its name without the suffix) plus the
-    revision, e.g. ``gpt2.html``, ``pythia-70m_step1000.png``, and ``grid.html``.
+    revision, e.g. ``gpt2.html``, ``pythia-70m_step1000.png``, and ``grid.html``. Each table is
+    decomposed once (one PCA, one helix fit with its nulls); the figures draw that fit. A model
+    that cannot be loaded is one line on stderr; the others are drawn, and the exit status is 1.
     """
-    from pos_geometry.plotting.export import find_browser, save_figure
-    from pos_geometry.plotting.grid import plot_helix_grid
-    from pos_geometry.plotting.helix3d import plot_helix
 
     def run() -> None:
+        from pos_geometry.plotting.export import check_plotlyjs, find_browser, save_figure
+        from pos_geometry.plotting.grid import plot_helix_grid
+        from pos_geometry.plotting.helix3d import plot_helix
+
         fmts = parse_formats(format)
+        check_plotlyjs(plotlyjs)
         win = parse_window_text(window)
         if any(f != "html" for f in fmts):
             find_browser()  # static formats need one: say so before any work is done
-        folder = out_dir(out)
-        tables = load_all(models, revision=revision, device=device, offline=offline)
-        figures = figures_all(tables, win)
+        folder = check_out(out)
+        loaded, failed = load_all(models, revision=revision, device=device, offline=offline)
+        done, broken = analyze_all(loaded, win, ("helix",))
+        failed += broken
         written: list[Path] = []
-        with progress("writing figures", len(tables) + 1) as advance:
-            for pe, fig, stem in zip(tables, figures, file_stems(models, tables), strict=True):
-                view = plot_helix(pe, window=win, fit=fig.helix)
-                written += [save_figure(view, folder / f"{stem}.{f}", format=f) for f in fmts]
-                advance(stem)
-            grid = plot_helix_grid(tables, window=win, cols=min(3, len(tables)))
-            written += [save_figure(grid, folder / f"grid.{f}", format=f) for f in fmts]
-            advance("grid")
+        if done:
+            with progress("writing figures", len(done) + 1) as advance:
+                stems = file_stems([arg for arg, _, _ in done], [pe for _, pe, _ in done])
+                for (_, _, a), stem in zip(done, stems, strict=True):
+                    view = plot_helix(a.pca, fit=a.helix)
+                    written += [
+                        save_figure(view, folder / f"{stem}.{f}", format=f, plotlyjs=plotlyjs) for f in fmts
+                    ]
+                    advance(stem)
+                grid = plot_helix_grid(
+                    [a.pca for _, _, a in done], cols=min(3, len(done)), titles=[a.label for _, _, a in done]
+                )
+                written += [
+                    save_figure(grid, folder / f"grid.{f}", format=f, plotlyjs=plotlyjs) for f in fmts
+                ]
+                advance("grid")
         console = out_console()
-        for fig in figures:
-            console.print(fig.line(), markup=False)
-        console.print(f"wrote {len(written)} file(s) to {out}", markup=False)
+        for _, _, a in done:
+            console.print(a.line(), markup=False)
+        if written:
+            console.print(f"wrote {len(written)} file(s) to {out}", markup=False)
+        finish(failed, len(models))
 
     guard(run)
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from pos_geometry.cli._common import guard, out_console, parse_formats, progress_bar
+from pos_geometry.cli._common import err, guard, out_console, parse_formats, progress_bar
 
 
 def reproduce(
@@ -29,23 +29,37 @@ def reproduce(
         "html,png", "--format", help="Figure formats; PNG is skipped when no browser is found."
     ),
     device: str = typer.Option("cpu", "--device", help="auto, cpu, cuda, cuda:N or mps."),
+    plotlyjs: str = typer.Option(
+        "directory",
+        "--plotlyjs",
+        help="How HTML figures get plotly.js: directory (one shared figures/plotly.min.js; offline and "
+        "small), inline (each file self-contained) or cdn.",
+    ),
 ) -> None:
-    """Reproduce the figures and claims of "GPT-2's positional embedding matrix is a helix" (offline by default)."""
-    from pos_geometry.reproduction.runner import parse_model_paths, reproduce_blog_post
+    """Reproduce the figures and claims of "GPT-2's positional embedding matrix is a helix" (offline by default).
+
+    Stages are shown on stderr as they start: a progress bar on a terminal, one line per stage otherwise.
+    """
 
     def run() -> None:
+        from pos_geometry.reproduction.runner import parse_model_paths, reproduce_blog_post
+
         paths = parse_model_paths(model)
         fmts = parse_formats(format)
-        console = out_console()
+        console, log = out_console(), err()
         with progress_bar() as bar:
             task = bar.add_task("reproducing", total=None)
+            last = [""]
 
             def step(label: str, done: int, total: int) -> None:
                 bar.update(task, description=f"reproducing: {label}", completed=done, total=total)
+                if not log.is_terminal and label != last[0]:  # a log file or a pipe: one line per stage
+                    log.print(f"reproduce [{done}/{total}]: {label}", markup=False)
+                    last[0] = label
 
             result = reproduce_blog_post(
                 out, data_dir=data_dir, paths=paths, tokens=tokens, online=online, formats=fmts,
-                device=device, progress=step,
+                device=device, progress=step, plotlyjs=plotlyjs,
             )  # fmt: skip
         console.print(result.summary_text(), markup=False)
 

@@ -16,71 +16,70 @@ from pos_geometry.cli._common import (
     OFFLINE,
     REVISION,
     WINDOW,
-    figures_all,
+    analyze_all,
+    finish,
     guard,
     load_all,
     out_console,
+    parse_analyses,
     parse_window_text,
 )
+
+_COLUMNS = (
+    "model", "kind", "n_positions", "d_model", "window", "top1", "top3", "top10", "stable_rank",
+    "helix_verdict", "helix_turns", "helix_period", "helix_p_value", "period", "period_series",
+    "period_p_value", "recurrence_status",
+)  # fmt: skip
+_LEFT = ("model", "kind", "window", "helix_verdict", "period_series", "recurrence_status")
 
 
 def analyze(
     models: list[str] = MODELS,
     revision: str | None = REVISION,
     window: str | None = WINDOW,
+    analyses: str = typer.Option(
+        "helix,periodicity,recurrence",
+        "--analyses",
+        help="Comma-separated subset of helix,periodicity,recurrence (the PCA always runs).",
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print the figures as JSON (a list of rows)."),
     as_csv: bool = typer.Option(False, "--csv", help="Print the figures as CSV."),
     device: str = DEVICE,
     offline: bool | None = OFFLINE,
 ) -> None:
-    """Print the table of figures per model: size, kind, top-k variance, stable rank, helix fit."""
+    """Print the figures per model: size, kind, top-k variance, stable rank, helix verdict, periods, recurrence.
 
+    Each table is analysed once by ``pos_geometry.analyze`` (one PCA shared by every analysis). A
+    model that cannot be loaded or analysed is one line on stderr; the others are printed, and the
+    exit status is 1.
+    """
     if as_json and as_csv:
         raise typer.BadParameter("use only one of --json and --csv.")
 
     def run() -> None:
-        rows = [
-            f.row()
-            for f in figures_all(
-                load_all(models, revision=revision, device=device, offline=offline),
-                parse_window_text(window),
-            )
-        ]
+        chosen = parse_analyses(analyses)
+        loaded, failed = load_all(models, revision=revision, device=device, offline=offline)
+        done, broken = analyze_all(loaded, parse_window_text(window), chosen)
+        failed += broken
+        rows = [a.row() for _, _, a in done]
         if as_json:
             from pos_geometry.analysis._results import to_jsonable
 
             sys.stdout.write(json.dumps(to_jsonable(rows), indent=2, allow_nan=False) + "\n")
-            return
-        if as_csv:
+        elif as_csv and rows:
             buf = io.StringIO()
             writer = csv.DictWriter(buf, fieldnames=list(rows[0]), lineterminator="\n")
             writer.writeheader()
             writer.writerows({**r, "processing": ";".join(r["processing"])} for r in rows)
             sys.stdout.write(buf.getvalue())
-            return
-        table = Table(title="positional-table figures (PCA centred over positions)")
-        cols = [
-            "model",
-            "kind",
-            "n_positions",
-            "d_model",
-            "window",
-            "top1",
-            "top3",
-            "top10",
-            "stable_rank",
-            "helix_shape",
-            "helix_turns",
-            "helix_period",
-            "helix_r2",
-        ]
-        for c in cols:
-            table.add_column(
-                c, justify="left" if c in ("model", "kind", "window", "helix_shape") else "right"
-            )
-        for r in rows:
-            table.add_row(*(_cell(r[c]) for c in cols))
-        out_console().print(table)
+        elif rows:
+            table = Table(title="positional-table figures (one PCA per table, centred over positions)")
+            for c in _COLUMNS:
+                table.add_column(c, justify="left" if c in _LEFT else "right")
+            for r in rows:
+                table.add_row(*(_cell(r[c]) for c in _COLUMNS))
+            out_console().print(table)
+        finish(failed, len(models))
 
     guard(run)
 

@@ -1,7 +1,10 @@
 """Write figures to disk: standalone offline HTML, or PNG/SVG/PDF/JPEG/WebP through kaleido.
 
-HTML embeds plotly.js (no CDN, no MathJax), uses a deterministic div id, and is written
-atomically, so the file opens offline and the same figure gives the same bytes. Figures
+HTML embeds plotly.js by default (``plotlyjs="inline"``: one self-contained, offline file of ~5 MB);
+``plotlyjs="directory"`` writes one shared ``plotly.min.js`` beside the figures instead (a folder of
+figures stays offline-capable and small), and ``"cdn"`` loads it from plotly's CDN (small, needs a
+network to view). These are plotly's own ``include_plotlyjs`` modes. No MathJax; a deterministic
+div id; written atomically, so the same figure gives the same bytes. Figures
 whose 3D cameras are linked (see :func:`~pos_geometry.plotting.plot_helix_grid`) get a
 small script that keeps every scene's camera equal to the one being dragged.
 
@@ -33,10 +36,12 @@ from pos_geometry.plotting._style import figure_id
 __all__ = [
     "INSTALL_HINT",
     "LINKED_SCENES_META",
+    "PLOTLYJS_MODES",
     "STATIC_SIZE_META",
     "figure_to_html",
     "find_browser",
     "save_figure",
+    "write_plotlyjs",
 ]
 
 DEBIAN_CHROMIUM = "/usr/bin/chromium"
@@ -100,16 +105,33 @@ def _linked_scenes(fig: go.Figure) -> list[str]:
     return []
 
 
+PLOTLYJS_MODES = ("inline", "directory", "cdn")
+"""How an HTML figure gets plotly.js (see the module docstring)."""
+
+PLOTLYJS_FILE = "plotly.min.js"
+
+
+def check_plotlyjs(plotlyjs: str) -> str:
+    if plotlyjs not in PLOTLYJS_MODES:
+        raise InvalidArgumentError(
+            f"plotlyjs must be one of {', '.join(PLOTLYJS_MODES)} (inline: one self-contained file; directory: "
+            f"a shared {PLOTLYJS_FILE} beside the figures; cdn: loaded from the network); got {plotlyjs!r}."
+        )
+    return plotlyjs
+
+
 def figure_to_html(
     fig: go.Figure,
     *,
     div_id: str | None = None,
     width: int | None = None,
     height: int | None = None,
+    plotlyjs: str = "inline",
 ) -> str:
-    """A standalone HTML page for ``fig`` that works offline.
+    """An HTML page for ``fig``.
 
-    plotly.js is embedded, MathJax is not loaded, the div id is ``div_id`` or a hash of the
+    ``plotlyjs``: ``"inline"`` embeds plotly.js (works offline on its own), ``"directory"`` refers
+    to ``plotly.min.js`` in the same folder, ``"cdn"`` to plotly's CDN. MathJax is not loaded, the div id is ``div_id`` or a hash of the
     figure (:func:`~pos_geometry.plotting._style.figure_id`), and linked 3D cameras get their
     sync script. Animations (e.g. a checkpoint slider) do not start by themselves.
     ``width``/``height`` (pixels) fix the plot size; by default it fills the page.
@@ -118,7 +140,7 @@ def figure_to_html(
     post_script = _LINK_CAMERAS_JS % json.dumps(scenes) if len(scenes) > 1 else None
     return pio.to_html(
         fig,
-        include_plotlyjs=True,
+        include_plotlyjs={"inline": True, "directory": "directory", "cdn": "cdn"}[check_plotlyjs(plotlyjs)],
         include_mathjax=False,
         full_html=True,
         div_id=div_id or figure_id(fig),
@@ -128,6 +150,17 @@ def figure_to_html(
         default_width=f"{width}px" if width else "100%",
         default_height=f"{height}px" if height else "100%",
     )
+
+
+def write_plotlyjs(folder: str | os.PathLike[str]) -> Path:
+    """Write plotly's bundled ``plotly.min.js`` into ``folder`` (atomically; kept when already identical)."""
+    from plotly.offline import get_plotlyjs
+
+    target = Path(folder) / PLOTLYJS_FILE
+    data = get_plotlyjs().encode("utf-8")
+    if target.is_file() and target.stat().st_size == len(data) and target.read_bytes() == data:
+        return target
+    return atomic_write(target, data)
 
 
 def find_browser(browser: str | os.PathLike[str] | None = None) -> Path:
@@ -208,6 +241,7 @@ def save_figure(
     scale: float = 1,
     div_id: str | None = None,
     browser: str | os.PathLike[str] | None = None,
+    plotlyjs: str = "inline",
 ) -> Path:
     """Write ``fig`` to ``path`` atomically and return the path.
 
@@ -221,6 +255,8 @@ def save_figure(
         scale: resolution multiplier for raster formats (> 0).
         div_id: HTML id of the plot div (default: a hash of the figure, so output is reproducible).
         browser: Chrome/Chromium executable for static formats (default: see :func:`find_browser`).
+        plotlyjs: for HTML, ``"inline"`` (self-contained), ``"directory"`` (also writes the shared
+            ``plotly.min.js`` beside ``path`` when it is missing or stale) or ``"cdn"``.
 
     Raises:
         ExportError: no browser for a static format, or kaleido failed (the message says why).
@@ -234,7 +270,11 @@ def save_figure(
         if value is not None and not value > 0:
             raise InvalidArgumentError(f"{name} must be > 0; got {value!r}.")
     if fmt == "html":
-        data = figure_to_html(fig, div_id=div_id, width=width, height=height).encode("utf-8")
+        data = figure_to_html(fig, div_id=div_id, width=width, height=height, plotlyjs=plotlyjs).encode(
+            "utf-8"
+        )
+        if plotlyjs == "directory":
+            write_plotlyjs(path.parent)
     else:
         hint_w, hint_h = _static_size(fig)
         w = int(width or fig.layout.width or hint_w or DEFAULT_WIDTH)

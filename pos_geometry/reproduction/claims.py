@@ -1,7 +1,8 @@
 """The claims of "GPT-2's positional embedding matrix is a helix", each measured and judged.
 
-Every function here takes loaded tables (or None when a table is missing), computes the
-numbers with the public analysis API, and returns a :class:`Claim`: the post's statement,
+Every function here takes fitted results (an :class:`~pos_geometry.analysis.pipeline.Analysis`,
+PCA fits of the truncation windows) or None when a table is missing, reads the numbers from them
+(no claim decomposes a table again), and returns a :class:`Claim`: the post's statement,
 the rule the verdict follows, what was measured, and the verdict. A claim whose table is
 missing is ``"not measured"``; nothing is estimated in its place.
 """
@@ -14,9 +15,10 @@ from typing import Any
 
 import torch
 
-from pos_geometry.analysis.helix import HelixFit, fit_helix
-from pos_geometry.analysis.pca import pca
+from pos_geometry.analysis.helix import HelixFit
+from pos_geometry.analysis.pca import PCAResult, pca
 from pos_geometry.analysis.periodicity import PeriodicityResult
+from pos_geometry.analysis.pipeline import Analysis
 from pos_geometry.analysis.subspace import subspace_overlap
 from pos_geometry.embedding import PositionalEmbedding, Provenance, TokenEmbedding
 
@@ -33,7 +35,7 @@ __all__ = [
     "claim_tokens",
     "claim_truncation",
     "claim_variance",
-    "fit_or_none",
+    "fit_windows",
     "top3",
 ]
 
@@ -72,12 +74,24 @@ def _missing(key: str, statement: str, criterion: str, what: str) -> Claim:
     )
 
 
-def top3(pe: PositionalEmbedding, window: tuple[int, int] | None = None) -> float:
-    """Top-3 explained-variance ratio of ``pe`` over ``window`` (exact PCA, centred over positions)."""
-    return float(pca(pe, 3, window=window, solver="exact").explained_variance_ratio_.sum())
+def top3(res: PCAResult) -> float:
+    """Top-3 explained-variance ratio of a fitted PCA."""
+    return float(res.explained_variance_ratio_[:3].sum())
 
 
-def claim_variance(gpt2: PositionalEmbedding | None) -> Claim:
+def fit_windows(table: PositionalEmbedding, analysis: Analysis) -> dict[str, PCAResult]:
+    """One exact PCA of ``table`` per truncation window of :data:`TRUNCATION_WINDOWS` that fits it; the
+    window ``analysis`` (of the same table) already covers reuses its PCA."""
+    out = {}
+    for name, w in TRUNCATION_WINDOWS.items():
+        if w[1] > table.n_positions:
+            continue
+        same = tuple(w) == tuple(analysis.window)
+        out[name] = analysis.pca if same else pca(table, min(10, w[1] - w[0]), window=w, solver="exact")
+    return out
+
+
+def claim_variance(gpt2: Analysis | None, lens: PCAResult | None = None) -> Claim:
     """About 90% of the variance lies in the top three principal components."""
     statement = (
         "About 90% of the variance of GPT-2 small's positional matrix lies in its top 3 principal components."
@@ -85,8 +99,8 @@ def claim_variance(gpt2: PositionalEmbedding | None) -> Claim:
     criterion = "top-3 explained-variance ratio (PCA centred over positions, all 1024 rows, raw weights) in [0.85, 0.95]"
     if gpt2 is None:
         return _missing("variance_3d", statement, criterion, "GPT-2 small's table")
-    raw = top3(gpt2)
-    lens = top3(gpt2.center("d_model"))
+    raw = top3(gpt2.pca)
+    lens = top3(lens) if lens is not None else float("nan")
     ok = 0.85 <= raw <= 0.95
     measured = (
         f"top-3 ratio {raw:.4f} ({100 * (1 - raw):.1f}% left outside 3D); with TransformerLens's default "
@@ -103,16 +117,16 @@ def claim_variance(gpt2: PositionalEmbedding | None) -> Claim:
     )
 
 
-def claim_truncation(gpt2: PositionalEmbedding | None) -> Claim:
+def claim_truncation(windows: Mapping[str, PCAResult] | None) -> Claim:
     """The truncated views (dropping the first positions, or only the first 100) are closer to 3D."""
     statement = (
         "The truncated view (positions 100–1023) is cleaner: more of its variance lies in 3D than for all rows; "
         "the first 100 positions alone are also close to 3D."
     )
     criterion = "top-3 ratio of rows 100–1023 > top-3 ratio of all rows"
-    if gpt2 is None:
+    if not windows:
         return _missing("truncation", statement, criterion, "GPT-2 small's table")
-    ratios = {name: top3(gpt2, w) for name, w in TRUNCATION_WINDOWS.items() if w[1] <= gpt2.n_positions}
+    ratios = {name: top3(res) for name, res in windows.items()}
     base, cut = ratios["all rows"], ratios["rows 100–1023"]
     rest = "; ".join(
         f"{name}: {r:.4f}" for name, r in ratios.items() if name not in ("all rows", "rows 100–1023")
@@ -127,7 +141,7 @@ def claim_truncation(gpt2: PositionalEmbedding | None) -> Claim:
         measured,
         "reproduced" if cut > base else "not reproduced",
         {f"top3[{name}]": r for name, r in ratios.items()},
-        (gpt2.provenance,),
+        (windows["all rows"].provenance,),
     )
 
 
@@ -208,9 +222,10 @@ _HELIX_RULE = (
 )
 
 
-def claim_helix(gpt2: PositionalEmbedding | None, fit: HelixFit | None) -> Claim:
+def claim_helix(gpt2: Analysis | None) -> Claim:
     """The top-3 trajectory is a helix, not a line, a closed loop, or a smooth random curve."""
     statement = "In its top 3 principal components, GPT-2 small's positional matrix traces a helix."
+    fit = gpt2.helix if gpt2 is not None else None
     if gpt2 is None or fit is None:
         return _missing("helix", statement, _HELIX_RULE, "GPT-2 small's table")
     values = {
@@ -237,12 +252,11 @@ def claim_helix(gpt2: PositionalEmbedding | None, fit: HelixFit | None) -> Claim
     return Claim("helix", statement, _HELIX_RULE, measured, _helix_verdict(fit), values, (gpt2.provenance,))
 
 
-def claim_family(
-    fits: Mapping[str, HelixFit | None], tables: Mapping[str, PositionalEmbedding | None]
-) -> Claim:
+def claim_family(analyses: Mapping[str, Analysis | None]) -> Claim:
     """All nine GPT-2s (four OpenAI sizes, five CRFM replicas) trace helices."""
     statement = "All nine GPT-2s (the four OpenAI sizes and five Stanford CRFM replicas) show the same helix."
     criterion = "every one of the nine tables is judged as in the helix claim (its verdict with its nulls)"
+    fits = {name: a.helix if a is not None else None for name, a in analyses.items()}
     measured_fits = {name: fit for name, fit in fits.items() if fit is not None}
     missing = [name for name, fit in fits.items() if fit is None]
     if not measured_fits:
@@ -258,7 +272,7 @@ def claim_family(
         verdict = "partly reproduced"
     else:
         verdict = "not reproduced"
-    provs = tuple(t.provenance for t in tables.values() if t is not None)
+    provs = tuple(a.provenance for a in analyses.values() if a is not None)
     values = {
         name: {"verdict": f.verdict, "shape": f.shape, "p_values": {t.null: t.p_value for t in f.tests}}
         for name, f in measured_fits.items()
@@ -268,7 +282,7 @@ def claim_family(
     )
 
 
-def claim_similarity(gpt2: PositionalEmbedding | None, result: PeriodicityResult | None) -> Claim:
+def claim_similarity(result: PeriodicityResult | None) -> Claim:
     """The cosine similarity between rows is periodic in their offset."""
     statement = "The cosine similarity between positional rows is periodic in the offset between positions."
     n_s, alpha = (result.n_surrogates, result.alpha) if result is not None else (199, 0.01)
@@ -278,7 +292,7 @@ def claim_similarity(gpt2: PositionalEmbedding | None, result: PeriodicityResult
         f"surrogates, α = {alpha}, family-wise over the offset curve and PC1–3); periods are least-squares "
         "fits inside the band"
     )
-    if gpt2 is None or result is None:
+    if result is None:
         return _missing("similarity", statement, criterion, "GPT-2 small's table")
     offset_peaks = [p for p in result.peaks if p.series == "mean_similarity"]
     peaks = [p for p in offset_peaks if p.significant]
@@ -326,14 +340,14 @@ def claim_similarity(gpt2: PositionalEmbedding | None, result: PeriodicityResult
     )
 
 
-def claim_columns(gpt2: PositionalEmbedding | None, result: PeriodicityResult | None) -> Claim:
+def claim_columns(result: PeriodicityResult | None) -> Claim:
     """Individual columns of the table look like sine waves."""
     statement = "Individual columns of the matrix look like sine waves of the position."
     criterion = (
         "share of columns whose best single sinusoid (free period, phase and offset) has R² ≥ 0.5: "
         "≥ 50% reproduced, ≥ 10% partly reproduced, else not reproduced"
     )
-    if gpt2 is None or result is None:
+    if result is None:
         return _missing("columns", statement, criterion, "GPT-2 small's table")
     r2 = result.column_r2.double().cpu()
     shares = {t: float((r2 >= t).double().mean()) for t in (0.5, 0.9)}
@@ -358,7 +372,7 @@ def claim_columns(gpt2: PositionalEmbedding | None, result: PeriodicityResult | 
     return Claim("columns", statement, criterion, measured, verdict, values, (result.provenance,))
 
 
-def claim_tokens(gpt2: PositionalEmbedding | None, tokens: TokenEmbedding | None, k: int = 3) -> Claim:
+def claim_tokens(gpt2: PCAResult | None, tokens: TokenEmbedding | None, k: int = 3) -> Claim:
     """Token embeddings are concentrated away from the positional subspace."""
     statement = "Token embeddings lie mostly outside the subspace spanned by the positional helix."
     criterion = (
@@ -368,7 +382,9 @@ def claim_tokens(gpt2: PositionalEmbedding | None, tokens: TokenEmbedding | None
     if gpt2 is None or tokens is None:
         what = "GPT-2 small's table" if gpt2 is None else "GPT-2 small's token embedding (wte)"
         return _missing("tokens", statement, criterion, what)
-    ov = subspace_overlap(gpt2, tokens.matrix.to(gpt2.device), k, token_provenance=tokens.provenance)
+    ov = subspace_overlap(
+        gpt2, tokens.matrix.to(gpt2.components_.device), k, token_provenance=tokens.provenance
+    )
     angles = ", ".join(f"{float(a):.1f}°" for a in ov.principal_angles_deg)
     measured = (
         f"{100 * ov.token_variance_fraction:.2f}% of token variance lies in the top-{k} positional subspace "
@@ -386,7 +402,7 @@ def claim_tokens(gpt2: PositionalEmbedding | None, tokens: TokenEmbedding | None
     )
 
 
-def claim_rotary(tables: Sequence[PositionalEmbedding]) -> Claim:
+def claim_rotary(analyses: Sequence[Analysis]) -> Claim:
     """Pythia and Mistral have no learned matrix; their exact rotary tables are shown instead."""
     statement = (
         "A retracted comment plotted a positional matrix 'W_pos' for Pythia and Mistral. Those models use rotary "
@@ -397,25 +413,22 @@ def claim_rotary(tables: Sequence[PositionalEmbedding]) -> Claim:
         "kind='rotary'; no learned matrix is loaded or drawn for it"
     )
     parts, values = [], {}
-    for t in tables:
-        cfg = t.provenance.config_dict
-        ratio = top3(t)
+    for a in analyses:
+        prov = a.provenance
+        ratio = a.top3
         parts.append(
-            f"{t.provenance.model_id}: rotary table {t.n_positions}×{t.d_model} from "
-            + ", ".join(f"{k}={v}" for k, v in sorted(cfg.items()))
+            f"{prov.model_id}: rotary table {a.n_positions}×{a.d_model} from "
+            + ", ".join(f"{k}={v}" for k, v in sorted(prov.config_dict.items()))
             + f"; top-3 ratio {ratio:.4f}"
         )
-        values[t.provenance.model_id] = {"kind": t.kind, "shape": list(t.shape), "top3": ratio}
-    shapes = ", ".join(f"{t.provenance.model_id} {t.n_positions}×{t.d_model}" for t in tables)
+        values[prov.model_id] = {"kind": prov.kind, "shape": [a.n_positions, a.d_model], "top3": ratio}
+    shapes = ", ".join(f"{a.provenance.model_id} {a.n_positions}×{a.d_model}" for a in analyses)
     measured = (
         f"shown as rotary tables ({shapes}); " + "; ".join(parts) if parts else "no rotary model was built"
     )
-    verdict = "corrected" if parts and all(t.kind == "rotary" for t in tables) else "not measured"
-    return Claim(
-        "rotary", statement, criterion, measured, verdict, values, tuple(t.provenance for t in tables)
+    verdict = (
+        "corrected" if parts and all(a.provenance.kind == "rotary" for a in analyses) else "not measured"
     )
-
-
-def fit_or_none(pe: PositionalEmbedding | None) -> HelixFit | None:
-    """The top-3 helix fit of ``pe`` (all rows), or None for a missing table."""
-    return fit_helix(pe) if pe is not None else None
+    return Claim(
+        "rotary", statement, criterion, measured, verdict, values, tuple(a.provenance for a in analyses)
+    )

@@ -1,7 +1,10 @@
 """The figures of the reproduction, built from tables that were found (never from missing ones).
 
 :func:`blog_figures` returns ``{file stem: (figure, caption)}``; the runner writes them and the
-report links them. Every title says which table, which rows and how much variance is shown.
+report links them. Every figure is drawn from results fitted once upstream (an
+:class:`~pos_geometry.analysis.pipeline.Analysis` per table, one PCA per truncation window): no
+figure decomposes a table again. Titles are model names; a fitted helix is drawn only where the
+verdict supports it, and rotary tables are shown as what they are.
 """
 
 from __future__ import annotations
@@ -10,9 +13,8 @@ from collections.abc import Mapping, Sequence
 
 import plotly.graph_objects as go
 
-from pos_geometry.analysis.helix import HelixFit
-from pos_geometry.analysis.periodicity import PeriodicityResult
-from pos_geometry.analysis.periodicity import periodicity as run_periodicity
+from pos_geometry.analysis.pca import PCAResult
+from pos_geometry.analysis.pipeline import Analysis
 from pos_geometry.embedding import PositionalEmbedding, TokenEmbedding
 from pos_geometry.plotting.columns import plot_columns
 from pos_geometry.plotting.grid import plot_helix_grid
@@ -29,109 +31,122 @@ Figures = dict[str, tuple[go.Figure, str]]
 _BLOCK = 32  # rows per block mean, as in the post's overlay
 
 
-def _gpt2_figures(
-    gpt2: PositionalEmbedding, fit: HelixFit | None, periodicity: PeriodicityResult | None
-) -> Figures:
+def _gpt2_figures(gpt2: PositionalEmbedding, analysis: Analysis, windows: Mapping[str, PCAResult]) -> Figures:
     means, at = block_means(gpt2, _BLOCK)
+    fit = analysis.helix
+    drawn = fit is not None and fit.verdict in ("helix", "untested")
     figs: Figures = {
         "gpt2_helix": (
             plot_helix(
-                gpt2,
-                fit=fit if fit is not None else None,
+                analysis.pca,
+                fit=fit,
                 extra_points=means,
                 extra_positions=at,
                 extra_label=f"means of {_BLOCK} consecutive rows",
+                title="GPT-2 small: positional embeddings in PC1–3",
             ),
             "GPT-2 small's positional table in its top 3 principal components (raw weights, PCA centred over "
-            f"positions), with the fitted helix and the means of {_BLOCK}-row blocks projected into the same basis.",
+            + ("positions), with the fitted helix" if drawn else "positions; no helix is drawn: "
+               + (fit.reason if fit is not None else analysis.notes.get("helix", "not fitted")))
+            + f", and the means of {_BLOCK}-row blocks projected into the same basis.",
         ),
-        "gpt2_helix_rows100-1023": (
-            plot_helix(gpt2, window=(100, 1024)),
-            "The truncated view: positions 100–1023, PCA fitted on those rows.",
-        ),
-        "gpt2_helix_rows1-99": (
-            plot_helix(gpt2, window=(1, 100)),
-            "The first-100 view: positions 1–99, PCA fitted on those rows.",
-        ),
-    }
-    if periodicity is not None:
+    }  # fmt: skip
+    for name, stem, caption in (
+        ("rows 100–1023", "gpt2_helix_rows100-1023", "The truncated view: positions 100–1023, PCA fitted on those rows."),
+        ("rows 1–99", "gpt2_helix_rows1-99", "The first-100 view: positions 1–99, PCA fitted on those rows."),
+    ):  # fmt: skip
+        if name in windows:
+            figs[stem] = (plot_helix(windows[name], title=f"GPT-2 small, {name}: PC1–3"), caption)
+    per = analysis.periodicity
+    if per is not None:
         figs["gpt2_similarity"] = (
-            plot_similarity(periodicity),
+            plot_similarity(per, title="GPT-2 small: cosine similarity between positions"),
             "Cosine similarity between every pair of positional rows (raw rows).",
         )
         figs["gpt2_spectrum"] = (
-            plot_spectrum(periodicity),
-            "Spectra of the mean similarity by offset and of the top principal components; significant periods "
-            "(permutation test) are marked.",
+            plot_spectrum(per, title="GPT-2 small: spectra against red noise"),
+            "Spectra of the mean similarity by offset and of the top principal components, each over the "
+            "AR(1)-plus-white background fitted to it; significant periods (red-noise null) are marked.",
         )
         figs["gpt2_columns"] = (
-            plot_columns(gpt2, 6, result=periodicity),
+            plot_columns(gpt2, 6, result=per),
             "The six columns best fitted by a single sinusoid, each with its fit (period and R² in the title).",
         )
     return figs
 
 
+def _name(a: Analysis) -> str:
+    return a.provenance.label
+
+
 def blog_figures(
     *,
-    gpt2: PositionalEmbedding | None,
-    fit: HelixFit | None,
-    periodicity: PeriodicityResult | None,
-    family: Mapping[str, PositionalEmbedding | None],
-    learned: Sequence[PositionalEmbedding],
-    rotary: Sequence[PositionalEmbedding],
-    reference: Sequence[PositionalEmbedding],
+    gpt2: tuple[PositionalEmbedding, Analysis, Mapping[str, PCAResult]] | None,
+    family: Mapping[str, Analysis | None],
+    learned: Sequence[Analysis],
+    rotary: Sequence[Analysis],
+    reference: Sequence[Analysis],
     tokens: TokenEmbedding | None,
 ) -> Figures:
-    """Every figure the available tables allow.
+    """Every figure the available tables allow, drawn from results fitted upstream.
 
-    ``gpt2``: GPT-2 small (None when missing); ``fit``/``periodicity``: its helix fit and periodicity
-    analysis; ``family``: the nine GPT-2s (None = missing); ``learned``: other learned tables for the
-    comparison (GPT-1); ``rotary``: the rotary tables (Pythia, Mistral); ``reference``: the
-    sinusoidal table; ``tokens``: GPT-2 small's token embedding, or None.
+    ``gpt2``: GPT-2 small's table, its :class:`Analysis` and its truncation-window PCAs (None when
+    missing); ``family``: the nine GPT-2s' analyses (None = missing); ``learned``: other learned
+    tables for the comparison (GPT-1); ``rotary``: the rotary tables (Pythia, Mistral);
+    ``reference``: the sinusoidal table; ``tokens``: GPT-2 small's token embedding, or None. The
+    comparison analyses need a PCA (and a periodicity result for the similarity-by-offset figure).
     """
-    figs: Figures = _gpt2_figures(gpt2, fit, periodicity) if gpt2 is not None else {}
-    found = [t for t in family.values() if t is not None]
+    figs: Figures = _gpt2_figures(*gpt2) if gpt2 is not None else {}
+    found = [a for a in family.values() if a is not None]
     if found:
-        missing = [name for name, t in family.items() if t is None]
+        missing = [name for name, a in family.items() if a is None]
         note = f" Missing here: {', '.join(missing)}." if missing else ""
         figs["gpt2_family_grid"] = (
-            plot_helix_grid(found, cols=min(3, len(found)), title="The GPT-2 family's positional tables"),
+            plot_helix_grid(
+                [a.pca for a in found],
+                cols=min(3, len(found)),
+                titles=[_name(a) for a in found],
+                title="The GPT-2 family's positional tables in PC1–3",
+            ),
             f"{len(found)} of the nine GPT-2s (four OpenAI sizes, five Stanford CRFM replicas), one scene each, "
             f"cameras linked.{note}",
         )
-    compared = [*([gpt2] if gpt2 is not None else []), *learned, *rotary, *reference]
+    compared = [*([gpt2[1]] if gpt2 is not None else []), *learned, *rotary, *reference]
     if compared:
-        labels = [f"{t.provenance.model_id} ({t.kind}, {t.n_positions}×{t.d_model})" for t in compared]
+        labels = [f"{_name(a)} ({a.provenance.kind}, {a.n_positions}×{a.d_model})" for a in compared]
         figs["explained_variance"] = (
-            plot_explained_variance(compared, labels=labels),
+            plot_explained_variance(
+                [a.pca for a in compared], labels=labels, title="Cumulative explained variance"
+            ),
             "Cumulative explained variance of the top 10 principal components: learned tables (solid), rotary "
             "tables (dashed) and the sinusoidal table (dotted).",
         )
-        # GPT-2's analysis is reused; the others need only their mean similarity (few surrogates)
-        by_offset = [
-            periodicity
-            if t is gpt2 and periodicity is not None
-            else run_periodicity(t, n_surrogates=19, alpha=0.05)
-            for t in compared
+        with_offsets = [
+            (a, lab) for a, lab in zip(compared, labels, strict=True) if a.periodicity is not None
         ]
         figs["similarity_by_offset"] = (
-            plot_similarity_by_offset(by_offset, labels=labels),
+            plot_similarity_by_offset(
+                [a.periodicity for a, _ in with_offsets],
+                labels=[lab for _, lab in with_offsets],
+                title="Mean cosine similarity by offset",
+            ),
             "Mean cosine similarity between positions p and p + Δ against the offset Δ, for each table.",
         )
     if rotary:
         figs["rotary_tables"] = (
             plot_helix_grid(
-                list(rotary),
+                [a.pca for a in rotary],
                 cols=len(rotary),
-                titles=[f"{t.provenance.model_id}: rotary table (no learned W_pos)" for t in rotary],
+                titles=[f"{_name(a)}: rotary table" for a in rotary],
                 title="Rotary models have no learned positional matrix: their exact rotary tables",
             ),
             "Pythia and Mistral shown as what they are: the cos/sin tables of their rotary embeddings, built from "
-            "their configs. They are not learned matrices, and no 'W_pos' is plotted for them.",
+            "their configs. They are not learned matrices, no 'W_pos' is plotted for them, and no helix is "
+            "fitted to them.",
         )
     if gpt2 is not None and tokens is not None:
         figs["gpt2_tokens"] = (
-            plot_token_positions(gpt2, tokens),
+            plot_token_positions(gpt2[1].pca, tokens),
             "Token embeddings (red) and positional rows (blue) in the positional table's top principal components.",
         )
     return figs

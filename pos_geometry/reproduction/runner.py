@@ -19,7 +19,8 @@ import torch
 from pos_geometry._device import resolve_device
 from pos_geometry._files import atomic_write
 from pos_geometry.analysis._results import to_jsonable
-from pos_geometry.analysis.periodicity import periodicity
+from pos_geometry.analysis.pca import pca
+from pos_geometry.analysis.pipeline import analyze
 from pos_geometry.embedding import TokenEmbedding
 from pos_geometry.encodings.sinusoidal import sinusoidal
 from pos_geometry.errors import ExportError, InvalidArgumentError, MissingTensorError, NotCachedError
@@ -125,7 +126,13 @@ def _tokens(path: Path | None, online: bool, device: torch.device) -> tuple[Toke
 
 
 def _write(
-    figures: Mapping, out: Path, formats: Sequence[str], progress: Progress, done: int, total: int
+    figures: Mapping,
+    out: Path,
+    formats: Sequence[str],
+    progress: Progress,
+    done: int,
+    total: int,
+    plotlyjs: str,
 ) -> list[FigureEntry]:
     static = [f for f in formats if f != "html"]
     skipped = ""
@@ -139,7 +146,9 @@ def _write(
     entries = []
     for i, (stem, (fig, caption)) in enumerate(figures.items()):
         progress(f"figure {stem}", done + i, total)
-        files = tuple(save_figure(fig, out / "figures" / f"{stem}.{fmt}", format=fmt) for fmt in fmts)
+        files = tuple(
+            save_figure(fig, out / "figures" / f"{stem}.{fmt}", format=fmt, plotlyjs=plotlyjs) for fmt in fmts
+        )
         entries.append(FigureEntry(stem, caption, files, skipped))
     return entries
 
@@ -154,6 +163,7 @@ def reproduce_blog_post(
     formats: Sequence[str] = ("html", "png"),
     device: str | torch.device = "cpu",
     progress: Progress | None = None,
+    plotlyjs: str = "directory",
 ) -> ReproductionResult:
     """Reproduce "GPT-2's positional embedding matrix is a helix" into ``out``.
 
@@ -167,11 +177,16 @@ def reproduce_blog_post(
         formats: figure formats; static ones are skipped, and the report says so, without a browser.
         device: where the analysis runs.
         progress: called as ``progress(label, done, total)``.
+        plotlyjs: how the HTML figures get plotly.js: ``"directory"`` (one shared ``plotly.min.js`` in
+            ``figures/``: offline and small), ``"inline"`` (each file self-contained) or ``"cdn"``.
 
     Returns:
         a :class:`ReproductionResult`. Missing models are listed with the command that fetches them.
     """
     step = progress or (lambda label, done, total: None)
+    from pos_geometry.plotting.export import check_plotlyjs
+
+    check_plotlyjs(plotlyjs)
     out = Path(out)
     dev = resolve_device(device)
     folder = find_data_dir(data_dir)
@@ -193,36 +208,48 @@ def reproduce_blog_post(
     gpt2 = tables["gpt2"]
     token_table, token_where = _tokens(Path(tokens) if tokens is not None else None, online, dev)
 
-    step("measuring the helix and the periodicity", len(names), total)
-    fits = {name: C.fit_or_none(tables[name]) for name in NINE_GPT2S}
-    per = periodicity(gpt2) if gpt2 is not None else None
-    rotary = [tables[n] for n in ROTARY_MODELS if tables[n] is not None]
+    # every table is decomposed once per window; everything below reads these fitted results
+    step("analysing GPT-2 small: PCA, helix and periodicity against their nulls", len(names), total)
+    gpt2_a = analyze(gpt2, analyses=("helix", "periodicity")) if gpt2 is not None else None
+    windows = C.fit_windows(gpt2, gpt2_a) if gpt2 is not None else {}
+    lens = pca(gpt2.center("d_model"), 3, solver="exact") if gpt2 is not None else None
+    family = {}
+    for name in NINE_GPT2S:
+        if name != "gpt2" and tables[name] is not None:
+            step(f"analysing {name}: PCA and helix", len(names), total)
+        family[name] = (
+            gpt2_a if name == "gpt2" else analyze(tables[name], analyses=("helix",)) if tables[name] is not None else None
+        )  # fmt: skip
+    step("analysing the comparison tables", len(names), total)
+    # the comparison tables need their PCA and mean similarity by offset only (few surrogates)
+    compare = {"analyses": ("periodicity",), "n_surrogates": 19, "alpha": 0.05}
+    learned = [analyze(tables[n], **compare) for n in COMPARISON_MODELS if tables[n] is not None]
+    rotary = [analyze(tables[n], **compare) for n in ROTARY_MODELS if tables[n] is not None]
+    ref_table = sinusoidal(ROTARY_POSITIONS, gpt2.d_model if gpt2 is not None else 768, device=dev)
+    reference = [analyze(ref_table, **compare)]
     claims = (
-        C.claim_variance(gpt2),
-        C.claim_truncation(gpt2),
+        C.claim_variance(gpt2_a, lens),
+        C.claim_truncation(windows),
         C.claim_outliers(gpt2),
-        C.claim_helix(gpt2, fits["gpt2"]),
-        C.claim_family(fits, {n: tables[n] for n in NINE_GPT2S}),
-        C.claim_similarity(gpt2, per),
-        C.claim_columns(gpt2, per),
-        C.claim_tokens(gpt2, token_table),
+        C.claim_helix(gpt2_a),
+        C.claim_family(family),
+        C.claim_similarity(gpt2_a.periodicity if gpt2_a is not None else None),
+        C.claim_columns(gpt2_a.periodicity if gpt2_a is not None else None),
+        C.claim_tokens(gpt2_a.pca if gpt2_a is not None else None, token_table),
         C.claim_rotary(rotary),
     )
 
     step("drawing the figures", len(names) + 1, total)
-    reference = [sinusoidal(ROTARY_POSITIONS, gpt2.d_model if gpt2 is not None else 768, device=dev)]
     figures = blog_figures(
-        gpt2=gpt2,
-        fit=fits["gpt2"],
-        periodicity=per,
-        family={n: tables[n] for n in NINE_GPT2S},
-        learned=[tables[n] for n in COMPARISON_MODELS if tables[n] is not None],
+        gpt2=(gpt2, gpt2_a, windows) if gpt2 is not None else None,
+        family=family,
+        learned=learned,
         rotary=rotary,
         reference=reference,
         tokens=token_table,
     )
     out.mkdir(parents=True, exist_ok=True)
-    entries = _write(figures, out, formats, step, len(names) + 2, total + len(figures))
+    entries = _write(figures, out, formats, step, len(names) + 2, total + len(figures), plotlyjs)
 
     notes = [
         f"Token embedding: {token_where}.",

@@ -71,3 +71,16 @@ def test_bad_arguments(periodic_result) -> None:
     with pytest.raises(InvalidArgumentError, match="max_offset"):
         plot_similarity_by_offset(periodic_result, max_offset=0)
     assert isinstance(plot_similarity_by_offset(periodic_result), go.Figure)
+
+
+def test_long_windows_are_drawn_as_block_means(periodic_embedding, periodic_result) -> None:
+    fig = plot_similarity(periodic_result, max_cells=40)  # 160 positions -> 4×4 blocks
+    m = np.asarray(periodic_embedding.matrix, dtype=np.float64)
+    unit = m / np.linalg.norm(m, axis=1, keepdims=True)
+    sim = unit @ unit.T
+    expected = sim.reshape(40, 4, 40, 4).mean(axis=(1, 3))
+    heat = fig.data[0]
+    np.testing.assert_allclose(np.asarray(heat.z), expected, atol=1e-5)
+    assert list(heat.x[:3]) == [0, 4, 8] and fig.layout.title.text.endswith("4×4 block means")
+    with pytest.raises(InvalidArgumentError, match="max_cells"):
+        plot_similarity(periodic_result, max_cells=1)

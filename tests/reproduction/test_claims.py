@@ -7,7 +7,7 @@ import pytest
 import torch
 from sklearn.decomposition import PCA
 
-from pos_geometry import PositionalEmbedding, Provenance, TokenEmbedding, load, periodicity
+from pos_geometry import PositionalEmbedding, Provenance, TokenEmbedding, analyze, load, pca, periodicity
 from pos_geometry.reproduction import claims as C
 
 
@@ -20,18 +20,24 @@ def gpt2(real_data_dir) -> PositionalEmbedding:
     return load(real_data_dir / "gpt2_small_wpe.npy", model_id="gpt2")
 
 
+@pytest.fixture(scope="module")
+def gpt2_helix(gpt2):
+    """GPT-2 small's analysis with its helix fit (fewer surrogates than the reproduction, same verdict)."""
+    return analyze(gpt2, analyses=("helix",), n_surrogates=39, alpha=0.05)
+
+
 def _top3(x: np.ndarray) -> float:
     return float(PCA(3).fit(x.astype(np.float64)).explained_variance_ratio_.sum())
 
 
 def test_variance_and_truncation_on_the_real_table(gpt2, gpt2_wpe):
-    v = C.claim_variance(gpt2)
+    v = C.claim_variance(analyze(gpt2, analyses=()), pca(gpt2.center("d_model"), 3, solver="exact"))
     assert v.verdict == "reproduced"
     assert v.values["top3"] == pytest.approx(_top3(gpt2_wpe), abs=1e-6)
     assert v.values["top3"] == pytest.approx(0.9039, abs=1e-3)
     row_centred = gpt2_wpe - gpt2_wpe.mean(axis=1, keepdims=True)
     assert v.values["top3_center_d_model"] == pytest.approx(_top3(row_centred), abs=1e-6)
-    t = C.claim_truncation(gpt2)
+    t = C.claim_truncation(C.fit_windows(gpt2, analyze(gpt2, analyses=())))
     assert t.verdict == "reproduced"
     for name, expected in [
         ("all rows", 0.9039),
@@ -57,24 +63,21 @@ def test_outliers_on_the_real_table_and_a_smooth_curve(gpt2, gpt2_wpe):
     assert C.claim_outliers(_pe(smooth)).verdict == "not reproduced"
 
 
-def test_helix_verdict_separates_a_helix_from_a_line(gpt2):
-    fit = C.fit_or_none(gpt2)
-    assert C.claim_helix(gpt2, fit).verdict == "reproduced"
+def test_helix_verdict_separates_a_helix_from_a_line(gpt2_helix):
+    assert C.claim_helix(gpt2_helix).verdict == "reproduced"
     t = np.arange(300.0)
     line = np.outer(t, np.ones(6)) + np.random.default_rng(0).normal(scale=0.5, size=(300, 6))
-    pe = _pe(line)
-    claim = C.claim_helix(pe, C.fit_or_none(pe))
+    claim = C.claim_helix(analyze(_pe(line), analyses=("helix",), n_surrogates=39, alpha=0.05))
     assert claim.verdict == "not reproduced" and claim.values["shape"] == "line"
-    assert C.claim_helix(None, None).verdict == "not measured"
+    assert C.claim_helix(None).verdict == "not measured"
 
 
-def test_family_counts_what_was_measured(gpt2):
-    fit = C.fit_or_none(gpt2)
-    partial = C.claim_family({"gpt2": fit, "gpt2-xl": None}, {"gpt2": gpt2, "gpt2-xl": None})
+def test_family_counts_what_was_measured(gpt2_helix):
+    partial = C.claim_family({"gpt2": gpt2_helix, "gpt2-xl": None})
     assert partial.verdict == "partly reproduced" and partial.values["missing"] == ["gpt2-xl"]
     assert "1 of 2 measured" in partial.measured
-    assert C.claim_family({"gpt2": fit}, {"gpt2": gpt2}).verdict == "reproduced"
-    assert C.claim_family({"a": None}, {"a": None}).verdict == "not measured"
+    assert C.claim_family({"gpt2": gpt2_helix}).verdict == "reproduced"
+    assert C.claim_family({"a": None}).verdict == "not measured"
 
 
 def test_similarity_and_columns_on_synthetic_tables():
@@ -84,37 +87,38 @@ def test_similarity_and_columns_on_synthetic_tables():
     waves = np.cos(2 * np.pi * t / periods + phases)  # every column a sinusoid
     pe = _pe(np.repeat(waves, 4, axis=1) + 0.01 * np.random.default_rng(0).normal(size=(256, 16)))
     res = periodicity(pe, n_surrogates=99)
-    cols = C.claim_columns(pe, res)
+    cols = C.claim_columns(res)
     assert cols.verdict == "reproduced" and cols.values["share_r2_0.5"] == 1.0
     # The offset curve of a table that turns with one period is that period's cosine: far above red noise.
     circle = _pe(
         np.concatenate([np.cos(2 * np.pi * t / 32), np.sin(2 * np.pi * t / 32)], axis=1).repeat(4, axis=1)
     )
-    sim = C.claim_similarity(circle, periodicity(circle, n_surrogates=99))
+    sim = C.claim_similarity(periodicity(circle, n_surrogates=99))
     assert sim.verdict == "reproduced" and sim.values["periods"][0] == pytest.approx(32.0, rel=0.01)
     noise = _pe(np.random.default_rng(1).normal(size=(256, 16)))
     res = periodicity(noise, n_surrogates=99)
-    assert C.claim_columns(noise, res).verdict == "not reproduced"
-    assert C.claim_similarity(noise, res).verdict == "not reproduced"
+    assert C.claim_columns(res).verdict == "not reproduced"
+    assert C.claim_similarity(res).verdict == "not reproduced"
 
 
 def test_tokens_verdict_follows_the_overlap(gpt2, gpt2_wpe):
+    fitted = pca(gpt2, 10, solver="exact")
     rng = np.random.default_rng(0)
     basis = PCA(3).fit(gpt2_wpe.astype(np.float64)).components_
     away = rng.normal(size=(500, 768))
     away -= (away @ basis.T) @ basis  # no component in the positional subspace
     prov = Provenance("tokens", "learned", "test")
-    claim = C.claim_tokens(gpt2, TokenEmbedding(torch.from_numpy(away).float(), prov))
+    claim = C.claim_tokens(fitted, TokenEmbedding(torch.from_numpy(away).float(), prov))
     assert claim.verdict == "reproduced" and claim.values["token_variance_fraction"] < 1e-6
     inside = gpt2_wpe[rng.integers(0, 1024, 500)] + 0.01 * rng.normal(size=(500, 768))
-    claim = C.claim_tokens(gpt2, TokenEmbedding(torch.from_numpy(inside).float(), prov))
+    claim = C.claim_tokens(fitted, TokenEmbedding(torch.from_numpy(inside).float(), prov))
     assert claim.verdict == "not reproduced"
-    assert C.claim_tokens(gpt2, None).verdict == "not measured"
+    assert C.claim_tokens(fitted, None).verdict == "not measured"
 
 
 def test_rotary_models_are_shown_as_rotary_tables():
     tables = [load("pythia-160m", n_positions=256), load("mistral-7b-v0.3", n_positions=256)]
-    claim = C.claim_rotary(tables)
+    claim = C.claim_rotary([analyze(t, analyses=()) for t in tables])
     assert claim.verdict == "corrected"
     assert all(v["kind"] == "rotary" for v in claim.values.values())
     assert "rope_theta=1000000.0" in claim.measured and "rotary_pct=0.25" in claim.measured

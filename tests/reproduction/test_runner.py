@@ -24,7 +24,7 @@ def _helix_table(n=1024, d=64, period=300.0, seed=0) -> np.ndarray:
 
 
 @pytest.fixture(scope="module")
-def run(real_data_dir, tmp_path_factory):
+def run(real_data_dir, tmp_path_factory, record_decompositions):
     out = tmp_path_factory.mktemp("repro")
     medium = out.parent / "medium.npy"
     np.save(medium, _helix_table())
@@ -32,6 +32,7 @@ def run(real_data_dir, tmp_path_factory):
     mp = pytest.MonkeyPatch()
     mp.setenv("POS_GEOMETRY_CACHE", str(out.parent / "pg-cache"))
     mp.setenv("HF_HUB_CACHE", str(out.parent / "hf-cache"))
+    calls = record_decompositions(mp)
     try:
         result = reproduce_blog_post(
             out / "report",
@@ -42,11 +43,11 @@ def run(real_data_dir, tmp_path_factory):
         )
     finally:
         mp.undo()
-    return result, steps
+    return result, steps, calls
 
 
 def test_claims_and_numbers(run, gpt2_wpe):
-    result, steps = run
+    result, steps, _ = run
     claims = {c.key: c for c in result.claims}
     assert list(claims) == [
         "variance_3d", "truncation", "outliers", "helix", "family", "similarity", "columns", "tokens", "rotary",
@@ -69,7 +70,7 @@ def test_claims_and_numbers(run, gpt2_wpe):
 
 
 def test_report_files(run):
-    result, _ = run
+    result, _, _ = run
     md = result.report.read_text()
     assert "| 1 | About 90% of the variance" in md and "0.9039" in md and "**reproduced**" in md
     for missing in result.missing:
@@ -86,7 +87,10 @@ def test_report_files(run):
     for f in result.figures:
         assert [p.suffix for p in f.files] == [".html"]
         text = f.files[0].read_text()
-        assert "plotly" in text and not re.search(r"<script[^>]+src=", text)  # standalone, offline
+        # offline and small: one shared plotly.min.js beside the figures, nothing fetched from elsewhere
+        assert re.findall(r'<script[^>]+src="([^"]+)"', text) == ["plotly.min.js"]
+        assert len(text) < 2_000_000
+        assert (f.files[0].parent / "plotly.min.js").stat().st_size > 1_000_000
         assert f"figures/{f.stem}.html" in md
     assert not list(result.out.rglob(".*tmp"))  # nothing half-written
     summary = result.summary_text()
@@ -133,3 +137,15 @@ def test_parse_model_paths(tmp_path: Path):
         parse_model_paths([f"gtp2={ckpt}"])
     with pytest.raises(InvalidArgumentError, match="does not exist"):
         parse_model_paths([f"gpt2={tmp_path / 'nope.npy'}"])
+
+
+def test_each_table_is_decomposed_once_per_window(run):
+    """One reproduction decomposes each table once per window: GPT-2 small over its four windows and once
+    more as TransformerLens centres it, the given gpt2-medium, GPT-1, the two rotary tables and the
+    sinusoidal reference. Nothing downstream (claims, figures) refits."""
+    _, _, calls = run
+    assert len(calls) == len(set(calls)), sorted(calls)
+    windows = sorted(w for _, w, _ in calls)
+    # GPT-2 raw over 4 windows + centred over d_model, medium, sinusoidal (all 1024 rows), GPT-1 (512), 2 rotary
+    assert windows.count((1, 100)) == 1 and windows.count((1, 1024)) == 1 and windows.count((100, 1024)) == 1
+    assert len(calls) == 5 + 1 + 1 + 2 + 1, sorted(calls)

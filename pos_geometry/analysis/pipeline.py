@@ -1,0 +1,278 @@
+"""``analyze``: every analysis of one table over one window, on one decomposition.
+
+scikit-learn fits once and passes the fitted state down; so does this. :func:`analyze` runs one
+exact PCA of the window (centred over positions, enough components for every analysis) and hands
+that :class:`~pos_geometry.analysis.pca.PCAResult` to :func:`~pos_geometry.analysis.helix.fit_helix`,
+:func:`~pos_geometry.analysis.periodicity.periodicity` and
+:func:`~pos_geometry.analysis.recurrence.fit_recurrence`. The frozen :class:`Analysis` it returns
+is what the CLI prints, what the reproduction judges and what the plots draw
+(``plot_helix(a.pca, fit=a.helix)``): nothing downstream decomposes the table again.
+
+An analysis that cannot run on this table is ``None`` with the reason in ``Analysis.notes``;
+analytic tables (rotary, sinusoidal) get no helix fit, since their shape is fixed by their
+frequencies and a "helix" verdict would describe the formula, not a model.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from pos_geometry.analysis._inputs import check_int, parse_window
+from pos_geometry.analysis._results import Result
+from pos_geometry.analysis.helix import HelixFit, fit_helix
+from pos_geometry.analysis.pca import PCAResult, pca
+from pos_geometry.analysis.periodicity import PeriodicityResult, periodicity
+from pos_geometry.analysis.recurrence import AUTO_CAP, RecurrenceFit, fit_recurrence
+from pos_geometry.embedding import Provenance
+from pos_geometry.errors import InvalidArgumentError
+
+__all__ = ["ANALYSES", "ANALYTIC_KINDS", "HELIX_MAX_POSITIONS", "Analysis", "analyze"]
+
+ANALYSES = ("helix", "periodicity", "recurrence")
+"""What :func:`analyze` can run on top of the PCA (which always runs)."""
+
+ANALYTIC_KINDS = ("rotary", "sinusoidal")
+"""Tables computed from a formula: shown as what they are, never fitted with a helix."""
+
+HELIX_MAX_POSITIONS = 4096
+"""Windows longer than this get no helix fit by default (its frequency search grows as n²)."""
+
+_MIN_PERIODICITY_POSITIONS = 8
+
+
+@dataclass(frozen=True)
+class Analysis(Result):
+    """Every analysis of one table over one window, fitted on one PCA.
+
+    Attributes:
+        provenance: the table's provenance with the window and centring recorded.
+        window: ``(start, stop)`` positions analysed (stop exclusive).
+        n_positions, d_model: the whole table's shape (before the window).
+        pca: the one decomposition: exact, centred over the window's positions, with
+            ``min(max(n_components, 32 if recurrence ran), n, d)`` components.
+        helix: the helix fit in the top 3 components with its nulls, or None (see ``notes``).
+        periodicity: similarity-by-offset, spectra and red-noise-tested periods, or None.
+        recurrence: the linear-recurrence fit in the same centred PCA basis, or None.
+        notes: ``{analysis: why it was not run}`` for each analysis that is None.
+    """
+
+    provenance: Provenance
+    window: tuple[int, int]
+    n_positions: int
+    d_model: int
+    pca: PCAResult
+    helix: HelixFit | None
+    periodicity: PeriodicityResult | None
+    recurrence: RecurrenceFit | None
+    notes: Mapping[str, str] = field(default_factory=dict)
+
+    # --- the headline numbers ---------------------------------------------------------------
+    def _cumulative(self, k: int) -> float | None:
+        ratios = self.pca.explained_variance_ratio_
+        return float(ratios[:k].sum()) if len(ratios) >= k else None
+
+    @property
+    def top1(self) -> float:
+        """Explained-variance ratio of PC1."""
+        return float(self.pca.explained_variance_ratio_[0])
+
+    @property
+    def top3(self) -> float | None:
+        """Cumulative ratio of PC1–3 (None with fewer than 3 components)."""
+        return self._cumulative(3)
+
+    @property
+    def top10(self) -> float | None:
+        """Cumulative ratio of PC1–10 (None with fewer than 10 components)."""
+        return self._cumulative(10)
+
+    @property
+    def stable_rank(self) -> float:
+        """``‖A‖_F² / ‖A‖₂²`` of the centred window."""
+        return float(self.pca.stable_rank_)
+
+    @property
+    def label(self) -> str:
+        return self.provenance.label
+
+    # --- renderings -------------------------------------------------------------------------
+    def row(self) -> dict[str, Any]:
+        """A flat, JSON-ready row (the columns of ``pos-geometry analyze --json``/``--csv``)."""
+        h, per, rec, p = self.helix, self.periodicity, self.recurrence, self.provenance
+        fitted = h is not None and h.period is not None
+        sig = per.dominant_periods if per is not None else ()
+        return {
+            "model": p.model_id,
+            "kind": p.kind,
+            "n_positions": self.n_positions,
+            "d_model": self.d_model,
+            "window": f"{self.window[0]}:{self.window[1]}",
+            "top1": self.top1,
+            "top3": self.top3,
+            "top10": self.top10,
+            "stable_rank": self.stable_rank,
+            "helix_shape": h.shape if h else None,
+            "helix_verdict": h.verdict if h else "not run",
+            "helix_reason": h.reason if h else self.notes.get("helix"),
+            "helix_p_value": h.p_value if h else None,
+            "helix_nulls": ",".join(t.null for t in h.tests) if h else None,
+            "helix_turns": float(h.turns[0]) if fitted else None,
+            "helix_period": h.period if fitted else None,
+            "helix_r2": h.r2 if fitted else None,
+            "period": sig[0].period if sig else None,
+            "period_series": sig[0].label if sig else None,
+            "period_p_value": sig[0].p_value if sig else None,
+            "period_status": ("significant" if sig else "none significant") if per else "not run",
+            "recurrence_status": rec.status if rec is not None else "not run",
+            "recurrence_rotation_pairs": len(rec.rotation_pairs()) if rec is not None else None,
+            "revision": p.revision,
+            "source": p.source,
+            "original_dtype": p.original_dtype,
+            "row_offset": p.row_offset,
+            "processing": list(p.processing),
+        }
+
+    def line(self) -> str:
+        """One line: ``gpt2: 1024×768 learned, rows 0–1023, top-3 variance 90.39%, helix verdict: ...``."""
+        a, b = self.window
+        top3 = f"{100 * self.top3:.2f}%" if self.top3 is not None else "n/a (fewer than 3 components)"
+        text = (
+            f"{self.label}: {self.n_positions}×{self.d_model} {self.provenance.kind}, rows {a}–{b - 1}, "
+            f"top-3 variance {top3}"
+        )
+        h = self.helix
+        if h is None:
+            note = self.notes.get("helix")
+            return text + (f"; helix {note}" if note else "")
+        if h.period is None:
+            return text + f"; helix: does not apply ({h.reason})"
+        p = f", p = {h.p_value:.3g} against {' and '.join(t.null.replace('_', ' ') for t in h.tests)}"
+        return text + (
+            f", helix verdict: {h.verdict}{p if h.tests else ''}; {float(h.turns[0]):.2f} turns of period "
+            f"{h.period:.1f}, R² {h.r2:.3f} (best shape by BIC: {h.shape})"
+        )
+
+    def summary_rows(self) -> list[tuple[str, str]]:
+        rows = [
+            ("window", f"rows {self.window[0]}–{self.window[1] - 1} of {self.n_positions}"),
+            ("PCA", f"{self.pca.n_components_} components, exact, centred over positions"),
+            ("top-1 / top-3 / top-10", " / ".join("–" if v is None else f"{v:.4f}" for v in
+                                                  (self.top1, self.top3, self.top10))),
+            ("stable rank", f"{self.stable_rank:.3f}"),
+        ]  # fmt: skip
+        h, per, rec = self.helix, self.periodicity, self.recurrence
+        done = {
+            "helix": f"{h.verdict} ({h.reason})" if h else "",
+            "periodicity": ", ".join(
+                f"{p.label} {p.period:.4g} (p={p.p_value:.3g})" for p in per.dominant_periods
+            )
+            or "no significant period"
+            if per
+            else "",
+            "recurrence": f"{rec.status}: {len(rec.rotation_pairs())} rotation pair(s)" if rec else "",
+        }
+        for name in ANALYSES:
+            text = done[name] if getattr(self, name) is not None else self.notes.get(name, "not requested")
+            rows.append((name, text))
+        return rows
+
+
+def _check_analyses(analyses: Sequence[str] | str) -> tuple[str, ...]:
+    chosen = (analyses,) if isinstance(analyses, str) else tuple(analyses)
+    bad = [a for a in chosen if a not in ANALYSES]
+    if bad:
+        raise InvalidArgumentError(
+            f"analyses must be a subset of {ANALYSES}; got {chosen!r} ({', '.join(map(repr, bad))} unknown)."
+        )
+    return chosen
+
+
+def analyze(
+    x: Any,
+    *,
+    window: Any = None,
+    analyses: Sequence[str] = ANALYSES,
+    n_components: int = 10,
+    n_surrogates: int = 199,
+    alpha: float = 0.01,
+    random_state: int = 0,
+    helix_max_positions: int = HELIX_MAX_POSITIONS,
+) -> Analysis:
+    """PCA, helix, periodicity and recurrence of one ``(n, d)`` table over ``window``, on one decomposition.
+
+    Args:
+        x: a ``PositionalEmbedding`` (or a ``(n, d)`` tensor/array).
+        window: ``(start, stop)`` positions analysed (slice semantics; default all).
+        analyses: which of :data:`ANALYSES` to run on top of the PCA.
+        n_components: principal components kept at least (more when the recurrence needs them).
+        n_surrogates, alpha, random_state: the nulls of the helix and periodicity tests (the
+            recurrence keeps its own defaults: 99 surrogates at α = 0.05).
+        helix_max_positions: longer windows get no helix fit (the note says how to narrow it).
+
+    Returns:
+        a frozen :class:`Analysis`; each analysis that cannot run is None with its reason in ``notes``.
+    """
+    chosen = _check_analyses(analyses)
+    n_components = check_int("n_components", n_components, 1)
+    helix_max_positions = check_int("helix_max_positions", helix_max_positions, 1)
+    from pos_geometry.analysis._inputs import as_batch
+
+    batch = as_batch(x, name="x")
+    if not batch.single:
+        raise InvalidArgumentError(
+            f"analyze takes one table (n_positions, d_model); got a batch of {batch.data.shape[0]}. "
+            "Call it once per table: [analyze(t) for t in tables]."
+        )
+    n_total, d = int(batch.data.shape[1]), int(batch.data.shape[2])
+    start, stop = parse_window(window, n_total)
+    n = stop - start
+    want = max(n_components, AUTO_CAP if "recurrence" in chosen else 0)
+    k = min(want, n, d)
+    res = pca(x, k, window=(start, stop), solver="exact")
+    kind = res.provenance.kind
+    notes: dict[str, str] = {}
+    nulls = {"n_surrogates": n_surrogates, "alpha": alpha, "random_state": random_state}
+
+    helix = None
+    if "helix" in chosen:
+        if kind in ANALYTIC_KINDS:
+            notes["helix"] = (
+                f"not fitted: a {kind} table is computed from a formula (no learned positions), so its shape "
+                "is fixed by its frequencies"
+            )
+        elif k < 3 or n < 8:
+            notes["helix"] = "not fitted: needs at least 3 components and 8 positions"
+        elif n > helix_max_positions:
+            notes["helix"] = (
+                f"not fitted: {n} positions > {helix_max_positions}; pass a window such as "
+                f"0:{helix_max_positions}"
+            )
+        else:
+            helix = fit_helix(res, n_components=3, **nulls)
+
+    per = None
+    if "periodicity" in chosen:
+        if n < _MIN_PERIODICITY_POSITIONS:
+            notes["periodicity"] = f"not run: needs at least {_MIN_PERIODICITY_POSITIONS} positions"
+        else:
+            per = periodicity(res, n_components=min(3, k), **nulls)
+
+    rec = None
+    if "recurrence" in chosen:
+        if n < 6 or k < 2:
+            notes["recurrence"] = "not run: needs at least 6 positions and 2 components"
+        else:
+            rec = fit_recurrence(res, "auto", random_state=random_state)
+    return Analysis(
+        provenance=res.provenance,
+        window=(start, stop),
+        n_positions=n_total,
+        d_model=d,
+        pca=res,
+        helix=helix,
+        periodicity=per,
+        recurrence=rec,
+        notes=notes,
+    )

@@ -1,0 +1,108 @@
+"""analyze(): one PCA per table and window, every analysis fitted on it, equal to the analyses run alone."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from sklearn.decomposition import PCA
+
+from pos_geometry import (
+    Analysis,
+    InvalidArgumentError,
+    PositionalEmbedding,
+    Provenance,
+    analyze,
+    fit_helix,
+    fit_recurrence,
+    pca,
+    periodicity,
+    sinusoidal,
+)
+
+
+def _helix(n=300, d=16, period=75.0, noise=0.001, seed=0) -> np.ndarray:
+    t = np.arange(float(n))
+    z = np.stack([np.cos(2 * np.pi * t / period), np.sin(2 * np.pi * t / period), t / n], axis=1)
+    q, _ = np.linalg.qr(np.random.default_rng(seed).normal(size=(d, 3)))
+    return z @ q.T + noise * np.random.default_rng(seed + 1).normal(size=(n, d))
+
+
+def test_real_table_figures_match_sklearn(gpt2_wpe, record_decompositions, monkeypatch):
+    pe = PositionalEmbedding(gpt2_wpe, Provenance("gpt2", "learned", "test"))
+    calls = record_decompositions(monkeypatch)
+    a = analyze(pe, window=(100, 1024), analyses=())
+    assert len(calls) == 1
+    rows = gpt2_wpe[100:].astype(np.float64)
+    oracle = np.cumsum(PCA(10).fit(rows).explained_variance_ratio_)
+    assert a.top1 == pytest.approx(oracle[0], abs=1e-6)
+    assert a.top3 == pytest.approx(oracle[2], abs=1e-6) and a.top3 == pytest.approx(0.9511, abs=1e-3)
+    assert a.top10 == pytest.approx(oracle[9], abs=1e-6)
+    s = np.linalg.svd(rows - rows.mean(0), compute_uv=False)
+    assert a.stable_rank == pytest.approx((s**2).sum() / s[0] ** 2, rel=1e-6)
+    row = a.row()
+    assert row["window"] == "100:1024" and row["kind"] == "learned" and row["helix_verdict"] == "not run"
+    assert row["processing"] == ["rows[100:1024]", "center_positions"]
+    assert "1024×768 learned, rows 100–1023" in a.line() and f"{100 * oracle[2]:.2f}%" in a.line()
+
+
+def test_every_analysis_is_fitted_on_one_pca_and_equals_the_analysis_alone(
+    record_decompositions, monkeypatch
+):
+    table = PositionalEmbedding(_helix(noise=0.02), Provenance("toy", "learned", "test"))
+    nulls = {"n_surrogates": 19, "alpha": 0.05}
+    calls = record_decompositions(monkeypatch)
+    a = analyze(table, window=(10, 290), **nulls)
+    assert len(calls) == 1  # PCA, helix, periodicity and recurrence share one decomposition
+    alone = fit_helix(table, window=(10, 290), **nulls)
+    assert a.helix.verdict == alone.verdict == "helix"
+    assert a.helix.periods[0] == pytest.approx(alone.periods[0], rel=1e-6)
+    assert a.helix.periods[0] == pytest.approx(75, rel=0.01)
+    per = periodicity(table, window=(10, 290), **nulls)
+    assert [p.period for p in a.periodicity.peaks] == pytest.approx([p.period for p in per.peaks], rel=1e-6)
+    assert [p.p_value for p in a.periodicity.peaks] == [p.p_value for p in per.peaks]
+    assert a.recurrence is not None and a.notes == {}
+    assert a.row()["helix_verdict"] == "helix" and a.row()["recurrence_status"] == a.recurrence.status
+
+
+def test_recurrence_is_fitted_in_the_same_basis():
+    table = _helix()
+    a = analyze(table, analyses=("recurrence",))
+    direct = fit_recurrence(pca(table, 16, solver="exact"), "auto")
+    assert a.recurrence.n_components == direct.n_components
+    np.testing.assert_allclose(np.sort(a.recurrence.angles), np.sort(direct.angles), atol=1e-9)
+    assert a.recurrence.status == "rotations"
+    # the planted period is among the rotation angles (2π/75 per step)
+    assert np.min(np.abs(np.abs(a.recurrence.angles) - 2 * np.pi / 75)) < 1e-3
+
+
+def test_analytic_tables_get_no_helix_fit():
+    a = analyze(sinusoidal(256, 32), analyses=("helix",))
+    assert a.helix is None and "computed from a formula" in a.notes["helix"]
+    assert a.row()["helix_verdict"] == "not run"
+
+
+def test_long_windows_are_not_helix_fitted_and_say_why():
+    table = np.random.default_rng(0).normal(size=(64, 4))
+    a = analyze(table, analyses=("helix",), helix_max_positions=32)
+    assert a.helix is None and "64 positions > 32" in a.notes["helix"] and "helix not fitted" in a.line()
+    assert a.top10 is None and a.top3 is not None  # only 4 components exist
+    assert isinstance(a, Analysis) and a.pca.n_components_ == 4
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [({"analyses": ("helix", "spectra")}, "subset of"), ({"n_components": 0}, "n_components")],
+)
+def test_bad_arguments_state_the_rule(kwargs, match):
+    with pytest.raises(InvalidArgumentError, match=match):
+        analyze(_helix(), **kwargs)
+
+
+def test_a_batch_is_refused_with_the_fix():
+    with pytest.raises(InvalidArgumentError, match="once per table"):
+        analyze(np.stack([_helix(), _helix(seed=3)]))
+
+
+def test_periodicity_of_a_pca_result_refuses_uncentred_fits():
+    with pytest.raises(InvalidArgumentError, match="centred over positions"):
+        periodicity(pca(_helix(), 3, center=False))
