@@ -5,6 +5,7 @@ The data flow, and where each step lives::
     load / sinusoidal / from_transformer_lens   ->  PositionalEmbedding(matrix, provenance)
     pca, fit_helix, periodicity, fit_recurrence, subspace_overlap   ->  frozen results
     rotary_atlas (rotary models: q/k weights read by role)          ->  RotaryAtlas
+    position_qk_atlas (learned tables: how each head's QK reads it) ->  PositionQKAtlas
     pos_geometry.plotting                       ->  plotly figures (never shown)
 
 Importing the package does nothing global: no network, no printing, no plotly settings.
@@ -16,6 +17,7 @@ from pos_geometry.analysis._nulls import NullTest
 from pos_geometry.analysis.helix import HelixFit, fit_helix
 from pos_geometry.analysis.pca import PCAResult, pca
 from pos_geometry.analysis.periodicity import PeriodicityResult, PeriodPeak, periodicity
+from pos_geometry.analysis.position_qk_atlas import PositionQKAtlas, position_qk_atlas
 from pos_geometry.analysis.procrustes import align_bases
 from pos_geometry.analysis.recurrence import RecurrenceFit, fit_recurrence
 from pos_geometry.analysis.rotary_atlas import RotaryAtlas, rotary_atlas
@@ -73,6 +75,8 @@ __all__ = [
     "NullTest",
     "rotary_atlas",
     "RotaryAtlas",
+    "position_qk_atlas",
+    "PositionQKAtlas",
     # errors
     "PosGeometryError",
     "UnknownModelError",

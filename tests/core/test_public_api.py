@@ -37,6 +37,8 @@ EXPECTED = {
     "PeriodPeak",
     "rotary_atlas",
     "RotaryAtlas",
+    "position_qk_atlas",
+    "PositionQKAtlas",
     # errors
     "PosGeometryError",
     "UnknownModelError",
