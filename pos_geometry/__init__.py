@@ -137,9 +137,9 @@ if TYPE_CHECKING:  # static tools see the real imports
     from pos_geometry.analysis.helix import HelixFit, fit_helix
     from pos_geometry.analysis.pca import PCAResult, pca
     from pos_geometry.analysis.periodicity import PeriodicityResult, PeriodPeak, periodicity
+    from pos_geometry.analysis.position_qk_atlas import PositionQKAtlas, position_qk_atlas
     from pos_geometry.analysis.procrustes import align_bases
     from pos_geometry.analysis.recurrence import RecurrenceFit, fit_recurrence
-    from pos_geometry.analysis.position_qk_atlas import PositionQKAtlas, position_qk_atlas
     from pos_geometry.analysis.rotary_atlas import RotaryAtlas, rotary_atlas
     from pos_geometry.analysis.subspace import SubspaceOverlap, subspace_overlap
     from pos_geometry.embedding import PositionalEmbedding, Provenance, TokenEmbedding
