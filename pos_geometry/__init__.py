@@ -37,6 +37,7 @@ _EXPORTS: dict[str, str] = {
     "rotary_atlas": "pos_geometry.analysis.rotary_atlas",
     "PositionQKAtlas": "pos_geometry.analysis.position_qk_atlas",
     "position_qk_atlas": "pos_geometry.analysis.position_qk_atlas",
+    "qk_atlas": "pos_geometry.analysis.qk_atlas",
     "SubspaceOverlap": "pos_geometry.analysis.subspace",
     "subspace_overlap": "pos_geometry.analysis.subspace",
     "PositionalEmbedding": "pos_geometry.embedding",
@@ -98,6 +99,7 @@ __all__ = [
     "RotaryAtlas",
     "position_qk_atlas",
     "PositionQKAtlas",
+    "qk_atlas",
     # errors
     "PosGeometryError",
     "UnknownModelError",
@@ -139,6 +141,7 @@ if TYPE_CHECKING:  # static tools see the real imports
     from pos_geometry.analysis.periodicity import PeriodicityResult, PeriodPeak, periodicity
     from pos_geometry.analysis.position_qk_atlas import PositionQKAtlas, position_qk_atlas
     from pos_geometry.analysis.procrustes import align_bases
+    from pos_geometry.analysis.qk_atlas import qk_atlas
     from pos_geometry.analysis.recurrence import RecurrenceFit, fit_recurrence
     from pos_geometry.analysis.rotary_atlas import RotaryAtlas, rotary_atlas
     from pos_geometry.analysis.subspace import SubspaceOverlap, subspace_overlap

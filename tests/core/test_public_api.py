@@ -39,6 +39,7 @@ EXPECTED = {
     "RotaryAtlas",
     "position_qk_atlas",
     "PositionQKAtlas",
+    "qk_atlas",
     # errors
     "PosGeometryError",
     "UnknownModelError",
