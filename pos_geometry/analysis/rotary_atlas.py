@@ -118,6 +118,13 @@ class RotaryAtlas(Result):
         ]
 
 
+def _rowdot(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``(n,)``: the dot product of each row of ``a`` with the same row of ``b``. numpy's own loop,
+    not BLAS (``np.vecdot``/``np.dot`` would start OpenBLAS's thread pool: more memory, and
+    threads that fight over a busy machine's cores)."""
+    return np.einsum("pd,pd->p", a, b)
+
+
 class _Workspace:
     """Buffers reused for every head of one atlas: a loop over hundreds of heads then allocates
     nothing large (fresh multi-MiB blocks per head make glibc raise its mmap threshold and keep the
@@ -171,8 +178,9 @@ def _head_grams(
         y = _float64(rows.detach().cpu(), order.numpy(), work or _Workspace())
         if gain is not None:
             y *= gain.detach().cpu().numpy().astype(np.float64)
-        pairs = y.reshape(2, n_planes, -1)
-        return torch.from_numpy(np.einsum("ipd,jpd->pij", pairs, pairs))
+        a, b = y.reshape(2, n_planes, -1)
+        ab = _rowdot(a, b)
+        return torch.from_numpy(np.stack((_rowdot(a, a), ab, ab, _rowdot(b, b)), axis=-1).reshape(-1, 2, 2))
     dtype = torch.float32 if device.type == "mps" else torch.float64
     y = rows[order].to(device=device, dtype=dtype)
     if gain is not None:
