@@ -47,6 +47,7 @@ def test_atlas_of_a_learned_table_model_is_its_qk_view(tmp_path):
     assert data["form_share"] == expected.form_share.tolist()
     assert data["offset_profile"] == expected.offset_profile.tolist()
     assert "learned table: 1 layers × 2 heads" in res.output
+    assert "1 × 2" in str(expected) and "explained by the offset" in str(expected)
     bad = runner.invoke(
         app, ["atlas", str(tmp_path / "gpt2ish"), "--out", str(tmp_path / "o"), "--layers", "x"]
     )

@@ -130,3 +130,18 @@ def test_rows_of_a_hub_tensor_stream_it_into_the_cache_once(hub, monkeypatch):
     assert again.data_ptr() == buffer.data_ptr()
     torch.testing.assert_close(again, tensors[key][:128], rtol=0, atol=0)
     assert server.bytes_sent == sent  # from the cache, not the network
+
+
+def test_an_unwritable_cache_still_gives_the_rows_with_a_warning(hub, monkeypatch):
+    from pos_geometry.sources import tensor_set
+
+    _, _, tensors = hub
+
+    def refuse(*args, **kwargs):
+        raise OSError("read-only file system")
+
+    monkeypatch.setattr(tensor_set, "store_tensor_stream", refuse)
+    key = LAYER + "self_attn.k_proj.weight"
+    with pytest.warns(RuntimeWarning, match="could not write its cache"):
+        rows = tensor_set.open_checkpoint(REPO).read_rows(key, 128, 256)
+    torch.testing.assert_close(rows, tensors[key][128:256], rtol=0, atol=0)
