@@ -51,7 +51,6 @@ def tiny_gpt2(tmp_path_factory, gpt2_wpe):
     return model, folder
 
 
-@pytest.mark.slow
 def test_layer0_logits_are_transformers_attention_scores(tiny_gpt2):
     """Position-only input (token embeddings zero): transformers' layer-0 attention probabilities are
     softmax(L) over the causal row, so log p - mean(log p) per row equals L - mean(L) per row."""
@@ -73,7 +72,6 @@ def test_layer0_logits_are_transformers_attention_scores(tiny_gpt2):
         np.testing.assert_allclose(mine[rows, cols], theirs[rows, cols], atol=1e-9)
 
 
-@pytest.mark.slow
 def test_atlas_against_independent_computations(tiny_gpt2):
     model, folder = tiny_gpt2
     atlas = position_qk_atlas(folder, n_components=8)
