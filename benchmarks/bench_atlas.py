@@ -306,7 +306,7 @@ def report(rows: list[dict[str, Any]], size: float, n_layers: int, command: str)
         "about 1/12 of each Mistral layer); 20× would need fewer bytes than the q/k tensors themselves. On a local "
         "folder transformers 5.23 maps the bf16 safetensors without copying (a few seconds, peak well under the "
         "checkpoint's size), while the atlas must read and widen all 320 MiB of q/k and do its float64 arithmetic "
-        "(≈0.3 s of CPU on a quiet core). Timings on this shared 2-core machine swing several-fold with the load "
+        "(about 0.2 s on a quiet machine). Timings on this shared 2-core machine swing several-fold with the load "
         "average shown above."
     )
     return "\n".join(lines) + "\n"
