@@ -141,3 +141,16 @@ def test_neither_rotary_nor_a_learned_table_layout_does_not_apply(tmp_path):
     for fn in (position_qk_atlas, rotary_atlas):
         with pytest.raises(NotApplicableError, match="does not apply"):
             fn(tmp_path)
+
+
+def test_a_headless_checkpoint_reads_the_same(tiny_gpt2, tmp_path):
+    """The hub's gpt2 stores bare keys (``h.0.attn.c_attn.weight``, ``wpe.weight``), as GPT2Model saves them."""
+    model, folder = tiny_gpt2
+    model.transformer.save_pretrained(tmp_path / "bare")
+    from safetensors import safe_open
+
+    with safe_open(str(tmp_path / "bare" / "model.safetensors"), framework="pt") as fh:
+        assert "wpe.weight" in fh.keys() and "h.1.attn.c_attn.weight" in fh.keys()  # noqa: SIM118
+    bare, full = position_qk_atlas(tmp_path / "bare", layers=[1]), position_qk_atlas(folder, layers=[1])
+    torch.testing.assert_close(bare.form_share, full.form_share, rtol=0, atol=0)
+    assert dict(bare.provenance.config)["tensor_keys"][0] == "wpe.weight"
