@@ -5,6 +5,7 @@ The data flow, and where each step lives::
     load / sinusoidal / from_transformer_lens   ->  PositionalEmbedding(matrix, provenance)
     pca, fit_helix, periodicity, fit_recurrence, subspace_overlap   ->  frozen results
     rotary_atlas (rotary models: q/k weights read by role)          ->  RotaryAtlas
+    position_qk_atlas (learned tables: how each head's QK reads it) ->  PositionQKAtlas
     pos_geometry.plotting                       ->  plotly figures (never shown)
 
 Importing the package does nothing global: no network, no printing, no plotly settings. It is also
@@ -36,6 +37,9 @@ _EXPORTS: dict[str, str] = {
     "fit_recurrence": "pos_geometry.analysis.recurrence",
     "RotaryAtlas": "pos_geometry.analysis.rotary_atlas",
     "rotary_atlas": "pos_geometry.analysis.rotary_atlas",
+    "PositionQKAtlas": "pos_geometry.analysis.position_qk_atlas",
+    "position_qk_atlas": "pos_geometry.analysis.position_qk_atlas",
+    "qk_atlas": "pos_geometry.analysis.qk_atlas",
     "SubspaceOverlap": "pos_geometry.analysis.subspace",
     "subspace_overlap": "pos_geometry.analysis.subspace",
     "PositionalEmbedding": "pos_geometry.embedding",
@@ -97,6 +101,9 @@ __all__ = [
     "NullTest",
     "rotary_atlas",
     "RotaryAtlas",
+    "position_qk_atlas",
+    "PositionQKAtlas",
+    "qk_atlas",
     # errors
     "PosGeometryError",
     "UnknownModelError",
@@ -137,7 +144,9 @@ if TYPE_CHECKING:  # static tools see the real imports
     from pos_geometry.analysis.pca import PCAResult, pca
     from pos_geometry.analysis.periodicity import PeriodicityResult, PeriodPeak, periodicity
     from pos_geometry.analysis.pipeline import Analysis, analyze
+    from pos_geometry.analysis.position_qk_atlas import PositionQKAtlas, position_qk_atlas
     from pos_geometry.analysis.procrustes import align_bases
+    from pos_geometry.analysis.qk_atlas import qk_atlas
     from pos_geometry.analysis.recurrence import RecurrenceFit, fit_recurrence
     from pos_geometry.analysis.rotary_atlas import RotaryAtlas, rotary_atlas
     from pos_geometry.analysis.subspace import SubspaceOverlap, subspace_overlap

@@ -32,8 +32,10 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
+from pos_geometry._device import resolve_device
 from pos_geometry.analysis._results import Result
 from pos_geometry.embedding import Provenance
 from pos_geometry.encodings.rotary import inverse_frequencies, scaling_fields
@@ -116,25 +118,83 @@ class RotaryAtlas(Result):
         ]
 
 
-def _plane_grams(w: torch.Tensor, planes: torch.Tensor, gain: torch.Tensor | None) -> torch.Tensor:
-    """``(n, n_planes, 2, 2)`` float64 Gram matrices of each plane's two rows, one head at a time.
+def _rowdot(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``(n,)``: the dot product of each row of ``a`` with the same row of ``b``. numpy's own loop,
+    not BLAS (``np.vecdot``/``np.dot`` would start OpenBLAS's thread pool: more memory, and
+    threads that fight over a busy machine's cores)."""
+    return np.einsum("pd,pd->p", a, b)
 
-    Only one head's rotary rows are ever converted to float64, so memory stays at the stored
-    weights plus ``2·n_planes × d_model`` doubles. Each head's rows go through one matrix product
-    (a single BLAS call, which stays fast on a busy machine where many small kernels do not); the
-    ``2 × 2`` blocks are then picked from its diagonal.
+
+class _Workspace:
+    """Buffers reused for every head of one atlas: a loop over hundreds of heads then allocates
+    nothing large (fresh multi-MiB blocks per head make glibc raise its mmap threshold and keep the
+    freed blocks, which doubles the peak resident memory)."""
+
+    def __init__(self) -> None:
+        self.rows: torch.Tensor | None = None
+        self._np: dict[tuple[str, tuple[int, ...]], np.ndarray] = {}
+
+    def array(self, name: str, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+        buf = self._np.get((name, shape))
+        if buf is None or buf.dtype != dtype:
+            buf = self._np[(name, shape)] = np.empty(shape, dtype=dtype)
+        return buf
+
+
+def _float64(rows: torch.Tensor, order: np.ndarray, work: _Workspace) -> np.ndarray:
+    """``rows[order]`` as a float64 numpy array (bfloat16 widened bit-exactly through its 16 high bits)."""
+    shape = (len(order), rows.shape[1])
+    wide = work.array("wide", shape, np.dtype(np.float64))
+    if rows.dtype == torch.bfloat16:
+        picked = np.take(
+            rows.view(torch.int16).numpy(), order, axis=0, out=work.array("i16", shape, np.dtype(np.int16))
+        )
+        bits = work.array("i32", shape, np.dtype(np.int32))
+        np.left_shift(picked, 16, out=bits, dtype=np.int32)
+        np.copyto(wide, bits.view(np.float32))
+    else:
+        np.copyto(wide, rows.numpy()[order])
+    return wide
+
+
+def _head_grams(
+    rows: torch.Tensor,
+    planes: torch.Tensor,
+    gain: torch.Tensor | None,
+    device: torch.device,
+    work: _Workspace | None = None,
+) -> torch.Tensor:
+    """``(n_planes, 2, 2)`` float64 (CPU) Gram matrices of each plane's two rows of one head.
+
+    ``rows``: ``(≥ rotary_dim, d_model)`` the head's rows (any float dtype, CPU); ``planes`` index
+    them. Only the plane blocks are computed (``3 · n_planes`` dot products, not the head's whole
+    Gram). On the CPU (the reference) in numpy float64, single-threaded: each head is a few MiB, and
+    small multi-threaded kernels slow down by an order of magnitude on a busy machine. Elsewhere
+    with torch on ``device`` (float64; float32 where the device has none, e.g. MPS).
     """
     n_planes = planes.shape[0]
-    rows = planes.reshape(-1)
-    out = torch.empty(w.shape[0], n_planes, 2, 2, dtype=torch.float64)
-    scale = gain.to(torch.float64) if gain is not None else None
-    for h in range(w.shape[0]):
-        x = w[h, rows].to(torch.float64)
-        if scale is not None:
-            x = x * scale
-        g = (x @ x.T).reshape(n_planes, 2, n_planes, 2)
-        out[h] = torch.diagonal(g, dim1=0, dim2=2).permute(2, 0, 1)
-    return out
+    order = planes.T.reshape(-1)  # first rows of every plane, then their partners
+    if device.type == "cpu":
+        y = _float64(rows.detach().cpu(), order.numpy(), work or _Workspace())
+        if gain is not None:
+            y *= gain.detach().cpu().numpy().astype(np.float64)
+        a, b = y.reshape(2, n_planes, -1)
+        ab = _rowdot(a, b)
+        return torch.from_numpy(np.stack((_rowdot(a, a), ab, ab, _rowdot(b, b)), axis=-1).reshape(-1, 2, 2))
+    dtype = torch.float32 if device.type == "mps" else torch.float64
+    y = rows[order].to(device=device, dtype=dtype)
+    if gain is not None:
+        y = y * gain.to(device=device, dtype=dtype)
+    pairs = y.reshape(2, n_planes, -1).transpose(0, 1)  # (n_planes, 2, d_model)
+    return torch.bmm(pairs, pairs.transpose(1, 2)).to("cpu", torch.float64)
+
+
+def _plane_grams(
+    w: torch.Tensor, planes: torch.Tensor, gain: torch.Tensor | None, device: torch.device | None = None
+) -> torch.Tensor:
+    """``(n, n_planes, 2, 2)`` float64 Gram matrices of each plane's two rows, for each of ``w``'s heads."""
+    where = device if device is not None else torch.device("cpu")
+    return torch.stack([_head_grams(w[h], planes, gain, where) for h in range(w.shape[0])])
 
 
 def plane_statistics(
@@ -144,17 +204,20 @@ def plane_statistics(
     *,
     kv_heads: torch.Tensor | None = None,
     gain: torch.Tensor | None = None,
+    device: str | torch.device | None = "cpu",
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """``(q_norm, k_norm, qk_share, q_pair_cosine, k_pair_cosine)``, each ``(n_heads, n_planes)`` float64.
 
     ``q``: ``(n_heads, head_dim, d_model)``; ``k``: ``(n_kv_heads, head_dim, d_model)`` (any float
     dtype); ``planes``: ``(n_planes, 2)`` head dimensions; ``kv_heads``: ``(n_heads,)`` the key head
     of each query head (default: ``k`` has one per query head); ``gain``: ``(d_model,)`` multiplied
-    into every column first (the folded norm). Definitions in the module docstring; computed in
+    into every column first (the folded norm); ``device``: where the dot products run (``"auto"``
+    resolves it; results come back on the CPU). Definitions in the module docstring; computed in
     float64 through the ``2 × 2`` Gram matrices of each plane's rows.
     """
-    gq = _plane_grams(q, planes, gain)
-    gk = _plane_grams(k, planes, gain)
+    where = resolve_device(device)
+    gq = _plane_grams(q, planes, gain, where)
+    gk = _plane_grams(k, planes, gain, where)
     return _plane_stats(gq, gk[kv_heads] if kv_heads is not None else gk)
 
 
@@ -194,6 +257,7 @@ def rotary_atlas(
     fold_norm: bool = False,
     offline: bool | None = None,
     model_id: str | None = None,
+    device: str | torch.device | None = "cpu",
 ) -> RotaryAtlas:
     """The frequency atlas of a rotary model, read from its query/key weights without building it.
 
@@ -205,13 +269,21 @@ def rotary_atlas(
         fold_norm: multiply each input column of W_q and W_k by the gain of the norm that feeds
             attention (what the projections see is ``gain ⊙ x̂``).
         offline, model_id: as in :func:`pos_geometry.load`.
+        device: where the per-plane dot products run (``"auto"``: CUDA, then MPS, else CPU); the
+            arrays returned are float64 on the CPU either way. The CPU result is the reference.
 
     Returns:
         a :class:`RotaryAtlas` with arrays ``(n_layers, n_heads, n_planes)`` (see the module docstring).
 
     Raises:
         NotApplicableError: the model has no rotary embeddings (GPT-2, BERT, ALiBi models ...).
+        InvalidArgumentError: ``device`` is unknown or unavailable.
+
+    Memory holds one head's rotating rows at a time: each head's rows are read from the
+    checkpoint (or from pos_geometry's cache, into which a hub tensor is streamed once) by
+    offset, reduced to its planes' Gram matrices and dropped.
     """
+    where = resolve_device(device)
     checkpoint = open_checkpoint(name_or_path, revision=revision, offline=offline, model_id=model_id)
     try:
         rotary = kind_from_config(checkpoint.config) == "rotary"
@@ -225,19 +297,23 @@ def rotary_atlas(
     stats: list[tuple[torch.Tensor, ...]] = []
     keys: list[str] = []
     stored = ""
+    counts = {"q": reader.n_heads, "k": reader.n_kv_heads}
+    work = _Workspace()
     for index in chosen:
-        # one projection in memory at a time: q's Grams, then k's
         gain = None
         if fold_norm:
             gain, norm_key = reader.gain(index)
             keys.append(norm_key)
         grams = {}
-        for which in ("q", "k"):
-            w, key = reader.projection(index, which)
-            grams[which] = _plane_grams(w, reader.planes, gain)
-            stored = str(w.dtype).removeprefix("torch.")
+        for which, n in counts.items():
+            per_head = []
+            for head in range(n):
+                rows, key = reader.head_rows(index, which, head, out=work.rows)
+                work.rows = rows
+                per_head.append(_head_grams(rows, reader.planes, gain, where, work))
+                stored = str(rows.dtype).removeprefix("torch.")
+            grams[which] = torch.stack(per_head)
             keys += [key] if key not in keys else []
-            del w
         stats.append(_plane_stats(grams["q"], grams["k"][kv_heads]))
     q_norm, k_norm, share, q_cos, k_cos = (torch.stack(s) for s in zip(*stats, strict=True))
     theta = inverse_frequencies(reader.rotary)

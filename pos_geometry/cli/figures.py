@@ -93,20 +93,24 @@ def atlas(
     revision: str | None = REVISION,
     layers: str | None = typer.Option(None, "--layers", help="Comma-separated layer indices (default: all)."),
     fold_norm: bool = typer.Option(
-        False, "--fold-norm", help="Fold the attention norm's gain into W_q, W_k."
+        False, "--fold-norm", help="Fold the attention norm's gain into W_q, W_k (rotary models)."
     ),
     format: str = typer.Option("html", "--format", help="Comma-separated: html,png,svg,pdf,jpeg,webp."),
     offline: bool | None = OFFLINE,
 ) -> None:
-    """Write the rotary frequency atlas of each model: a heatmap, per-layer usage curves and a JSON file.
+    """Write the query/key atlas of each model: figures and a JSON file.
 
-    Reads only the query/key projections (and with --fold-norm the norm gains) of rotary models
-    (Pythia, Mistral, Llama, any row of the attention-layout table). Files are named after the
-    model plus the revision: ``<name>_atlas.<fmt>``, ``<name>_usage.<fmt>``, ``<name>_atlas.json``.
+    Rotary models (Pythia, Mistral, Llama, any row of the attention-layout table): the frequency
+    atlas, read from the query/key projections only: ``<name>_atlas.<fmt>`` (heatmap) and
+    ``<name>_usage.<fmt>`` (per-layer curves). Learned-table models (GPT-2): how each head's QK
+    circuit reads the position table: ``<name>_offsets.<fmt>`` and ``<name>_shares.<fmt>``. Both
+    write ``<name>_atlas.json``. Other models get a clear "does not apply".
     """
-    from pos_geometry.analysis.rotary_atlas import rotary_atlas
+    from pos_geometry.analysis.qk_atlas import qk_atlas
+    from pos_geometry.analysis.rotary_atlas import RotaryAtlas
     from pos_geometry.plotting.atlas import plot_atlas_heatmap, plot_atlas_usage
     from pos_geometry.plotting.export import find_browser, save_figure
+    from pos_geometry.plotting.position_qk import plot_position_qk_offsets, plot_position_qk_shares
 
     def run() -> None:
         fmts = parse_formats(format)
@@ -118,25 +122,40 @@ def atlas(
         with progress("reading q/k weights", len(models)) as advance:
             for name in models:
                 results.append(
-                    rotary_atlas(name, layers=chosen, revision=revision, fold_norm=fold_norm, offline=offline)
+                    qk_atlas(name, layers=chosen, revision=revision, fold_norm=fold_norm, offline=offline)
                 )
                 advance(name)
         written: list[Path] = []
         for result, stem in zip(results, file_stems(models, results), strict=True):
-            for fig, kind in ((plot_atlas_heatmap(result), "atlas"), (plot_atlas_usage(result), "usage")):
+            if isinstance(result, RotaryAtlas):
+                figures = ((plot_atlas_heatmap(result), "atlas"), (plot_atlas_usage(result), "usage"))
+            else:
+                figures = (
+                    (plot_position_qk_offsets(result), "offsets"),
+                    (plot_position_qk_shares(result), "shares"),
+                )
+            for fig, kind in figures:
                 written += [save_figure(fig, folder / f"{stem}_{kind}.{f}", format=f) for f in fmts]
             path = folder / f"{stem}_atlas.json"
             path.write_text(result.to_json(allow_nan=False))
             written.append(path)
         console = out_console()
         for result in results:
-            n_layers, n_heads, n_planes = result.shape
-            console.print(
-                f"{result.provenance.label}: {n_layers} layers × {n_heads} heads × {n_planes} planes, "
-                f"{int(result.critical.sum())} planes complete a cycle in {result.context_length} positions, "
-                f"mean short-wavelength share {float(result.short_share.mean()):.3f}",
-                markup=False,
-            )
+            if isinstance(result, RotaryAtlas):
+                n_layers, n_heads, n_planes = result.shape
+                line = (
+                    f"{n_layers} layers × {n_heads} heads × {n_planes} planes, {int(result.critical.sum())} planes "
+                    f"complete a cycle in {result.context_length} positions, mean short-wavelength share "
+                    f"{float(result.short_share.mean()):.3f}"
+                )
+            else:
+                n_layers, n_heads = result.shape
+                line = (
+                    f"learned table: {n_layers} layers × {n_heads} heads, mean QK form share in the top "
+                    f"{result.n_components} table directions {float(result.form_share.mean()):.3f}, mean logit "
+                    f"variance explained by the offset {float(result.offset_r2.mean()):.3f}"
+                )
+            console.print(f"{result.provenance.label}: {line}", markup=False)
         console.print(f"wrote {len(written)} file(s) to {out}", markup=False)
 
     guard(run)

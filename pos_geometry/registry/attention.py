@@ -29,7 +29,16 @@ from typing import Any, Literal
 
 from pos_geometry.errors import InvalidArgumentError
 
-__all__ = ["AttentionLayout", "ATTENTION_LAYOUTS", "attention_layout", "PAIRINGS", "FUSED_LAYOUTS"]
+__all__ = [
+    "AttentionLayout",
+    "ATTENTION_LAYOUTS",
+    "attention_layout",
+    "PAIRINGS",
+    "FUSED_LAYOUTS",
+    "TABLE_QK_LAYOUTS",
+    "TableQKLayout",
+    "table_qk_layout",
+]
 
 Pairing = Literal["rotate_half", "interleaved"]
 PAIRINGS: tuple[str, ...] = ("rotate_half", "interleaved")
@@ -136,3 +145,50 @@ def attention_layout(config: Mapping[str, Any]) -> AttentionLayout:
             "pos_geometry/registry/attention.py."
         )
     return AttentionLayout(model_type=model_type, **row)
+
+
+#: model_type -> where a model with a LEARNED position table keeps what its query/key circuit reads
+#: the table with: the table, each layer's fused qkv projection and the LayerNorm before it.
+#: ``qkv_layout="conv1d"``: GPT-2's Conv1D ``c_attn`` weight ``(d_model, 3·d_model)``, ``x @ W``,
+#: columns ``[q | k | v]``, each split into heads of ``d_model / n_heads`` (transformers 5.23's
+#: GPT2Attention: ``c_attn(x).split(embed_dim, dim=2)``).
+TABLE_QK_LAYOUTS: dict[str, dict[str, Any]] = {
+    "gpt2": {
+        "position_key": "transformer.wpe.weight",
+        "qkv_key": "transformer.h.{layer}.attn.c_attn.weight",
+        "norm_key": "transformer.h.{layer}.ln_1.weight",
+        "norm_bias_key": "transformer.h.{layer}.ln_1.bias",
+        "qkv_layout": "conv1d",
+        "eps_field": "layer_norm_epsilon",
+        "prefix": "transformer.",
+    },
+}
+
+
+@dataclass(frozen=True)
+class TableQKLayout:
+    """One row of :data:`TABLE_QK_LAYOUTS` (a learned-table model's position/qkv/LayerNorm keys)."""
+
+    model_type: str
+    position_key: str
+    qkv_key: str
+    norm_key: str
+    norm_bias_key: str
+    qkv_layout: Literal["conv1d"] = "conv1d"
+    eps_field: str = "layer_norm_epsilon"
+    prefix: str = ""
+
+    def keys(self, layer: int) -> dict[str, str]:
+        """Role (``"qkv"``, ``"norm"``, ``"norm_bias"``) -> checkpoint key of ``layer``."""
+        return {
+            "qkv": self.qkv_key.format(layer=layer),
+            "norm": self.norm_key.format(layer=layer),
+            "norm_bias": self.norm_bias_key.format(layer=layer),
+        }
+
+
+def table_qk_layout(config: Mapping[str, Any]) -> TableQKLayout | None:
+    """The learned-table QK row for a config.json's ``model_type``, or None when it has none."""
+    model_type = str(config.get("model_type", "")).lower()
+    row = TABLE_QK_LAYOUTS.get(model_type)
+    return None if row is None else TableQKLayout(model_type=model_type, **row)

@@ -22,19 +22,21 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import math
 import os
 import re
 import shutil
+import struct
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO
 from urllib.parse import quote
 
+import torch
 from huggingface_hub.errors import HFValidationError
 from huggingface_hub.utils import validate_repo_id
 from safetensors import SafetensorError, safe_open
-from safetensors.torch import save
 
 from pos_geometry.errors import InvalidArgumentError
 from pos_geometry.sources.keys import select_key
@@ -42,6 +44,7 @@ from pos_geometry.sources.tensor_record import TensorRecord, Which, dtype_name
 
 __all__ = [
     "cache_dir",
+    "cached_path",
     "cached_ref",
     "cached_table",
     "cached_tensor",
@@ -49,11 +52,15 @@ __all__ = [
     "is_commit",
     "store_ref",
     "store_tensor",
+    "store_tensor_stream",
+    "WRITE_CHUNK",
 ]
 
 _COMMIT = re.compile(r"^[0-9a-f]{40}$")
 _SUFFIX = ".safetensors"
 _MAX_NAME = 200
+WRITE_CHUNK = 4 * 1024 * 1024
+"""Bytes written (or fetched and written) per step: a cache write never holds more than this beside the tensor."""
 
 
 def is_commit(revision: str | None) -> bool:
@@ -162,6 +169,30 @@ def cached_tensor(repo_id: str, commit: str, key: str) -> TensorRecord | None:
     return _load(path, repo_id, commit, key) if path.is_file() else None
 
 
+def cached_path(repo_id: str, commit: str, key: str) -> Path | None:
+    """The cache file holding tensor ``key`` of ``repo_id`` at ``commit``, else ``None``.
+
+    Only the file's header is read (its metadata must name this repo, commit and key, and the
+    file must be a valid safetensors file); the tensor's bytes are left for the caller to read,
+    e.g. a few rows at a time. An unreadable entry is removed, as by :func:`cached_tensor`.
+    """
+    path = _tensor_path(repo_id, commit, key)
+    if not path.is_file():
+        return None
+    try:
+        with safe_open(str(path), framework="pt") as fh:
+            meta = fh.metadata() or {}
+            if meta.get("key") != key or meta.get("repo_id") != repo_id or meta.get("commit") != commit:
+                return None
+            if key not in fh.keys():  # noqa: SIM118 (safe_open is not a mapping)
+                raise SafetensorError(f"no tensor {key!r}")
+    except (SafetensorError, OSError, ValueError):
+        with contextlib.suppress(OSError):
+            path.unlink()
+        return None
+    return path
+
+
 def cached_table(
     repo_id: str, commit: str, which: Which = "position", key: str | None = None
 ) -> TensorRecord | None:
@@ -197,26 +228,94 @@ def cached_table(
     return _load(found[chosen], repo_id, commit, chosen)
 
 
+_CODES = {
+    torch.bool: "BOOL", torch.uint8: "U8", torch.int8: "I8", torch.int16: "I16", torch.int32: "I32",
+    torch.int64: "I64", torch.float16: "F16", torch.bfloat16: "BF16", torch.float32: "F32",
+    torch.float64: "F64",
+}  # fmt: skip
+
+
+def _header(key: str, dtype: torch.dtype, shape: tuple[int, ...], meta: dict[str, str]) -> bytes:
+    """The safetensors header (``u64`` length + JSON padded to 8 bytes) of a file holding one tensor."""
+    if dtype not in _CODES:
+        raise InvalidArgumentError(f"the cache stores {sorted(map(str, _CODES))} tensors; got {dtype}.")
+    nbytes = math.prod(shape) * dtype.itemsize
+    body = {
+        "__metadata__": meta,
+        key: {"dtype": _CODES[dtype], "shape": list(shape), "data_offsets": [0, nbytes]},
+    }
+    text = json.dumps(body, separators=(",", ":")).encode()
+    text += b" " * (-len(text) % 8)
+    return struct.pack("<Q", len(text)) + text
+
+
+def _meta(repo_id: str, commit: str, key: str, file: str, dtype: str, available: tuple[str, ...]) -> dict:
+    return {
+        "repo_id": repo_id,
+        "commit": commit,
+        "key": key,
+        "file": file,
+        "dtype": dtype,
+        "available_keys": json.dumps(list(available)),
+    }
+
+
 def store_tensor(repo_id: str, commit: str, record: TensorRecord) -> Path:
     """Store ``record`` for ``repo_id`` at the resolved ``commit``; returns the file written.
 
     Atomic: the safetensors bytes go to a temp file in the same directory, which is
     fsynced and renamed over the final name with ``os.replace``. The stored dtype,
-    key, source file and the checkpoint's other keys are kept in the metadata.
+    key, source file and the checkpoint's other keys are kept in the metadata. The tensor's
+    bytes are written from its own memory in :data:`WRITE_CHUNK` slices (no serialised copy).
     """
-    path = _tensor_path(repo_id, commit, record.key)
-    meta = {
-        "repo_id": repo_id,
-        "commit": commit,
-        "key": record.key,
-        "file": record.file,
-        "dtype": record.dtype,
-        "available_keys": json.dumps(list(record.available_keys)),
-    }
     tensor = record.tensor.detach().to("cpu").contiguous()
-    payload = save({record.key: tensor}, metadata=meta)
+    raw = memoryview(tensor.reshape(-1).view(torch.uint8).numpy()) if tensor.numel() else memoryview(b"")
+
+    def fill(offset: int, buffer: memoryview) -> None:
+        buffer[:] = raw[offset : offset + buffer.nbytes]
+
+    meta = _meta(repo_id, commit, record.key, record.file, record.dtype, record.available_keys)
+    return _write(repo_id, commit, record.key, tensor.dtype, tuple(tensor.shape), meta, fill)
+
+
+def store_tensor_stream(
+    repo_id: str,
+    commit: str,
+    key: str,
+    *,
+    dtype: torch.dtype,
+    shape: tuple[int, ...],
+    fill: Callable[[int, memoryview], None],
+    file: str = "",
+    available_keys: tuple[str, ...] = (),
+) -> Path:
+    """Store a tensor that is not in memory: ``fill(offset, buffer)`` writes its bytes
+    ``[offset, offset + len(buffer))`` (as stored, little-endian) into ``buffer``, one
+    :data:`WRITE_CHUNK` at a time, e.g. from an HTTP range reader. Atomic as :func:`store_tensor`:
+    if ``fill`` raises, nothing is left behind. Returns the file written."""
+    meta = _meta(repo_id, commit, key, file, str(dtype).removeprefix("torch."), available_keys)
+    return _write(repo_id, commit, key, dtype, shape, meta, fill)
+
+
+def _write(
+    repo_id: str,
+    commit: str,
+    key: str,
+    dtype: torch.dtype,
+    shape: tuple[int, ...],
+    meta: dict[str, str],
+    fill: Callable[[int, memoryview], None],
+) -> Path:
+    path = _tensor_path(repo_id, commit, key)
+    header = _header(key, dtype, shape, meta)
+    nbytes = math.prod(shape) * dtype.itemsize
+    chunk = memoryview(bytearray(min(nbytes, WRITE_CHUNK)))
     with _atomic_writer(path) as fh:
-        fh.write(payload)
+        fh.write(header)
+        for start in range(0, nbytes, WRITE_CHUNK):
+            part = chunk[: min(WRITE_CHUNK, nbytes - start)]
+            fill(start, part)
+            fh.write(part)
     return path
 
 

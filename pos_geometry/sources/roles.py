@@ -140,6 +140,34 @@ def _split(
     return tensor[q_rows : q_rows + n_kv * head_dim].reshape(n_kv, head_dim, -1)
 
 
+def _check_shape(
+    layout: AttentionLayout, shape: tuple[int, ...], which: str, n_heads: int, n_kv: int, head_dim: int
+) -> None:
+    """The stored shape of the tensor holding ``which`` must be what the config implies."""
+    if layout.qkv_key is None:
+        rows = (n_heads if which == "q" else n_kv) * head_dim
+        what = f"the {which} projection"
+    else:
+        rows = (n_heads + 2 * n_kv) * head_dim
+        what = "the fused qkv projection"
+        if layout.fused == "per_head" and n_kv != n_heads:
+            raise CheckpointFormatError("a per-head fused qkv layout has as many key heads as query heads.")
+    if len(shape) != 2 or shape[0] != rows:
+        raise CheckpointFormatError(
+            f"{what} has shape {tuple(shape)}; the config implies ({rows}, d_model). The checkpoint and its "
+            "config.json disagree."
+        )
+
+
+def _head_start(layout: AttentionLayout, which: str, head: int, n_heads: int, head_dim: int) -> int:
+    """The first row of ``head`` of ``which`` in the tensor read for it (the layouts of :func:`_split`)."""
+    if layout.qkv_key is None:
+        return head * head_dim
+    if layout.fused == "per_head":  # rows (h, [q|k|v], j)
+        return (3 * head + (0 if which == "q" else 1)) * head_dim
+    return (head if which == "q" else n_heads + head) * head_dim  # [all q | all k | all v]
+
+
 def _layers(layers: Sequence[int] | int | None, n_layers: int) -> tuple[int, ...]:
     if layers is None:
         return tuple(range(n_layers))
@@ -192,6 +220,7 @@ class QKReader:
         self.planes = rotation_planes(self.layout.pairing, self.rotary.rotary_dim)
         self._drop_prefix: bool | None = None
         self._fused: tuple[str, torch.Tensor] | None = None
+        self._checked: set[str] = set()
 
     def layers(self, layers: Sequence[int] | int | None) -> tuple[int, ...]:
         """Validated layer indices (None: all; negatives count from the end)."""
@@ -219,6 +248,32 @@ class QKReader:
             if which == "k":  # read q first, then k: the fused tensor is not kept beyond that
                 self._fused = None
         return _split(self.layout, tensor, which, self.n_heads, self.n_kv_heads, self.rotary.head_dim), key
+
+    def key(self, index: int, which: str) -> str:
+        """The checkpoint key holding the ``which`` (``"q"``/``"k"``) projection of layer ``index``."""
+        return self._key(index, "qkv" if self.layout.qkv_key is not None else which)
+
+    def head_rows(
+        self, index: int, which: str, head: int, out: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, str]:
+        """``(rows, key)``: the ``rotary_dim`` rotating rows of one head of the ``which`` projection of
+        layer ``index``, ``(rotary_dim, d_model)`` in the stored dtype (``head`` counts key heads for
+        ``"k"``). Only those rows' bytes are read from a local or cached safetensors file, so memory
+        holds one head at a time; the rotation planes index these rows (:attr:`planes`). ``out``: a
+        buffer to read into when it has the rows' dtype and shape (see ``Checkpoint.read_rows``)."""
+        key = self.key(index, which)
+        if key not in self._checked:
+            _check_shape(
+                self.layout,
+                self.checkpoint.shape(key),
+                which,
+                self.n_heads,
+                self.n_kv_heads,
+                self.rotary.head_dim,
+            )
+            self._checked.add(key)
+        start = _head_start(self.layout, which, head, self.n_heads, self.rotary.head_dim)
+        return self.checkpoint.read_rows(key, start, start + self.rotary.rotary_dim, out), key
 
     def gain(self, index: int) -> tuple[torch.Tensor, str]:
         """``(gain, key)``: the norm gain feeding attention in layer ``index``, float32, offset applied."""

@@ -20,7 +20,10 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import os
+import sys
+import warnings
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -35,8 +38,8 @@ from pos_geometry.errors import (
     NotCachedError,
 )
 from pos_geometry.sources import safetensors_format, torch_zip
-from pos_geometry.sources.byte_source import ByteSource, FileByteSource
-from pos_geometry.sources.cache import cached_tensor
+from pos_geometry.sources.byte_source import ByteSource, FileByteSource, read_into
+from pos_geometry.sources.cache import cache_dir, cached_path, cached_tensor, store_tensor_stream
 from pos_geometry.sources.hf_cache import hf_cached_file
 from pos_geometry.sources.hub import (
     _hub_errors,
@@ -49,7 +52,7 @@ from pos_geometry.sources.hub import (
 from pos_geometry.sources.hub import is_offline as _is_offline
 from pos_geometry.sources.local import detect_format
 from pos_geometry.sources.sharded import INDEX_SUFFIX, WEIGHT_FILES, parse_index
-from pos_geometry.sources.tensor_record import TensorRecord, dtype_name
+from pos_geometry.sources.tensor_record import TensorRecord, dtype_name, tensor_from_buffer
 
 __all__ = ["Checkpoint", "open_checkpoint"]
 
@@ -105,6 +108,49 @@ class _Opened:
             return safetensors_format.read_tensor(self.src, self._header, key)
         return torch_zip.read_tensor(self.src, self._index, key)
 
+    @property
+    def remote(self) -> bool:
+        return isinstance(self.src, _PiecewiseReads)
+
+    def shape(self, key: str) -> tuple[int, ...]:
+        if self.fmt == "safetensors":
+            return self._header.entries[key][1]
+        return tuple(self._index.tensors[key].shape)
+
+    def span(self, key: str) -> tuple[torch.dtype, tuple[int, ...], int] | None:
+        """``(dtype, shape, byte offset)`` of a tensor stored contiguously (safetensors), else None."""
+        if self.fmt != "safetensors":
+            return None
+        code, shape, (begin, _end) = self._header.entries[key]
+        return safetensors_format.SAFETENSORS_DTYPES[code], shape, self._header.data_offset + begin
+
+    def read_rows(self, key: str, start: int, stop: int, out: torch.Tensor | None = None) -> torch.Tensor:
+        """Rows ``[start, stop)`` of ``key`` along its first dimension: only their bytes (safetensors).
+        ``out``, when it has the rows' dtype and shape (contiguous), is filled and returned instead of
+        a new tensor (so a loop over heads reuses one buffer)."""
+        span = self.span(key)
+        if span is None:  # a PyTorch zip tensor may be a strided view: read it, keep the rows
+            return self.read(key)[start:stop].clone()
+        dtype, shape, offset = span
+        row = math.prod(shape[1:]) * dtype.itemsize
+        rows_shape = (stop - start, *shape[1:])
+
+        def fill(buf: memoryview) -> None:
+            read_into(self.src, offset + start * row, buf)
+
+        if (
+            out is not None
+            and out.dtype == dtype
+            and tuple(out.shape) == rows_shape
+            and out.is_contiguous()
+            and out.device.type == "cpu"
+            and sys.byteorder == "little"
+            and out.numel()
+        ):
+            fill(memoryview(out.reshape(-1).view(torch.uint8).numpy()))
+            return out
+        return tensor_from_buffer(fill, dtype, rows_shape, little_endian=True)
+
 
 @dataclasses.dataclass
 class Checkpoint:
@@ -129,7 +175,7 @@ class Checkpoint:
     _offline: bool = False
     _weight_map: dict[str, str] | None = None
     _opened: dict[str, _Opened] = dataclasses.field(default_factory=dict)
-    _memo: dict[str, torch.Tensor] = dataclasses.field(default_factory=dict)
+    _cached: dict[str, _Opened] = dataclasses.field(default_factory=dict)
 
     # --- which file holds a key ---------------------------------------------------------------
     def _file_names(self) -> tuple[str, ...]:
@@ -223,16 +269,20 @@ class Checkpoint:
             return tuple(weight_map)
         return self._open(self._weight_file()).keys
 
-    def is_cached(self, key: str) -> bool:
-        """Whether ``key`` is in pos_geometry's cache for this commit (hub only; loads it for :meth:`read`)."""
+    def _cache_entry(self, key: str) -> _Opened | None:
+        """pos_geometry's cache file of ``key`` at this commit, opened (hub only), else None."""
         if self._directory is not None:
-            return False
-        if key not in self._memo:
-            hit = cached_tensor(str(self._repo_id), str(self.commit), key)
-            if hit is None:
-                return False
-            self._memo[key] = hit.tensor
-        return True
+            return None
+        if key not in self._cached:
+            path = cached_path(str(self._repo_id), str(self.commit), key)
+            if path is None:
+                return None
+            self._cached[key] = _Opened(FileByteSource(path, name=f"{path} (pos_geometry cache)"))
+        return self._cached[key]
+
+    def is_cached(self, key: str) -> bool:
+        """Whether ``key`` is in pos_geometry's cache for this commit (hub only; only its header is read)."""
+        return self._cache_entry(key) is not None
 
     @property
     def bytes_read(self) -> int:
@@ -250,22 +300,86 @@ class Checkpoint:
         out: dict[str, torch.Tensor] = {}
         for key in wanted:
             if self.is_cached(key):
-                out[key] = self._memo.pop(key)
-                continue
-            name = self._file_of(key)
-            opened = self._open(name)
-            if key not in set(opened.keys):
-                raise MissingTensorError(
-                    f"{self.location}/{name} has no tensor {key!r}; it has {len(opened.keys)} keys, e.g. "
-                    f"{', '.join(opened.keys[:8])}.",
-                    keys=opened.keys,
-                )
+                hit = cached_tensor(str(self._repo_id), str(self.commit), key)
+                if hit is not None:
+                    out[key] = hit.tensor
+                    continue
+                del self._cached[key]
+            name, opened = self._located(key)
             tensor = opened.read(key)
             out[key] = tensor
             if self._directory is None:
                 record = TensorRecord(tensor, key, name, dtype_name(tensor.dtype), ())
                 _remember(str(self._repo_id), self.revision or str(self.commit), str(self.commit), record)
         return out
+
+    def _located(self, key: str) -> tuple[str, _Opened]:
+        """``(file name, opened file)`` of the weight file holding ``key``."""
+        name = self._file_of(key)
+        opened = self._open(name)
+        if key not in set(opened.keys):
+            raise MissingTensorError(
+                f"{self.location}/{name} has no tensor {key!r}; it has {len(opened.keys)} keys, e.g. "
+                f"{', '.join(opened.keys[:8])}.",
+                keys=opened.keys,
+            )
+        return name, opened
+
+    def _rows_file(self, key: str) -> _Opened:
+        """A file to read ``key``'s rows from: the local weight file, the cache entry, or (remote) the
+        cache entry after streaming the whole tensor into it in bounded pieces. If the cache cannot be
+        written, the rows are read remotely by range requests instead (with a warning)."""
+        cached = self._cache_entry(key)
+        if cached is not None:
+            return cached
+        name, opened = self._located(key)
+        span = opened.span(key)
+        if not opened.remote or span is None:
+            return opened
+        dtype, shape, offset = span
+
+        def fill(start: int, buf: memoryview) -> None:
+            read_into(opened.src, offset + start, buf)
+
+        repo, commit = str(self._repo_id), str(self.commit)
+        try:
+            store_tensor_stream(repo, commit, key, dtype=dtype, shape=shape, fill=fill, file=name)
+        except OSError as exc:
+            warnings.warn(
+                f"pos_geometry could not write its cache under {cache_dir()} ({exc}); {key!r} is read from "
+                f"{self.location} directly and will be fetched again next time. Set POS_GEOMETRY_CACHE to a "
+                "writable directory.",
+                RuntimeWarning,
+                stacklevel=3,
+            )
+            return opened
+        return self._cache_entry(key) or opened
+
+    def shape(self, key: str) -> tuple[int, ...]:
+        """The stored shape of ``key`` (read from a header; no tensor bytes)."""
+        cached = self._cache_entry(key)
+        if cached is not None:
+            return cached.shape(key)
+        return self._located(key)[1].shape(key)
+
+    def read_rows(self, key: str, start: int, stop: int, out: torch.Tensor | None = None) -> torch.Tensor:
+        """Rows ``[start, stop)`` of ``key`` (first dimension), on CPU in the stored dtype (into ``out``
+        when it has exactly that dtype and shape, else a new tensor).
+
+        Only those rows' bytes are read from a local or cached safetensors file. From the hub the
+        whole tensor is first streamed into pos_geometry's cache (atomically, one
+        :data:`~pos_geometry.sources.cache.WRITE_CHUNK` in memory at a time), so every tensor is
+        fetched once, and the rows are then read from that file.
+
+        Raises:
+            InvalidArgumentError: the rows are not within the tensor.
+            MissingTensorError, NotCachedError: as :meth:`read`.
+        """
+        shape = self.shape(key)
+        n = shape[0] if shape else 0
+        if not 0 <= start <= stop <= n:
+            raise InvalidArgumentError(f"rows [{start}, {stop}) are not within the {n} rows of {key!r}.")
+        return self._rows_file(key).read_rows(key, start, stop, out)
 
 
 def _local(path: Path, revision: str | None, model_id: str | None) -> Checkpoint:

@@ -7,7 +7,7 @@ import json
 import transformers
 from typer.testing import CliRunner
 
-from pos_geometry import rotary_atlas
+from pos_geometry import position_qk_atlas, rotary_atlas
 from pos_geometry.cli import app
 
 runner = CliRunner()
@@ -31,14 +31,33 @@ def test_atlas_writes_figures_and_json(tiny_model, tmp_path):
     assert f"mean short-wavelength share {float(expected.short_share.mean()):.3f}" in res.output
 
 
-def test_atlas_of_a_learned_model_is_one_clear_error(tmp_path):
-    config = transformers.GPT2Config(n_embd=32, n_layer=1, n_head=2, n_positions=16, vocab_size=20)
+def test_atlas_of_a_learned_table_model_is_its_qk_view(tmp_path):
+    config = transformers.GPT2Config(n_embd=32, n_layer=2, n_head=2, n_positions=16, vocab_size=20)
     transformers.GPT2LMHeadModel(config).save_pretrained(tmp_path / "gpt2ish")
-    res = runner.invoke(app, ["atlas", str(tmp_path / "gpt2ish"), "--out", str(tmp_path / "out")])
-    assert res.exit_code == 1
-    assert "does not apply" in res.output
-    assert "Traceback" not in res.output
+    out = tmp_path / "out"
+    res = runner.invoke(app, ["atlas", str(tmp_path / "gpt2ish"), "--out", str(out), "--layers", "1"])
+    assert res.exit_code == 0, res.output
+    assert sorted(p.name for p in out.iterdir()) == [
+        "gpt2ish_atlas.json",
+        "gpt2ish_offsets.html",
+        "gpt2ish_shares.html",
+    ]
+    data = json.loads((out / "gpt2ish_atlas.json").read_text())
+    expected = position_qk_atlas(tmp_path / "gpt2ish", layers=[1])
+    assert data["form_share"] == expected.form_share.tolist()
+    assert data["offset_profile"] == expected.offset_profile.tolist()
+    assert "learned table: 1 layers × 2 heads" in res.output
+    assert "1 × 2" in str(expected) and "explained by the offset" in str(expected)
     bad = runner.invoke(
         app, ["atlas", str(tmp_path / "gpt2ish"), "--out", str(tmp_path / "o"), "--layers", "x"]
     )
     assert bad.exit_code == 1 and "--layers takes" in bad.output
+
+
+def test_atlas_of_a_model_with_neither_is_one_clear_error(tmp_path):
+    config = transformers.BloomConfig(hidden_size=32, n_layer=1, n_head=2, vocab_size=20)
+    transformers.BloomForCausalLM(config).save_pretrained(tmp_path / "bloomish")
+    res = runner.invoke(app, ["atlas", str(tmp_path / "bloomish"), "--out", str(tmp_path / "out")])
+    assert res.exit_code == 1
+    assert "does not apply" in res.output and "ALiBi" in res.output
+    assert "Traceback" not in res.output

@@ -109,3 +109,39 @@ def test_offline_from_the_hf_cache(tiny_model, tmp_path, monkeypatch):
         assert server.requests() == []
     torch.testing.assert_close(atlas.qk_share, rotary_atlas(folder).qk_share)
     assert atlas.provenance.commit is not None
+
+
+def test_rows_of_a_hub_tensor_stream_it_into_the_cache_once(hub, monkeypatch):
+    """read_rows on a hub tensor fetches the tensor once (into the cache, in bounded pieces) and
+    reads every later row range from there: the rows equal the served tensor's."""
+    from pos_geometry.sources import cache
+    from pos_geometry.sources.tensor_set import open_checkpoint
+
+    server, commit, tensors = hub
+    key = LAYER + "self_attn.k_proj.weight"
+    ckpt = open_checkpoint(REPO)
+    first = ckpt.read_rows(key, 256, 384)
+    torch.testing.assert_close(first, tensors[key][256:384], rtol=0, atol=0)
+    sent = server.bytes_sent
+    assert tensors[key].numel() * 2 <= sent <= tensors[key].numel() * 2 + SLACK
+    assert cache.cached_path(REPO, commit, key) is not None
+    buffer = torch.empty(128, 4096, dtype=torch.bfloat16)
+    again = ckpt.read_rows(key, 0, 128, out=buffer)
+    assert again.data_ptr() == buffer.data_ptr()
+    torch.testing.assert_close(again, tensors[key][:128], rtol=0, atol=0)
+    assert server.bytes_sent == sent  # from the cache, not the network
+
+
+def test_an_unwritable_cache_still_gives_the_rows_with_a_warning(hub, monkeypatch):
+    from pos_geometry.sources import tensor_set
+
+    _, _, tensors = hub
+
+    def refuse(*args, **kwargs):
+        raise OSError("read-only file system")
+
+    monkeypatch.setattr(tensor_set, "store_tensor_stream", refuse)
+    key = LAYER + "self_attn.k_proj.weight"
+    with pytest.warns(RuntimeWarning, match="could not write its cache"):
+        rows = tensor_set.open_checkpoint(REPO).read_rows(key, 128, 256)
+    torch.testing.assert_close(rows, tensors[key][128:256], rtol=0, atol=0)

@@ -37,6 +37,9 @@ EXPECTED = {
     "PeriodPeak",
     "rotary_atlas",
     "RotaryAtlas",
+    "position_qk_atlas",
+    "PositionQKAtlas",
+    "qk_atlas",
     # errors
     "PosGeometryError",
     "UnknownModelError",

@@ -50,7 +50,24 @@ def _every_figure() -> dict:
         "plot_atlas_heatmap": lambda: plotting.plot_atlas_heatmap(_small_atlas()),
         "plot_atlas_usage": lambda: plotting.plot_atlas_usage(_small_atlas()),
         "plot_atlas_head": lambda: plotting.plot_atlas_head(_small_atlas(), 0, 1),
+        "plot_position_qk_offsets": lambda: plotting.plot_position_qk_offsets(_small_position_qk()),
+        "plot_position_qk_shares": lambda: plotting.plot_position_qk_shares(_small_position_qk()),
     }
+
+
+def _small_position_qk():
+    """A PositionQKAtlas of random statistics (2 layers, 3 heads, 10 positions), built without a checkpoint."""
+    import torch
+
+    from pos_geometry import PositionQKAtlas, Provenance
+
+    gen = torch.Generator().manual_seed(0)
+    share = torch.rand(2, 3, generator=gen, dtype=torch.float64)
+    return PositionQKAtlas(
+        form_share=share, logit_share=share, offset_profile=torch.randn(2, 3, 10, generator=gen, dtype=torch.float64),
+        offset_r2=1 - share, logit_std=share, explained_variance_ratio=torch.full((2, 4), 0.2, dtype=torch.float64),
+        layers=(0, 1), n_components=4, n_positions=10, provenance=Provenance("toy-gpt2", "learned", "synthetic"),
+    )  # fmt: skip
 
 
 def _small_atlas():

@@ -1,0 +1,316 @@
+"""How each head of a learned-table model (GPT-2) reads the position table through its query/key weights.
+
+The rotary atlas's counterpart for a model whose positions come from a learned table ``T``
+``(n_positions, d_model)``. For layer ``l`` and head ``h``, with the layer's own LayerNorm
+(gain ``γ``, bias ``β``) applied to the table, ``X = LN_l(T)`` ``(n_positions, d_model)``, and the
+head's query/key columns ``A = W_q[:, h]``, ``B = W_k[:, h]`` ``(d_model, d_head)`` (biases excluded,
+as in the rotary atlas), the head's QK bilinear form is ``F = A Bᵀ`` and its position-position
+logits are ``L = X A Bᵀ Xᵀ / s`` (``s = √d_head``, times ``l + 1`` when the config scales by the
+layer index). For layer 0 and a position-only input (token embeddings zero) ``L`` is exactly the
+logit matrix GPT-2 computes; for later layers it is the direct path (the table as the layer's
+norm would read it were it alone in the residual stream), not the whole circuit. Per head:
+
+* ``form_share = ‖Pᵀ F P‖²_F / ‖F‖²_F``: the share of the form's energy lying in the top
+  ``n_components`` principal directions ``P`` of ``X`` (centred PCA, per layer);
+* ``logit_share``: ``R²`` of ``L`` rebuilt from ``X``'s rank-``n_components`` PCA reconstruction,
+  over the causal pairs ``j ≤ i``;
+* ``offset_profile[Δ]``: the mean of ``L[i, i-Δ]`` over the causal pairs at offset ``Δ``;
+* ``offset_r2``: the share of the causal logits' variance that the offset alone explains
+  (between-offset variance / total): near 1, the head's positional logits depend on relative
+  position only, as a rotary head's would;
+* ``logit_std``: the standard deviation of the causal logits (how strongly position moves them).
+
+Models with neither rotary embeddings nor a row in
+:data:`~pos_geometry.registry.attention.TABLE_QK_LAYOUTS` get :class:`NotApplicableError`.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+
+from pos_geometry._device import resolve_device
+from pos_geometry.analysis._results import Result
+from pos_geometry.embedding import Provenance
+from pos_geometry.errors import CheckpointFormatError, InvalidArgumentError, NotApplicableError
+from pos_geometry.registry.attention import TableQKLayout, table_qk_layout
+from pos_geometry.sources.roles import _layers, _resolve_prefix, head_counts
+from pos_geometry.sources.tensor_set import Checkpoint, open_checkpoint
+
+__all__ = ["PositionQKAtlas", "position_qk_atlas", "position_logits", "layer_norm_table", "offset_means"]
+
+
+@dataclass(frozen=True, eq=False)
+class PositionQKAtlas(Result):
+    """Per layer × head view of how a learned-table model's QK circuit reads its position table.
+
+    Attributes:
+        form_share: ``(n_layers, n_heads)`` share of ``‖W_q W_kᵀ‖²`` in the table's top PCA directions.
+        logit_share: ``(n_layers, n_heads)`` R² of the position logits from the rank-k table.
+        offset_profile: ``(n_layers, n_heads, n_positions)`` mean causal logit at each offset Δ.
+        offset_r2: ``(n_layers, n_heads)`` share of the causal logits' variance explained by the offset.
+        logit_std: ``(n_layers, n_heads)`` standard deviation of the causal position logits.
+        explained_variance_ratio: ``(n_layers, n_components)`` of ``LN_l(table)``'s PCA.
+        layers: the layer indices, in order.
+        n_components: the PCA directions counted as "top".
+        n_positions: rows of the table used.
+        provenance: model, revision, commit, tensor keys.
+    """
+
+    form_share: torch.Tensor
+    logit_share: torch.Tensor
+    offset_profile: torch.Tensor
+    offset_r2: torch.Tensor
+    logit_std: torch.Tensor
+    explained_variance_ratio: torch.Tensor
+    layers: tuple[int, ...]
+    n_components: int
+    n_positions: int
+    provenance: Provenance
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        """``(n_layers, n_heads)``."""
+        return tuple(self.form_share.shape)  # type: ignore[return-value]
+
+    def summary_rows(self) -> list[tuple[str, str]]:
+        n_layers, n_heads = self.shape
+        r2 = self.offset_r2
+        best = divmod(int(torch.argmax(r2)), n_heads)
+        return [
+            ("layers × heads", f"{n_layers} × {n_heads}"),
+            ("positions", str(self.n_positions)),
+            (
+                f"QK form in the table's top {self.n_components} directions",
+                f"mean {self.form_share.mean():.3f} (heads {self.form_share.min():.3f} .. {self.form_share.max():.3f})",
+            ),
+            ("position logits from the rank-k table (R²)", f"mean {self.logit_share.mean():.3f}"),
+            (
+                "logit variance explained by the offset",
+                f"mean {r2.mean():.3f}; most relative head L{self.layers[best[0]]} H{best[1]} ({r2.max():.3f})",
+            ),
+        ]
+
+
+def layer_norm_table(table: torch.Tensor, gain: torch.Tensor, bias: torch.Tensor, eps: float) -> torch.Tensor:
+    """``(n, d)`` float64: ``LayerNorm`` over the last dimension (biased variance), then ``· gain + bias``."""
+    x = table.to(torch.float64)
+    mean = x.mean(-1, keepdim=True)
+    var = ((x - mean) ** 2).mean(-1, keepdim=True)
+    return (x - mean) / torch.sqrt(var + eps) * gain.to(torch.float64) + bias.to(torch.float64)
+
+
+def offset_means(logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(means, counts)``, each ``(n,)``: the mean of ``logits[i, i - Δ]`` over ``i ≥ Δ``, for ``Δ = 0..n-1``."""
+    n = logits.shape[-1]
+    i, j = torch.tril_indices(n, n, device=logits.device)
+    offset = i - j
+    counts = torch.bincount(offset, minlength=n).to(logits.dtype)
+    sums = torch.zeros(n, dtype=logits.dtype, device=logits.device).index_add_(0, offset, logits[i, j])
+    return sums / counts, counts
+
+
+def _head_view(
+    x: torch.Tensor, x_k: torch.Tensor, basis: torch.Tensor, a: torch.Tensor, b: torch.Tensor, scale: float
+) -> tuple[float, float, torch.Tensor, float, float]:
+    """``(form_share, logit_share, offset_profile, offset_r2, logit_std)`` of one head (module docstring)."""
+    ga, gb = a.T @ a, b.T @ b  # ‖A Bᵀ‖² = tr(AᵀA BᵀB), never forming the d × d form
+    pa, pb = basis.T @ a, basis.T @ b
+    total = float((ga * gb).sum())
+    form_share = float(((pa.T @ pa) * (pb.T @ pb)).sum()) / total if total > 0 else math.nan
+    logits = (x @ a) @ (x @ b).T / scale
+    rebuilt = (x_k @ a) @ (x_k @ b).T / scale
+    i, j = torch.tril_indices(*logits.shape, device=logits.device)
+    causal = logits[i, j]
+    centred = causal - causal.mean()
+    variance = float((centred**2).sum())
+    residual = float(((causal - rebuilt[i, j]) ** 2).sum())
+    means, counts = offset_means(logits)
+    between = float((counts * (means - causal.mean()) ** 2).sum())
+    if variance > 0:
+        return form_share, 1 - residual / variance, means, between / variance, float(causal.std())
+    return form_share, math.nan, means, math.nan, 0.0
+
+
+def _read(ckpt: Checkpoint, layout: TableQKLayout, key: str) -> torch.Tensor:
+    key = _resolve_prefix(ckpt, layout, key)  # a headless checkpoint (the hub's gpt2) drops the prefix
+    return ckpt.read([key])[key]
+
+
+def _does_not_apply(ckpt: Checkpoint) -> NotApplicableError:
+    from pos_geometry.analysis.rotary_atlas import _does_not_apply as why
+
+    exc = why(ckpt.config, ckpt.model_id)
+    return NotApplicableError(
+        f"{exc} Nor does the learned-table QK view: model_type {ckpt.config.get('model_type')!r} has no row in "
+        "pos_geometry/registry/attention.py's TABLE_QK_LAYOUTS (where its table and query/key weights live)."
+    )
+
+
+class _Model:
+    """An opened learned-table checkpoint: its layout row, shapes and the position table."""
+
+    def __init__(self, ckpt: Checkpoint) -> None:
+        layout = table_qk_layout(ckpt.config)
+        if layout is None:
+            raise _does_not_apply(ckpt)
+        self.ckpt, self.layout = ckpt, layout
+        self.n_layers, self.n_heads, _ = head_counts(ckpt.config)
+        self.table_key = _resolve_prefix(ckpt, layout, layout.position_key)
+        self.table = _read(ckpt, layout, layout.position_key)
+        self.n_positions, self.d_model = self.table.shape
+        if self.d_model % self.n_heads:
+            raise CheckpointFormatError(
+                f"d_model {self.d_model} is not a multiple of the config's {self.n_heads} heads."
+            )
+        self.d_head = self.d_model // self.n_heads
+        self.eps = float(ckpt.config.get(layout.eps_field, 1e-5))
+
+    def scale(self, index: int) -> float:
+        """The logit divisor of layer ``index``: ``√d_head`` (if ``scale_attn_weights``) × ``(index + 1)``
+        (if ``scale_attn_by_inverse_layer_idx``), as GPT2Attention divides."""
+        config = self.ckpt.config
+        root = math.sqrt(self.d_head) if config.get("scale_attn_weights", True) else 1.0
+        return root * (index + 1 if config.get("scale_attn_by_inverse_layer_idx", False) else 1)
+
+    def layer(
+        self, index: int, device: torch.device, dtype: torch.dtype
+    ) -> tuple[torch.Tensor, torch.Tensor, tuple[str, ...]]:
+        """``(x, w, keys)``: ``LN_index(table)`` ``(n_positions, d_model)`` and the c_attn weight
+        ``(d_model, 3·d_model)`` of layer ``index`` on ``device``, and the keys read."""
+        names = self.layout.keys(index)
+        w = _read(self.ckpt, self.layout, names["qkv"])
+        if tuple(w.shape) != (self.d_model, 3 * self.d_model):
+            raise CheckpointFormatError(
+                f"{names['qkv']} has shape {tuple(w.shape)}; a Conv1D c_attn of d_model {self.d_model} is "
+                f"({self.d_model}, {3 * self.d_model}). The checkpoint and its config.json disagree."
+            )
+        gain, bias = (_read(self.ckpt, self.layout, names[r]) for r in ("norm", "norm_bias"))
+        keys = tuple(_resolve_prefix(self.ckpt, self.layout, names[r]) for r in ("qkv", "norm", "norm_bias"))
+        x = layer_norm_table(self.table, gain, bias, self.eps)
+        return x.to(device, dtype), w.to(device, dtype), keys
+
+    def head(self, w: torch.Tensor, h: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(A, B)``: head ``h``'s query and key columns of the c_attn weight, each ``(d_model, d_head)``."""
+        d, dh = self.d_model, self.d_head
+        return w[:, h * dh : (h + 1) * dh], w[:, d + h * dh : d + (h + 1) * dh]
+
+
+def position_logits(
+    name_or_path: str | os.PathLike[str],
+    layer: int,
+    *,
+    revision: str | None = None,
+    offline: bool | None = None,
+    model_id: str | None = None,
+) -> torch.Tensor:
+    """``(n_heads, n_positions, n_positions)`` float64: every head's position-position logits
+    ``L = LN(T) A Bᵀ LN(T)ᵀ / s`` in layer ``layer`` (module docstring; biases excluded, no mask).
+
+    For layer 0 this is the pre-softmax attention score GPT-2 computes when its input is the
+    position table alone (token embeddings zero, c_attn bias zero)."""
+    model = _Model(open_checkpoint(name_or_path, revision=revision, offline=offline, model_id=model_id))
+    (index,) = _layers(layer, model.n_layers)
+    x, w, _ = model.layer(index, torch.device("cpu"), torch.float64)
+    heads = [model.head(w, h) for h in range(model.n_heads)]
+    return torch.stack([(x @ a) @ (x @ b).T for a, b in heads]) / model.scale(index)
+
+
+def position_qk_atlas(
+    name_or_path: str | os.PathLike[str],
+    *,
+    layers: Sequence[int] | int | None = None,
+    n_components: int = 8,
+    revision: str | None = None,
+    offline: bool | None = None,
+    model_id: str | None = None,
+    device: str | torch.device | None = "cpu",
+) -> PositionQKAtlas:
+    """How each head's query/key weights read a learned position table (GPT-2), without building the model.
+
+    Reads the position table and, for each requested layer, the fused ``c_attn`` weight and the
+    ``ln_1`` gain and bias (nothing else). Definitions in the module docstring.
+
+    Args:
+        name_or_path: a model-table name (``"gpt2"``), a hub repo id or a local model folder whose
+            ``model_type`` has a row in ``TABLE_QK_LAYOUTS``.
+        layers: layer indices (default: all).
+        n_components: how many principal directions of the normed table count as "top".
+        revision, offline, model_id: as in :func:`pos_geometry.load`.
+        device: where the per-head products run (``"auto"``: CUDA, then MPS, else CPU); results
+            come back as float64 CPU tensors (the CPU result is the reference).
+
+    Returns:
+        a :class:`PositionQKAtlas`.
+
+    Raises:
+        NotApplicableError: the model has no learned table with a known QK layout.
+        InvalidArgumentError: bad ``layers``/``n_components``/``device``; CheckpointFormatError: shapes
+            that disagree with the config.
+    """
+    where = resolve_device(device)
+    dtype = torch.float32 if where.type == "mps" else torch.float64
+    model = _Model(open_checkpoint(name_or_path, revision=revision, offline=offline, model_id=model_id))
+    chosen = _layers(layers, model.n_layers)
+    d_model = model.d_model
+    if (
+        isinstance(n_components, bool)
+        or not isinstance(n_components, int)
+        or not 1 <= n_components <= d_model
+    ):
+        raise InvalidArgumentError(f"n_components must be an int in [1, {d_model}]; got {n_components!r}.")
+    keys = [model.table_key]
+    rows: list[list[tuple[float, float, torch.Tensor, float, float]]] = []
+    ratios = []
+    for index in chosen:
+        x, w, layer_keys = model.layer(index, where, dtype)
+        keys += layer_keys
+        mean = x.mean(0, keepdim=True)
+        _, s, vh = torch.linalg.svd(x - mean, full_matrices=False)
+        basis = vh[:n_components].T
+        ratios.append((s[:n_components] ** 2 / (s**2).sum()).to("cpu", torch.float64))
+        x_k = mean + (x - mean) @ basis @ basis.T
+        rows.append(
+            [_head_view(x, x_k, basis, *model.head(w, h), model.scale(index)) for h in range(model.n_heads)]
+        )
+        del w, x, x_k
+
+    def stack(i: int) -> torch.Tensor:
+        return torch.tensor([[head[i] for head in layer] for layer in rows], dtype=torch.float64)
+
+    profile = torch.stack([torch.stack([head[2] for head in layer]) for layer in rows]).to(
+        "cpu", torch.float64
+    )
+    provenance = Provenance(
+        model_id=model.ckpt.model_id,
+        kind="learned",
+        source=f"{model.ckpt.location}: {model.layout.model_type} position table, c_attn and ln_1 of {len(chosen)} layer(s)",
+        revision=model.ckpt.revision,
+        config={
+            "model_type": model.layout.model_type,
+            "n_positions": model.n_positions,
+            "d_model": d_model,
+            "num_attention_heads": model.n_heads,
+            "layer_norm_epsilon": model.eps,
+            "tensor_keys": tuple(keys),
+        },
+        original_dtype=str(model.table.dtype).removeprefix("torch."),
+        commit=model.ckpt.commit,
+        processing=(f"ln_1 of each layer applied to the table; top {n_components} PCA directions",),
+    )
+    return PositionQKAtlas(
+        form_share=stack(0),
+        logit_share=stack(1),
+        offset_profile=profile,
+        offset_r2=stack(3),
+        logit_std=stack(4),
+        explained_variance_ratio=torch.stack(ratios),
+        layers=chosen,
+        n_components=n_components,
+        n_positions=model.n_positions,
+        provenance=provenance,
+    )

@@ -1,0 +1,86 @@
+"""Figures of the learned-table QK view (:class:`~pos_geometry.analysis.position_qk_atlas.PositionQKAtlas`).
+
+* :func:`plot_position_qk_offsets`: one row per (layer, head), one column per offset Δ; colour is the
+  head's mean position logit at that offset, minus its mean over offsets (how the head's
+  positional preference changes with distance).
+* :func:`plot_position_qk_shares`: two layer × head heatmaps: the share of the QK form in the
+  table's top principal directions, and the share of the position logits' variance the offset explains.
+
+Titles name the model (and revision); every figure is returned, never shown.
+"""
+
+from __future__ import annotations
+
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from pos_geometry.analysis.position_qk_atlas import PositionQKAtlas
+from pos_geometry.errors import InvalidArgumentError
+from pos_geometry.plotting._style import base_layout, model_label
+
+__all__ = ["plot_position_qk_offsets", "plot_position_qk_shares"]
+
+
+def _check(atlas: object) -> PositionQKAtlas:
+    if not isinstance(atlas, PositionQKAtlas):
+        raise InvalidArgumentError(
+            f"atlas must be a PositionQKAtlas (from pos_geometry.position_qk_atlas); got {type(atlas).__name__}."
+        )
+    return atlas
+
+
+def plot_position_qk_offsets(atlas: PositionQKAtlas, *, title: str | None = None) -> go.Figure:
+    """Heatmap ``(n_layers·n_heads, n_positions)``: each head's mean causal logit at offset Δ, centred per row."""
+    atlas = _check(atlas)
+    profile = atlas.offset_profile.numpy()
+    n_layers, n_heads, n = profile.shape
+    centred = profile - profile.mean(-1, keepdims=True)
+    fig = go.Figure(
+        go.Heatmap(
+            z=centred.reshape(n_layers * n_heads, n),
+            x=list(range(n)),
+            y=[f"L{layer} H{head}" for layer in atlas.layers for head in range(n_heads)],
+            colorscale="RdBu_r",
+            zmid=0.0,
+            colorbar={"title": "logit − row mean"},
+            hovertemplate="%{y}<br>offset %{x}<br>%{z:.4g}<extra></extra>",
+        )
+    )
+    label = title or f"{model_label(atlas.provenance)}: position logits by offset, per head"
+    fig.update_layout(
+        **base_layout(label),
+        xaxis={"title": "offset Δ = query position − key position"},
+        yaxis={"title": "layer, head", "autorange": "reversed"},
+        height=max(360, 12 * n_layers * n_heads + 140),
+    )
+    return fig
+
+
+def plot_position_qk_shares(atlas: PositionQKAtlas, *, title: str | None = None) -> go.Figure:
+    """Two heatmaps over (layer, head): ``form_share`` (left) and ``offset_r2`` (right), each in [0, 1]."""
+    atlas = _check(atlas)
+    n_heads = atlas.shape[1]
+    fig = make_subplots(
+        rows=1, cols=2, horizontal_spacing=0.12,
+        subplot_titles=(
+            f"QK form in the table's top {atlas.n_components} directions",
+            "logit variance explained by the offset",
+        ),
+    )  # fmt: skip
+    y = [f"layer {layer}" for layer in atlas.layers]
+    for col, (values, name) in enumerate(
+        ((atlas.form_share, "form share"), (atlas.offset_r2, "offset R²")), 1
+    ):
+        fig.add_trace(
+            go.Heatmap(
+                z=values.numpy(), x=list(range(n_heads)), y=y, zmin=0.0, zmax=1.0, colorscale="Viridis",
+                name=name, showscale=col == 2,
+                hovertemplate="%{y}, head %{x}<br>" + name + " %{z:.4f}<extra></extra>",
+            ),
+            row=1, col=col,
+        )  # fmt: skip
+        fig.update_xaxes(title="head", row=1, col=col)
+        fig.update_yaxes(autorange="reversed", row=1, col=col)
+    label = title or f"{model_label(atlas.provenance)}: how each head's QK circuit reads the position table"
+    fig.update_layout(**base_layout(label), height=max(360, 22 * len(atlas.layers) + 200))
+    return fig
