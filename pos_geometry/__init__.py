@@ -5,6 +5,8 @@ The data flow, and where each step lives::
     load / sinusoidal / from_transformer_lens   ->  PositionalEmbedding(matrix, provenance)
     pca, fit_helix, periodicity, fit_recurrence, subspace_overlap   ->  frozen results
     rotary_atlas (rotary models: q/k weights read by role)          ->  RotaryAtlas
+    hidden_positions (any model run on a corpus)  ->  HiddenPositions: each layer's pos[t] as a table
+    attention_by_offset                         ->  AttentionByOffset: attention and logits vs offset
     pos_geometry.plotting                       ->  plotly figures (never shown)
 
 Importing the package does nothing global: no network, no printing, no plotly settings.
@@ -39,6 +41,7 @@ from pos_geometry.errors import (
     UnknownModelError,
     UnsafeCheckpointError,
 )
+from pos_geometry.hidden import AttentionByOffset, HiddenPositions, attention_by_offset, hidden_positions
 from pos_geometry.loading import load, load_token_embedding
 from pos_geometry.registry import ModelSpec, get_spec
 from pos_geometry.sources.lens import from_transformer_lens
@@ -73,6 +76,11 @@ __all__ = [
     "NullTest",
     "rotary_atlas",
     "RotaryAtlas",
+    # inside the network
+    "hidden_positions",
+    "HiddenPositions",
+    "attention_by_offset",
+    "AttentionByOffset",
     # errors
     "PosGeometryError",
     "UnknownModelError",

@@ -9,7 +9,8 @@ The data flow::
       -> probe attention function (offsets.py)     -> AttentionByOffset (attention.py)
 """
 
+from pos_geometry.hidden.attention import AttentionByOffset, attention_by_offset
 from pos_geometry.hidden.decomposition import HiddenPositions, hidden_positions
 from pos_geometry.hidden.metrics import METRIC_NAMES
 
-__all__ = ["HiddenPositions", "hidden_positions", "METRIC_NAMES"]
+__all__ = ["AttentionByOffset", "HiddenPositions", "METRIC_NAMES", "attention_by_offset", "hidden_positions"]

@@ -37,6 +37,11 @@ EXPECTED = {
     "PeriodPeak",
     "rotary_atlas",
     "RotaryAtlas",
+    # inside the network
+    "hidden_positions",
+    "HiddenPositions",
+    "attention_by_offset",
+    "AttentionByOffset",
     # errors
     "PosGeometryError",
     "UnknownModelError",
