@@ -75,7 +75,10 @@ def test_every_metric_of_every_layer_equals_numpy_on_output_hidden_states(tiny_g
     res = pg.hidden_positions(tiny_gpt2, tokens, batch_size=5, n_components=3, n_frequencies=6)
     with torch.no_grad():
         out = tiny_gpt2(torch.from_numpy(tokens), output_hidden_states=True)
-        ln_f, tiny_gpt2.ln_f = tiny_gpt2.ln_f, torch.nn.Identity()  # layer n_layers is read before the final norm
+        ln_f, tiny_gpt2.ln_f = (
+            tiny_gpt2.ln_f,
+            torch.nn.Identity(),
+        )  # layer n_layers is read before the final norm
         try:
             last = tiny_gpt2(torch.from_numpy(tokens)).last_hidden_state
         finally:
@@ -87,7 +90,9 @@ def test_every_metric_of_every_layer_equals_numpy_on_output_hidden_states(tiny_g
         h = layer_states.numpy()
         expected = _numpy_metrics(h, 3, 6)
         for name in METRIC_NAMES:
-            np.testing.assert_allclose(res.metric(name)[i], expected[name], rtol=1e-5, atol=1e-8, err_msg=name)
+            np.testing.assert_allclose(
+                res.metric(name)[i], expected[name], rtol=1e-5, atol=1e-8, err_msg=name
+            )
         np.testing.assert_allclose(res.principal_angles[i], expected["angles"], atol=1e-3)
         mu = h.astype(np.float64).mean(axis=(0, 1))
         np.testing.assert_allclose(res.positional[i].numpy(), h.mean(axis=0) - mu, atol=2e-5)
@@ -108,7 +113,11 @@ def test_random_default_is_labelled_and_reproducible(tiny_gpt2):
     a = pg.hidden_positions(tiny_gpt2, layers=[1], n_sequences=6, seq_len=16, random_state=3)
     b = pg.hidden_positions(tiny_gpt2, layers=[1], n_sequences=6, seq_len=16, random_state=3)
     assert torch.equal(a.positional[1].matrix, b.positional[1].matrix)
-    for text in (a.corpus, a.provenance.config_dict["corpus"], a.positional[1].provenance.config_dict["corpus"]):
+    for text in (
+        a.corpus,
+        a.provenance.config_dict["corpus"],
+        a.positional[1].provenance.config_dict["corpus"],
+    ):
         assert text.startswith("random tokens (offline default") and "random_state=3" in text
     data = json.loads(a.to_json(allow_nan=False))  # strict JSON, no positional tables inside
     assert data["type"] == "HiddenPositions" and "positional" not in data
@@ -131,7 +140,9 @@ def test_file_inputs_npy_and_text(tiny_gpt2, tmp_path):
         def __call__(self, text, add_special_tokens=False):
             return {"input_ids": [ord(ch) % 50 for ch in text]}
 
-    res = pg.hidden_positions(tiny_gpt2, tmp_path / "corpus.txt", layers=[0], seq_len=20, tokenizer=CharTokenizer())
+    res = pg.hidden_positions(
+        tiny_gpt2, tmp_path / "corpus.txt", layers=[0], seq_len=20, tokenizer=CharTokenizer()
+    )
     assert res.n_sequences == len("some words " * 50) // 20 and res.seq_len == 20
     assert "corpus.txt" in res.corpus and "tokenised" in res.corpus
 
@@ -162,5 +173,5 @@ def test_loaded_model_is_not_moved_and_paths_load(tiny_gpt2, tmp_path):
     in_memory = pg.hidden_positions(tiny_gpt2, tokens, layers=[2])
     np.testing.assert_allclose(from_path.positional[2].numpy(), in_memory.positional[2].numpy(), atol=1e-6)
     assert from_path.provenance.model_id == str(tmp_path / "model")
-    with pytest.raises(InvalidArgumentError, match="no config.json"):
+    with pytest.raises(InvalidArgumentError, match=r"no config\.json"):
         pg.hidden_positions(tmp_path, tokens)
