@@ -50,7 +50,23 @@ def _every_figure() -> dict:
         "plot_atlas_heatmap": lambda: plotting.plot_atlas_heatmap(_small_atlas()),
         "plot_atlas_usage": lambda: plotting.plot_atlas_usage(_small_atlas()),
         "plot_atlas_head": lambda: plotting.plot_atlas_head(_small_atlas(), 0, 1),
+        "plot_hidden_metrics": lambda: plotting.plot_hidden_metrics(_small_hidden()[0]),
+        "plot_hidden_trajectory": lambda: plotting.plot_hidden_trajectory(_small_hidden()[0]),
+        "plot_attention_offsets": lambda: plotting.plot_attention_offsets(_small_hidden()[1]),
     }
+
+
+def _small_hidden():
+    """hidden_positions and attention_by_offset of a 1-layer GPT-2 with d_model 32 (random weights)."""
+    import torch
+    import transformers
+
+    import pos_geometry as pg
+
+    torch.manual_seed(0)
+    config = transformers.GPT2Config(n_embd=32, n_layer=1, n_head=2, vocab_size=20, n_positions=16)
+    model = transformers.GPT2Model(config)
+    return pg.hidden_positions(model, n_sequences=4), pg.attention_by_offset(model, n_sequences=4)
 
 
 def _small_atlas():
