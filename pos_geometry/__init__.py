@@ -9,42 +9,65 @@ The data flow, and where each step lives::
     attention_by_offset                         ->  AttentionByOffset: attention and logits vs offset
     pos_geometry.plotting                       ->  plotly figures (never shown)
 
-Importing the package does nothing global: no network, no printing, no plotly settings.
+Importing the package does nothing global: no network, no printing, no plotly settings. It is also
+cheap: each public name is imported from its module on first use (PEP 562), so ``pos-geometry --help``
+does not pay for torch.
 """
 
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from pos_geometry._version import __version__
-from pos_geometry.analysis._batch import BatchResult
-from pos_geometry.analysis._nulls import NullTest
-from pos_geometry.analysis.helix import HelixFit, fit_helix
-from pos_geometry.analysis.pca import PCAResult, pca
-from pos_geometry.analysis.periodicity import PeriodicityResult, PeriodPeak, periodicity
-from pos_geometry.analysis.procrustes import align_bases
-from pos_geometry.analysis.recurrence import RecurrenceFit, fit_recurrence
-from pos_geometry.analysis.rotary_atlas import RotaryAtlas, rotary_atlas
-from pos_geometry.analysis.subspace import SubspaceOverlap, subspace_overlap
-from pos_geometry.embedding import PositionalEmbedding, Provenance, TokenEmbedding
-from pos_geometry.encodings.sinusoidal import sinusoidal
-from pos_geometry.errors import (
-    AccessDeniedError,
-    CheckpointFormatError,
-    DeviceMismatchError,
-    ExportError,
-    InvalidArgumentError,
-    MissingTensorError,
-    NoLearnedTableError,
-    NonFiniteError,
-    NotApplicableError,
-    NotCachedError,
-    PosGeometryError,
-    RemoteError,
-    RevisionNotFoundError,
-    UnknownModelError,
-    UnsafeCheckpointError,
-)
-from pos_geometry.hidden import AttentionByOffset, HiddenPositions, attention_by_offset, hidden_positions
-from pos_geometry.loading import load, load_token_embedding
-from pos_geometry.registry import ModelSpec, get_spec
-from pos_geometry.sources.lens import from_transformer_lens
+
+_EXPORTS: dict[str, str] = {
+    "BatchResult": "pos_geometry.analysis._batch",
+    "NullTest": "pos_geometry.analysis._nulls",
+    "HelixFit": "pos_geometry.analysis.helix",
+    "fit_helix": "pos_geometry.analysis.helix",
+    "PCAResult": "pos_geometry.analysis.pca",
+    "pca": "pos_geometry.analysis.pca",
+    "PeriodicityResult": "pos_geometry.analysis.periodicity",
+    "PeriodPeak": "pos_geometry.analysis.periodicity",
+    "periodicity": "pos_geometry.analysis.periodicity",
+    "align_bases": "pos_geometry.analysis.procrustes",
+    "RecurrenceFit": "pos_geometry.analysis.recurrence",
+    "fit_recurrence": "pos_geometry.analysis.recurrence",
+    "RotaryAtlas": "pos_geometry.analysis.rotary_atlas",
+    "rotary_atlas": "pos_geometry.analysis.rotary_atlas",
+    "SubspaceOverlap": "pos_geometry.analysis.subspace",
+    "subspace_overlap": "pos_geometry.analysis.subspace",
+    "PositionalEmbedding": "pos_geometry.embedding",
+    "Provenance": "pos_geometry.embedding",
+    "TokenEmbedding": "pos_geometry.embedding",
+    "sinusoidal": "pos_geometry.encodings.sinusoidal",
+    "AccessDeniedError": "pos_geometry.errors",
+    "CheckpointFormatError": "pos_geometry.errors",
+    "DeviceMismatchError": "pos_geometry.errors",
+    "ExportError": "pos_geometry.errors",
+    "InvalidArgumentError": "pos_geometry.errors",
+    "MissingTensorError": "pos_geometry.errors",
+    "NoLearnedTableError": "pos_geometry.errors",
+    "NonFiniteError": "pos_geometry.errors",
+    "NotApplicableError": "pos_geometry.errors",
+    "NotCachedError": "pos_geometry.errors",
+    "PosGeometryError": "pos_geometry.errors",
+    "RemoteError": "pos_geometry.errors",
+    "RevisionNotFoundError": "pos_geometry.errors",
+    "UnknownModelError": "pos_geometry.errors",
+    "UnsafeCheckpointError": "pos_geometry.errors",
+    "load": "pos_geometry.loading",
+    "load_token_embedding": "pos_geometry.loading",
+    "ModelSpec": "pos_geometry.registry",
+    "get_spec": "pos_geometry.registry",
+    "from_transformer_lens": "pos_geometry.sources.lens",
+    "hidden_positions": "pos_geometry.hidden.decomposition",
+    "HiddenPositions": "pos_geometry.hidden.decomposition",
+    "attention_by_offset": "pos_geometry.hidden.attention",
+    "AttentionByOffset": "pos_geometry.hidden.attention",
+}
+"""Public name -> the module that defines it."""
 
 __all__ = [
     "__version__",
@@ -98,3 +121,53 @@ __all__ = [
     "AccessDeniedError",
     "NotApplicableError",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """Import a public name from its module on first access, then keep it in the module's namespace."""
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'pos_geometry' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
+
+
+if TYPE_CHECKING:  # static tools see the real imports
+    from pos_geometry.analysis._batch import BatchResult
+    from pos_geometry.analysis._nulls import NullTest
+    from pos_geometry.analysis.helix import HelixFit, fit_helix
+    from pos_geometry.analysis.pca import PCAResult, pca
+    from pos_geometry.analysis.periodicity import PeriodicityResult, PeriodPeak, periodicity
+    from pos_geometry.analysis.procrustes import align_bases
+    from pos_geometry.analysis.recurrence import RecurrenceFit, fit_recurrence
+    from pos_geometry.analysis.rotary_atlas import RotaryAtlas, rotary_atlas
+    from pos_geometry.analysis.subspace import SubspaceOverlap, subspace_overlap
+    from pos_geometry.embedding import PositionalEmbedding, Provenance, TokenEmbedding
+    from pos_geometry.encodings.sinusoidal import sinusoidal
+    from pos_geometry.errors import (
+        AccessDeniedError,
+        CheckpointFormatError,
+        DeviceMismatchError,
+        ExportError,
+        InvalidArgumentError,
+        MissingTensorError,
+        NoLearnedTableError,
+        NonFiniteError,
+        NotApplicableError,
+        NotCachedError,
+        PosGeometryError,
+        RemoteError,
+        RevisionNotFoundError,
+        UnknownModelError,
+        UnsafeCheckpointError,
+    )
+    from pos_geometry.hidden.attention import AttentionByOffset, attention_by_offset
+    from pos_geometry.hidden.decomposition import HiddenPositions, hidden_positions
+    from pos_geometry.loading import load, load_token_embedding
+    from pos_geometry.registry import ModelSpec, get_spec
+    from pos_geometry.sources.lens import from_transformer_lens

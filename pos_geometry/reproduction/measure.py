@@ -16,38 +16,11 @@ from pos_geometry.analysis._inputs import parse_window
 from pos_geometry.analysis.helix import HelixFit, fit_helix
 from pos_geometry.analysis.pca import pca
 from pos_geometry.embedding import PositionalEmbedding, Provenance
-from pos_geometry.errors import InvalidArgumentError
 
-__all__ = ["HELIX_MAX_POSITIONS", "ModelFigures", "model_figures", "parse_window_text"]
+__all__ = ["HELIX_MAX_POSITIONS", "ModelFigures", "model_figures"]
 
 HELIX_MAX_POSITIONS = 4096
 """Windows longer than this get no helix fit by default (its frequency search grows as n²)."""
-
-
-def parse_window_text(text: str | None) -> tuple[int | None, int | None] | None:
-    """``"1:1024"`` -> ``(1, 1024)``; ``"100:"`` -> ``(100, None)``; None or ``""`` -> None (all rows).
-
-    Slice semantics over positions (stop exclusive). Raises InvalidArgumentError for anything
-    that is not ``start:stop`` with integer (or empty) ends.
-    """
-    if text is None or not text.strip():
-        return None
-    parts = text.split(":")
-    if len(parts) != 2:
-        raise InvalidArgumentError(
-            f"--window takes start:stop over positions (slice semantics, either end may be empty), "
-            f"e.g. 1:1024 or 100:; got {text!r}."
-        )
-    ends: list[int | None] = []
-    for part in parts:
-        part = part.strip()
-        try:
-            ends.append(int(part) if part else None)
-        except ValueError:
-            raise InvalidArgumentError(
-                f"--window ends must be integers (positions), e.g. 1:1024; got {text!r}."
-            ) from None
-    return ends[0], ends[1]
 
 
 @dataclass(frozen=True)

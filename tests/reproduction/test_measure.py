@@ -7,7 +7,8 @@ import pytest
 from sklearn.decomposition import PCA
 
 from pos_geometry import InvalidArgumentError, PositionalEmbedding, Provenance, fit_helix
-from pos_geometry.reproduction.measure import model_figures, parse_window_text
+from pos_geometry.cli._common import parse_window_text
+from pos_geometry.reproduction.measure import model_figures
 
 
 @pytest.mark.parametrize(

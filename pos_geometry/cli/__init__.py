@@ -1,0 +1,53 @@
+"""The ``pos-geometry`` command line.
+
+Commands: ``plot``, ``atlas``, ``analyze``, ``info``, ``reproduce`` and ``hidden``; one module per group
+(:mod:`~pos_geometry.cli.figures`, :mod:`~pos_geometry.cli.tables`,
+:mod:`~pos_geometry.cli.reproduce`, :mod:`~pos_geometry.cli.hidden`), what they share in
+:mod:`~pos_geometry.cli._common`.
+
+The CLI only parses arguments and calls the public API; every number it prints comes from
+the same functions as in Python. Heavy libraries (torch, scipy, plotly) are imported inside the
+commands, so ``pos-geometry --help`` answers at once. Progress goes to stderr (never into
+``--json``/``--csv`` output). A :class:`~pos_geometry.errors.PosGeometryError`, or an ``OSError``
+while writing, is printed as one line and exits with status 1 (``--debug`` shows the traceback);
+so is any other exception, as an internal error to report: no input shows a traceback without
+``--debug``. Usage errors exit with status 2.
+"""
+
+from __future__ import annotations
+
+import typer
+
+from pos_geometry.cli import figures, hidden, reproduce, tables
+from pos_geometry.cli._common import STATE
+
+__all__ = ["app", "main"]
+
+app = typer.Typer(
+    name="pos-geometry",
+    help="The geometry of positional embeddings in pretrained transformers.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+
+@app.callback()
+def _root(
+    debug: bool = typer.Option(False, "--debug", help="Show the full traceback of errors."),
+) -> None:
+    """The geometry of positional embeddings in pretrained transformers."""
+    STATE["debug"] = debug
+
+
+app.command()(figures.plot)
+app.command()(figures.atlas)
+app.command()(tables.analyze)
+app.command()(tables.info)
+app.command()(reproduce.reproduce)
+app.command()(hidden.hidden)
+
+
+def main() -> None:
+    """Console-script entry point."""
+    app()

@@ -1,0 +1,52 @@
+"""``pos-geometry reproduce``: the blog post's figures and claims."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from pos_geometry.cli._common import guard, out_console, parse_formats, progress_bar
+
+
+def reproduce(
+    out: Path = typer.Option(..., "--out", help="Folder for report.md, report.json and the figures."),
+    data_dir: Path | None = typer.Option(
+        None,
+        "--data-dir",
+        help="Folder with the real tables (default: ../shared/data/real beside the checkout).",
+    ),
+    model: list[str] = typer.Option(
+        [], "--model", help="NAME=PATH: read NAME's table from a local checkpoint (repeatable)."
+    ),
+    tokens: Path | None = typer.Option(
+        None, "--tokens", help="A checkpoint holding GPT-2 small's token embedding (wte)."
+    ),
+    online: bool = typer.Option(
+        False, "--online", help="Allow downloads of missing models (default: offline)."
+    ),
+    format: str = typer.Option(
+        "html,png", "--format", help="Figure formats; PNG is skipped when no browser is found."
+    ),
+    device: str = typer.Option("cpu", "--device", help="auto, cpu, cuda, cuda:N or mps."),
+) -> None:
+    """Reproduce the figures and claims of "GPT-2's positional embedding matrix is a helix" (offline by default)."""
+    from pos_geometry.reproduction.runner import parse_model_paths, reproduce_blog_post
+
+    def run() -> None:
+        paths = parse_model_paths(model)
+        fmts = parse_formats(format)
+        console = out_console()
+        with progress_bar() as bar:
+            task = bar.add_task("reproducing", total=None)
+
+            def step(label: str, done: int, total: int) -> None:
+                bar.update(task, description=f"reproducing: {label}", completed=done, total=total)
+
+            result = reproduce_blog_post(
+                out, data_dir=data_dir, paths=paths, tokens=tokens, online=online, formats=fmts,
+                device=device, progress=step,
+            )  # fmt: skip
+        console.print(result.summary_text(), markup=False)
+
+    guard(run)

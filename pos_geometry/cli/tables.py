@@ -1,0 +1,145 @@
+"""``pos-geometry analyze`` and ``pos-geometry info``: tables printed to stdout."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import sys
+
+import typer
+from rich.table import Table
+
+from pos_geometry.cli._common import (
+    DEVICE,
+    MODELS,
+    OFFLINE,
+    REVISION,
+    WINDOW,
+    figures_all,
+    guard,
+    load_all,
+    out_console,
+    parse_window_text,
+)
+
+
+def analyze(
+    models: list[str] = MODELS,
+    revision: str | None = REVISION,
+    window: str | None = WINDOW,
+    as_json: bool = typer.Option(False, "--json", help="Print the figures as JSON (a list of rows)."),
+    as_csv: bool = typer.Option(False, "--csv", help="Print the figures as CSV."),
+    device: str = DEVICE,
+    offline: bool | None = OFFLINE,
+) -> None:
+    """Print the table of figures per model: size, kind, top-k variance, stable rank, helix fit."""
+
+    if as_json and as_csv:
+        raise typer.BadParameter("use only one of --json and --csv.")
+
+    def run() -> None:
+        rows = [
+            f.row()
+            for f in figures_all(
+                load_all(models, revision=revision, device=device, offline=offline),
+                parse_window_text(window),
+            )
+        ]
+        if as_json:
+            from pos_geometry.analysis._results import to_jsonable
+
+            sys.stdout.write(json.dumps(to_jsonable(rows), indent=2, allow_nan=False) + "\n")
+            return
+        if as_csv:
+            buf = io.StringIO()
+            writer = csv.DictWriter(buf, fieldnames=list(rows[0]), lineterminator="\n")
+            writer.writeheader()
+            writer.writerows({**r, "processing": ";".join(r["processing"])} for r in rows)
+            sys.stdout.write(buf.getvalue())
+            return
+        table = Table(title="positional-table figures (PCA centred over positions)")
+        cols = [
+            "model",
+            "kind",
+            "n_positions",
+            "d_model",
+            "window",
+            "top1",
+            "top3",
+            "top10",
+            "stable_rank",
+            "helix_shape",
+            "helix_turns",
+            "helix_period",
+            "helix_r2",
+        ]
+        for c in cols:
+            table.add_column(
+                c, justify="left" if c in ("model", "kind", "window", "helix_shape") else "right"
+            )
+        for r in rows:
+            table.add_row(*(_cell(r[c]) for c in cols))
+        out_console().print(table)
+
+    guard(run)
+
+
+def _cell(value: object) -> str:
+    if value is None:
+        return "–"
+    if isinstance(value, float):
+        return f"{value:.4f}" if abs(value) < 10 else f"{value:.1f}"
+    return str(value)
+
+
+def info(
+    model: str = typer.Argument(..., help="A model-table name, alias or repo id."),
+    revision: str | None = REVISION,
+) -> None:
+    """Show what the model table knows about MODEL and whether its table is cached locally."""
+    from pos_geometry.registry import get_spec, revisions
+    from pos_geometry.reproduction.availability import cache_status, fetch_command
+
+    def run() -> None:
+        spec = get_spec(model)
+        revs = revisions(spec)
+        shown = ", ".join(revs) if len(revs) <= 6 else f"{', '.join(revs[:3])}, ..., {', '.join(revs[-3:])}"
+        status = cache_status(spec, revision)
+        if status.computed:
+            cached = "not needed: the rotary table is computed from the model table (no download)"
+        elif status.any:
+            cached = "; ".join(
+                s for s in (
+                    f"pos_geometry cache: {status.pos_geometry}" if status.pos_geometry else "",
+                    f"HF cache: commit {status.hf[:12]}" if status.hf else "",
+                ) if s
+            )  # fmt: skip
+        else:
+            cached = f"no (fetch with: {fetch_command(spec)})"
+        rows = [
+            ("name", spec.name),
+            ("aliases", ", ".join(spec.aliases) or "–"),
+            ("repo", spec.repo_id),
+            ("family", spec.family),
+            ("kind", spec.kind + (" (no learned positional table)" if spec.kind == "rotary" else "")),
+            ("tensor key", spec.position_key or "–"),
+            ("n_positions × d_model", f"{spec.n_positions} × {spec.d_model}"),
+            ("row offset", str(spec.row_offset)),
+            ("revisions", f"{len(revs)}: {shown}"),
+            ("cached locally", cached),
+        ]
+        if spec.kind == "rotary":
+            rows.insert(
+                6, ("rotary config", ", ".join(f"{k}={v}" for k, v in sorted(spec.rotary_config.items())))
+            )
+        if spec.notes:
+            rows.append(("notes", spec.notes))
+        table = Table(show_header=False, title=f"{spec.name}")
+        table.add_column(style="bold")
+        table.add_column()
+        for key, value in rows:
+            table.add_row(key, value)
+        out_console().print(table)
+
+    guard(run)
