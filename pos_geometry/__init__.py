@@ -6,6 +6,8 @@ The data flow, and where each step lives::
     pca, fit_helix, periodicity, fit_recurrence, subspace_overlap   ->  frozen results
     rotary_atlas (rotary models: q/k weights read by role)          ->  RotaryAtlas
     position_qk_atlas (learned tables: how each head's QK reads it) ->  PositionQKAtlas
+    hidden_positions (any model run on a corpus)  ->  HiddenPositions: each layer's pos[t] as a table
+    attention_by_offset                         ->  AttentionByOffset: attention and logits vs offset
     pos_geometry.plotting                       ->  plotly figures (never shown)
 
 Importing the package does nothing global: no network, no printing, no plotly settings. It is also
@@ -66,6 +68,10 @@ _EXPORTS: dict[str, str] = {
     "ModelSpec": "pos_geometry.registry",
     "get_spec": "pos_geometry.registry",
     "from_transformer_lens": "pos_geometry.sources.lens",
+    "hidden_positions": "pos_geometry.hidden.decomposition",
+    "HiddenPositions": "pos_geometry.hidden.decomposition",
+    "attention_by_offset": "pos_geometry.hidden.attention",
+    "AttentionByOffset": "pos_geometry.hidden.attention",
 }
 """Public name -> the module that defines it."""
 
@@ -104,6 +110,11 @@ __all__ = [
     "position_qk_atlas",
     "PositionQKAtlas",
     "qk_atlas",
+    # inside the network
+    "hidden_positions",
+    "HiddenPositions",
+    "attention_by_offset",
+    "AttentionByOffset",
     # errors
     "PosGeometryError",
     "UnknownModelError",
@@ -169,6 +180,8 @@ if TYPE_CHECKING:  # static tools see the real imports
         UnknownModelError,
         UnsafeCheckpointError,
     )
+    from pos_geometry.hidden.attention import AttentionByOffset, attention_by_offset
+    from pos_geometry.hidden.decomposition import HiddenPositions, hidden_positions
     from pos_geometry.loading import load, load_token_embedding
     from pos_geometry.registry import ModelSpec, get_spec
     from pos_geometry.sources.lens import from_transformer_lens

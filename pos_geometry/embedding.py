@@ -27,8 +27,8 @@ from pos_geometry.errors import CheckpointFormatError, InvalidArgumentError, Non
 
 __all__ = ["Kind", "Provenance", "PositionalEmbedding", "TokenEmbedding", "KINDS"]
 
-Kind = Literal["learned", "rotary", "sinusoidal"]
-KINDS: tuple[str, ...] = ("learned", "rotary", "sinusoidal")
+Kind = Literal["learned", "rotary", "sinusoidal", "hidden"]
+KINDS: tuple[str, ...] = ("learned", "rotary", "sinusoidal", "hidden")
 
 _PROVENANCE_KEY = "pos_geometry.provenance"
 _DTYPE_KEY = "pos_geometry.dtype"
@@ -57,7 +57,9 @@ class Provenance:
     Attributes:
         model_id: the model-table name, hub repo id, or local path it was loaded from.
         revision: the revision asked for (``"main"``, ``"checkpoint-400"``, ``"step1000"``), or None.
-        kind: ``"learned"``, ``"rotary"`` or ``"sinusoidal"``.
+        kind: ``"learned"``, ``"rotary"`` or ``"sinusoidal"`` for tables; ``"hidden"`` for the positional
+            part of a layer's hidden states (:func:`pos_geometry.hidden_positions`), whose ``config``
+            names the layer, hook point and corpus.
         source: a human-readable origin: ``"<file>::<tensor key>"`` for tensors read from a
             checkpoint, ``"config.json"`` or ``"model table"`` for analytic tables.
         tensor_key: the checkpoint key the matrix was read from (None for analytic tables).

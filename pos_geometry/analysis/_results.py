@@ -11,6 +11,7 @@ import dataclasses
 import html
 import json
 import math
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -63,7 +64,7 @@ def to_jsonable(value: Any) -> Any:
             for f in dataclasses.fields(value)
             if f.metadata.get("serialize", True)
         }
-    if isinstance(value, dict):
+    if isinstance(value, Mapping):
         return {str(k): to_jsonable(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
         return [to_jsonable(v) for v in value]

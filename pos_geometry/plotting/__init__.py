@@ -13,6 +13,7 @@ from pos_geometry.plotting.columns import plot_columns
 from pos_geometry.plotting.export import figure_to_html, find_browser, save_figure
 from pos_geometry.plotting.grid import plot_helix_grid
 from pos_geometry.plotting.helix3d import block_means, plot_helix
+from pos_geometry.plotting.hidden import plot_attention_offsets, plot_hidden_metrics, plot_hidden_trajectory
 from pos_geometry.plotting.position_qk import plot_position_qk_offsets, plot_position_qk_shares
 from pos_geometry.plotting.recurrence import plot_recurrence
 from pos_geometry.plotting.similarity import plot_similarity, plot_similarity_by_offset
@@ -27,6 +28,7 @@ __all__ = [
     "plot_atlas_head",
     "plot_atlas_heatmap",
     "plot_atlas_usage",
+    "plot_attention_offsets",
     "plot_checkpoints",
     "plot_columns",
     "plot_explained_variance",
@@ -34,6 +36,8 @@ __all__ = [
     "plot_helix_grid",
     "plot_position_qk_offsets",
     "plot_position_qk_shares",
+    "plot_hidden_metrics",
+    "plot_hidden_trajectory",
     "plot_recurrence",
     "plot_similarity",
     "plot_similarity_by_offset",

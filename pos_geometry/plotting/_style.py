@@ -41,7 +41,7 @@ TOKEN_RED = "#d62728"
 FIT_COLOR = "#e4572e"
 EXTRA_COLOR = "#111111"
 
-KIND_DASH: dict[str, str] = {"learned": "solid", "rotary": "dash", "sinusoidal": "dot"}
+KIND_DASH: dict[str, str] = {"learned": "solid", "rotary": "dash", "sinusoidal": "dot", "hidden": "dashdot"}
 """Line dash per embedding kind, so learned and rotary curves can share one chart."""
 
 FONT = {"family": "Helvetica, Arial, sans-serif", "size": 13}

@@ -150,6 +150,7 @@ def plot_checkpoints(
     line: bool = True,
     title: str | None = None,
     marker_size: float = 3.0,
+    slider_prefix: str = "checkpoint",
 ) -> go.Figure:
     """One 3D helix with a slider (and play/pause) over training checkpoints, bases Procrustes-aligned.
 
@@ -167,6 +168,7 @@ def plot_checkpoints(
         line: join consecutive positions.
         title: replaces the automatic title (the per-checkpoint titles of the frames then keep it too).
         marker_size: point size.
+        slider_prefix: what the slider steps through (``"checkpoint"``; ``"layer"`` for hidden states).
 
     Returns:
         a ``Figure`` showing the reference checkpoint (the last one when the reference is not a
@@ -203,7 +205,7 @@ def plot_checkpoints(
     slider = {
         "active": start,
         "steps": steps,
-        "currentvalue": {"prefix": "checkpoint: "},
+        "currentvalue": {"prefix": f"{slider_prefix}: "},
         "pad": {"t": 30, "b": 10},
         "x": 0.1,
         "len": 0.9,

@@ -40,6 +40,11 @@ EXPECTED = {
     "position_qk_atlas",
     "PositionQKAtlas",
     "qk_atlas",
+    # inside the network
+    "hidden_positions",
+    "HiddenPositions",
+    "attention_by_offset",
+    "AttentionByOffset",
     # errors
     "PosGeometryError",
     "UnknownModelError",

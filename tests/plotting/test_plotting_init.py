@@ -52,6 +52,9 @@ def _every_figure() -> dict:
         "plot_atlas_head": lambda: plotting.plot_atlas_head(_small_atlas(), 0, 1),
         "plot_position_qk_offsets": lambda: plotting.plot_position_qk_offsets(_small_position_qk()),
         "plot_position_qk_shares": lambda: plotting.plot_position_qk_shares(_small_position_qk()),
+        "plot_hidden_metrics": lambda: plotting.plot_hidden_metrics(_small_hidden()[0]),
+        "plot_hidden_trajectory": lambda: plotting.plot_hidden_trajectory(_small_hidden()[0]),
+        "plot_attention_offsets": lambda: plotting.plot_attention_offsets(_small_hidden()[1]),
     }
 
 
@@ -68,6 +71,19 @@ def _small_position_qk():
         offset_r2=1 - share, logit_std=share, explained_variance_ratio=torch.full((2, 4), 0.2, dtype=torch.float64),
         layers=(0, 1), n_components=4, n_positions=10, provenance=Provenance("toy-gpt2", "learned", "synthetic"),
     )  # fmt: skip
+
+
+def _small_hidden():
+    """hidden_positions and attention_by_offset of a 1-layer GPT-2 with d_model 32 (random weights)."""
+    import torch
+    import transformers
+
+    import pos_geometry as pg
+
+    torch.manual_seed(0)
+    config = transformers.GPT2Config(n_embd=32, n_layer=1, n_head=2, vocab_size=20, n_positions=16)
+    model = transformers.GPT2Model(config)
+    return pg.hidden_positions(model, n_sequences=4), pg.attention_by_offset(model, n_sequences=4)
 
 
 def _small_atlas():

@@ -1,0 +1,142 @@
+"""``pos-geometry hidden``: position in the hidden states and in attention, written to a folder."""
+
+from __future__ import annotations
+
+import csv
+import io
+from pathlib import Path
+
+import typer
+
+from pos_geometry.cli._common import (
+    DEVICE,
+    REVISION,
+    guard,
+    out_console,
+    out_dir,
+    parse_formats,
+    parse_layers,
+    progress_bar,
+)
+
+__all__ = ["hidden"]
+
+
+def _csv(rows: list[dict]) -> str:
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=list(rows[0]), lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows)
+    return buffer.getvalue()
+
+
+_CORPUS = typer.Option(
+    None,
+    "--corpus",
+    help="Token ids (.npy, shape n_sequences x seq_len) or a text file. "
+    "Default: random tokens (offline, labelled as such in every output).",
+)
+
+
+def hidden(
+    model: str = typer.Argument(
+        ..., metavar="MODEL_OR_PATH", help="Model-table name, hub repo id or local folder."
+    ),
+    out: Path = typer.Option(..., "--out", help="Folder for metrics.json/csv, attention.json and figures."),
+    corpus: Path | None = _CORPUS,
+    layers: str | None = typer.Option(
+        None, "--layers", help="Comma-separated layers, 0..n_layers (default: all)."
+    ),
+    seq_len: int | None = typer.Option(
+        None, "--seq-len", help="Context length (default: the model's, ≤ 1024)."
+    ),
+    n_sequences: int | None = typer.Option(
+        None, "--n-sequences", help="Contexts to read (random default: 64)."
+    ),
+    batch_size: int = typer.Option(8, "--batch-size", help="Contexts per forward pass."),
+    random_state: int = typer.Option(0, "--random-state", help="Seed of the random-token default."),
+    attention: bool = typer.Option(
+        True, "--attention/--no-attention", help="Also measure attention by offset."
+    ),
+    max_offset: int | None = typer.Option(
+        None, "--max-offset", help="Offsets shown in the attention heatmaps."
+    ),
+    save_tables: bool = typer.Option(
+        False, "--save-tables", help="Also write each layer's pos[t] as positional/layer_<i>.safetensors."
+    ),
+    format: str = typer.Option("html", "--format", help="Comma-separated: html,png,svg,pdf,jpeg,webp."),
+    revision: str | None = REVISION,
+    device: str = DEVICE,
+) -> None:
+    """Decompose each layer's hidden states into position, context and residual; attention by offset.
+
+    Writes ``metrics.json`` (the full result, provenance included) and ``metrics.csv`` (one row per
+    layer), ``attention.json``, and the figures ``metrics``, ``trajectory`` (3D, one slider step
+    per layer), ``attention_logit`` and ``attention_probability``. The attention pass covers blocks
+    ``0..n_layers-1`` of the chosen layers.
+    """
+    from pos_geometry._files import atomic_write
+    from pos_geometry.hidden import attention_by_offset, hidden_positions
+    from pos_geometry.hidden.model import open_model
+    from pos_geometry.plotting import (
+        plot_attention_offsets,
+        plot_hidden_metrics,
+        plot_hidden_trajectory,
+        save_figure,
+    )
+    from pos_geometry.plotting.export import find_browser
+
+    def run() -> None:
+        fmts = parse_formats(format)
+        chosen = parse_layers(layers)
+        if any(f != "html" for f in fmts):
+            find_browser()
+        folder = out_dir(out)
+        loaded = open_model(model, device=device, revision=revision).module
+        common = {
+            "seq_len": seq_len, "n_sequences": n_sequences, "batch_size": batch_size,
+            "random_state": random_state, "revision": revision,
+        }  # fmt: skip
+        with progress_bar() as bar:
+            task = bar.add_task("hidden states", total=None)
+            update = lambda done, total: bar.update(task, completed=done, total=total)  # noqa: E731
+            result = hidden_positions(loaded, corpus, layers=chosen, progress=update, **common)
+            att = None
+            if attention:
+                blocks = [i for i in result.layers if i < int(result.provenance.config_dict["n_layers"])]
+                if blocks:
+                    bar.update(task, description="attention by offset", completed=0)
+                    att = attention_by_offset(loaded, corpus, layers=blocks, progress=update, **common)
+        written = [
+            atomic_write(folder / "metrics.json", result.to_json(allow_nan=False, indent=1)),
+            atomic_write(folder / "metrics.csv", _csv(result.metrics_rows())),
+        ]
+        figures = {"metrics": plot_hidden_metrics(result), "trajectory": plot_hidden_trajectory(result)}
+        if att is not None:
+            written.append(atomic_write(folder / "attention.json", att.to_json(allow_nan=False)))
+            for value, name in (
+                ("mean_logit", "attention_logit"),
+                ("mean_probability", "attention_probability"),
+            ):
+                figures[name] = plot_attention_offsets(att, value=value, max_offset=max_offset)
+        for name, fig in figures.items():
+            written += [save_figure(fig, folder / f"{name}.{f}", format=f) for f in fmts]
+        if save_tables:
+            written += [
+                pe.save(folder / "positional" / f"layer_{i}.safetensors")
+                for i, pe in result.positional.items()
+            ]
+        console = out_console()
+        console.print(f"{result.provenance.label}: {result.corpus}", markup=False)
+        for row in result.metrics_rows():
+            console.print(
+                f"layer {row['layer']:>3}: positional share {row['positional_share']:.3f}, "
+                f"top-{result.n_components} {row['top_k_ratio']:.3f}, stable rank {row['stable_rank']:.2f}, "
+                f"smoothness {row['smoothness']:.3f}, max cos pos/ctx {row['max_cosine']:.3f}",
+                markup=False,
+            )
+        if att is not None:
+            console.print(f"attention by offset: rotary per-plane usage {att.rotary_status}", markup=False)
+        console.print(f"wrote {len(written)} file(s) to {out}", markup=False)
+
+    guard(run)

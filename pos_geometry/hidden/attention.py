@@ -1,0 +1,217 @@
+"""``attention_by_offset``: how much each head attends, and with what logit, as a function of the offset.
+
+For layer ``l`` and head ``h``, over every context and every (query ``i``, key ``j``) pair the
+model's mask allows, with ``Δ = i - j``:
+
+* ``mean_probability[l, h, Δ] = mean_{c, i} P[c, h, i, i-Δ]``, the attention probability;
+* ``mean_logit[l, h, Δ] = mean_{c, i} (q_i · k_{i-Δ}) · scaling``, the pre-softmax logit (before the mask);
+* ``counts[Δ]``: how many pairs each mean is over (``n_sequences × (T - |Δ|)`` for a causal model).
+
+For rotary models, Barbero et al.'s ("Round and round we go! What makes rotary positional encodings
+useful?", 2024) per-frequency usage, measured on the actual queries and keys of the corpus:
+``q_plane_norm[l, h, i]`` and ``k_plane_norm[l, h, i]`` are the mean 2-norms of rotation plane ``i``'s
+two coordinates (a rotation leaves them unchanged, so post-rotary activations give the same value),
+and ``plane_usage = q_plane_norm · k_plane_norm`` normalised to sum to 1 per head. Planes follow the
+architecture's pairing from :mod:`pos_geometry.registry.attention` and the (scaled) frequencies of
+:mod:`pos_geometry.encodings.rotary`. For models without rotary embeddings these fields are None and
+``rotary_status`` says why.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from pos_geometry.analysis._results import Result
+from pos_geometry.embedding import Provenance
+from pos_geometry.errors import InvalidArgumentError
+from pos_geometry.hidden.decomposition import base_config, check_batch_size, check_layers, prepare
+from pos_geometry.hidden.forward import run_batches
+from pos_geometry.hidden.model import LoadedModel
+from pos_geometry.hidden.offsets import OffsetSums, probing
+
+__all__ = ["AttentionByOffset", "attention_by_offset"]
+
+
+@dataclass(frozen=True, eq=False)
+class AttentionByOffset(Result):
+    """Mean attention probability and pre-softmax logit by offset, per layer and head.
+
+    Attributes:
+        layers: the block indices read.
+        offsets: ``(n_offsets,)`` int ``Δ = query - key`` (non-negative for causal models).
+        mean_probability: ``(n_layers_read, n_heads, n_offsets)`` float64.
+        mean_logit: ``(n_layers_read, n_heads, n_offsets)`` float64.
+        counts: ``(n_offsets,)`` int64 pairs behind each mean.
+        rotary_status: ``"measured"``, or ``"does not apply: ..."`` with the reason.
+        q_plane_norm, k_plane_norm, plane_usage: ``(n_layers_read, n_heads, n_planes)`` float64, or None.
+        wavelengths: ``(n_planes,)`` ``2π/θ_i`` in positions, or None.
+        n_sequences, seq_len, corpus: the corpus.
+        provenance: model, revision, corpus (kind ``"hidden"``).
+    """
+
+    layers: tuple[int, ...]
+    offsets: np.ndarray
+    mean_probability: np.ndarray
+    mean_logit: np.ndarray
+    counts: np.ndarray
+    rotary_status: str
+    q_plane_norm: np.ndarray | None
+    k_plane_norm: np.ndarray | None
+    plane_usage: np.ndarray | None
+    wavelengths: np.ndarray | None
+    n_sequences: int
+    seq_len: int
+    corpus: str
+    provenance: Provenance
+
+    @property
+    def n_heads(self) -> int:
+        return int(self.mean_probability.shape[1])
+
+    def profile(self, layer: int, head: int, value: str = "mean_logit") -> tuple[np.ndarray, np.ndarray]:
+        """``(offsets, values)`` of one head; ``value`` is ``"mean_logit"`` or ``"mean_probability"``."""
+        if layer not in self.layers:
+            raise InvalidArgumentError(f"layer {layer} was not read; read layers: {self.layers}.")
+        if not 0 <= head < self.n_heads:
+            raise InvalidArgumentError(f"head must be in 0..{self.n_heads - 1}; got {head}.")
+        if value not in ("mean_logit", "mean_probability"):
+            raise InvalidArgumentError(f"value must be 'mean_logit' or 'mean_probability'; got {value!r}.")
+        return self.offsets, getattr(self, value)[self.layers.index(layer), head]
+
+    def summary_rows(self) -> list[tuple[str, str]]:
+        zero = int(np.searchsorted(self.offsets, 0))
+        rows = [
+            ("corpus", self.corpus),
+            ("layers × heads × offsets", f"{len(self.layers)} × {self.n_heads} × {len(self.offsets)}"),
+            ("offsets", f"{self.offsets[0]} .. {self.offsets[-1]}"),
+        ]
+        for i, layer in enumerate(self.layers):
+            self_attn = (
+                self.mean_probability[i, :, zero]
+                if self.offsets[zero] == 0
+                else np.full(self.n_heads, np.nan)
+            )
+            rows.append((f"layer {layer}: mean P(Δ=0) over heads", f"{np.nanmean(self_attn):.3f}"))
+        rows.append(("rotary per-plane usage", self.rotary_status))
+        return rows
+
+
+def _rotary_planes(loaded: LoadedModel) -> tuple[Any, np.ndarray | None, str]:
+    """``(planes (n_planes, 2), wavelengths, status)`` from the config and the attention-layout table."""
+    from pos_geometry.encodings.rotary import inverse_frequencies, rotary_params
+    from pos_geometry.hidden.model import positional_kind
+    from pos_geometry.registry.attention import ATTENTION_LAYOUTS, attention_layout
+    from pos_geometry.sources.roles import rotation_planes
+
+    kind = positional_kind(loaded.config)
+    if kind != "rotary":
+        why = (
+            "position enters through a learned table"
+            if kind == "learned"
+            else "the model has no rotary embeddings"
+        )
+        return None, None, f"does not apply: {why}"
+    if loaded.model_type not in ATTENTION_LAYOUTS:
+        return (
+            None,
+            None,
+            (
+                f"does not apply: model_type {loaded.model_type!r} has no row in pos_geometry/registry/attention.py, "
+                "so its rotation-plane pairing is unknown"
+            ),
+        )
+    params = rotary_params(loaded.config)
+    planes = rotation_planes(attention_layout(loaded.config).pairing, params.rotary_dim)
+    wavelengths = (2 * math.pi / inverse_frequencies(params)).numpy().astype(np.float64)
+    return planes, wavelengths, "measured"
+
+
+def attention_by_offset(
+    model: Any,
+    tokens: Any = None,
+    *,
+    layers: Sequence[int] | int | None = None,
+    batch_size: int = 8,
+    device: Any = "auto",
+    max_offset: int | None = None,
+    seq_len: int | None = None,
+    n_sequences: int | None = None,
+    random_state: int = 0,
+    tokenizer: Any = None,
+    revision: str | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> AttentionByOffset:
+    """Mean attention probability and pre-softmax logit versus offset for every head of ``layers``.
+
+    Arguments as in :func:`pos_geometry.hidden_positions`, except ``layers``: block indices in
+    ``0..n_layers-1`` (default all). ``max_offset`` keeps ``|Δ| ≤ max_offset`` in the result (the
+    sums are over every offset either way). The model runs its own projections, rotary embedding
+    and mask; only the attention product is recomputed (see :mod:`pos_geometry.hidden.offsets`).
+    """
+    batch_size = check_batch_size(batch_size)
+    if max_offset is not None and (
+        isinstance(max_offset, bool) or not isinstance(max_offset, int) or max_offset < 0
+    ):
+        raise InvalidArgumentError(f"max_offset must be None or an int >= 0; got {max_offset!r}.")
+    loaded, corpus = prepare(
+        model, tokens, device=device, revision=revision, seq_len=seq_len, n_sequences=n_sequences,
+        random_state=random_state, tokenizer=tokenizer,
+    )  # fmt: skip
+    chosen = check_layers(layers, loaded.n_layers - 1)
+    planes, wavelengths, status = _rotary_planes(loaded)
+    sums = {layer: OffsetSums(planes) for layer in chosen}
+    collectors = {m: sums[layer].update for layer in chosen for m in loaded.blocks[layer].modules()}
+    with probing(loaded.module, collectors):
+        run_batches(loaded, corpus, batch_size=batch_size, through_block=max(chosen), progress=progress)
+    t = corpus.seq_len
+    offsets = np.arange(-(t - 1), t)  # column Δ + T - 1 of the sums holds offset Δ
+    count = sums[chosen[0]].count.cpu().numpy()
+    keep = count > 0
+    if max_offset is not None:
+        keep &= np.abs(offsets) <= max_offset
+    offsets = offsets[keep]
+
+    def stack(name: str) -> np.ndarray:
+        return np.stack([getattr(sums[layer], name).cpu().numpy()[:, keep] for layer in chosen])
+
+    counts = count[keep]
+    mean_probability = stack("prob") / counts
+    mean_logit = stack("logit") / counts
+    q_norm = k_norm = usage = None
+    if planes is not None:
+        n_tok = sums[chosen[0]].n_tokens
+        q_norm = np.stack([sums[layer].q_norm.cpu().numpy() for layer in chosen]) / n_tok
+        k_norm = np.stack([sums[layer].k_norm.cpu().numpy() for layer in chosen]) / n_tok
+        product = q_norm * k_norm
+        usage = product / product.sum(axis=-1, keepdims=True)
+    config = base_config(loaded, corpus)
+    provenance = Provenance(
+        model_id=loaded.model_id,
+        kind="hidden",
+        source=f"{loaded.model_id}: attention of {len(chosen)} block(s) of {loaded.blocks_path}",
+        revision=loaded.revision,
+        config={**config, "layers": chosen, "max_offset": max_offset},
+        original_dtype=str(next(loaded.module.parameters()).dtype).removeprefix("torch."),
+        processing=("attention_by_offset",),
+    )
+    return AttentionByOffset(
+        layers=chosen,
+        offsets=offsets.astype(np.int64),
+        mean_probability=mean_probability,
+        mean_logit=mean_logit,
+        counts=counts.round().astype(np.int64),
+        rotary_status=status,
+        q_plane_norm=q_norm,
+        k_plane_norm=k_norm,
+        plane_usage=usage,
+        wavelengths=wavelengths,
+        n_sequences=corpus.n_sequences,
+        seq_len=t,
+        corpus=corpus.description,
+        provenance=provenance,
+    )

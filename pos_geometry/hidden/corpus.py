@@ -1,0 +1,168 @@
+"""What the model reads: token contexts ``(n_sequences, seq_len)`` and a description of where they came from.
+
+:func:`make_corpus` accepts
+
+* an int array or tensor ``(n_sequences, seq_len)`` of token ids;
+* a ``.npy`` file holding one (read with ``allow_pickle=False``);
+* a text file (``.txt``/``.md``/...), tokenised with the model's tokenizer and cut into consecutive,
+  non-overlapping contexts of ``seq_len`` tokens;
+* ``None``: the **offline default**, uniformly random token ids drawn with ``random_state``. It
+  needs nothing but the model, and is labelled as such in every result built on it (random
+  contexts are not natural text: what they show is position as the model sees it without meaning).
+
+The description (:attr:`Corpus.description`) goes into the provenance of every result.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from pos_geometry.errors import InvalidArgumentError, NotApplicableError
+
+__all__ = ["Corpus", "make_corpus", "DEFAULT_N_SEQUENCES", "MAX_DEFAULT_SEQ_LEN"]
+
+DEFAULT_N_SEQUENCES = 64
+MAX_DEFAULT_SEQ_LEN = 1024
+"""The default ``seq_len`` is the model's context, capped here (pass ``seq_len`` for longer)."""
+
+
+@dataclass(frozen=True, eq=False)
+class Corpus:
+    """Token contexts and where they came from.
+
+    Attributes:
+        tokens: ``(n_sequences, seq_len)`` int64 token ids.
+        description: a one-line account (source, shape, and for the default its random state).
+        source: ``"array"``, ``"npy"``, ``"text"`` or ``"random"``.
+    """
+
+    tokens: np.ndarray
+    description: str
+    source: str
+
+    @property
+    def n_sequences(self) -> int:
+        return int(self.tokens.shape[0])
+
+    @property
+    def seq_len(self) -> int:
+        return int(self.tokens.shape[1])
+
+
+def _check_ids(ids: np.ndarray, vocab_size: int | None, where: str) -> np.ndarray:
+    if ids.ndim != 2 or ids.shape[0] < 2 or ids.shape[1] < 2:
+        raise InvalidArgumentError(
+            f"tokens must be a 2-D int array (n_sequences, seq_len) with n_sequences >= 2 and seq_len >= 2 (the "
+            f"decomposition needs several contexts and positions); {where} has shape {tuple(ids.shape)}."
+        )
+    if ids.dtype.kind not in "iu":
+        raise InvalidArgumentError(
+            f"tokens must hold integer token ids; {where} has dtype {ids.dtype}. Convert with .astype(np.int64)."
+        )
+    ids = ids.astype(np.int64, copy=False)
+    lo, hi = int(ids.min()), int(ids.max())
+    if lo < 0 or (vocab_size is not None and hi >= vocab_size):
+        raise InvalidArgumentError(
+            f"token ids must lie in [0, vocab_size={vocab_size}); {where} holds ids from {lo} to {hi}. "
+            "Were they made with another model's tokenizer?"
+        )
+    return ids
+
+
+def _fingerprint(ids: np.ndarray) -> str:
+    return hashlib.sha256(np.ascontiguousarray(ids).tobytes()).hexdigest()[:12]
+
+
+def _from_text(path: Path, tokenizer: Any, seq_len: int, n_sequences: int | None) -> np.ndarray:
+    if tokenizer is None:
+        raise NotApplicableError(
+            f"{str(path)!r} is text, but no tokenizer is available for this model (its folder has none). "
+            "Pass tokenizer=..., or token ids as a .npy file of shape (n_sequences, seq_len)."
+        )
+    text = path.read_text(encoding="utf-8")
+    ids = np.asarray(tokenizer(text, add_special_tokens=False)["input_ids"], dtype=np.int64)
+    n = len(ids) // seq_len
+    if n_sequences is not None:
+        n = min(n, n_sequences)
+    if n < 2:
+        raise InvalidArgumentError(
+            f"{str(path)!r} tokenises to {len(ids)} tokens: fewer than 2 contexts of seq_len={seq_len}. "
+            "Use a longer text or a smaller seq_len."
+        )
+    return ids[: n * seq_len].reshape(n, seq_len)
+
+
+def make_corpus(
+    tokens: Any,
+    *,
+    vocab_size: int | None,
+    context_length: int | None,
+    seq_len: int | None = None,
+    n_sequences: int | None = None,
+    random_state: int = 0,
+    tokenizer: Any = None,
+) -> Corpus:
+    """The :class:`Corpus` for ``tokens`` (see the module docstring for what it may be).
+
+    ``seq_len`` defaults to the model's context (capped at :data:`MAX_DEFAULT_SEQ_LEN`) for text and
+    the random default; ``n_sequences`` defaults to :data:`DEFAULT_N_SEQUENCES` for the random
+    default and, when given, keeps the first ``n_sequences`` contexts of arrays, files and text.
+    A context longer than the model's (learned tables end there) is refused.
+    """
+    default_len = min(context_length or MAX_DEFAULT_SEQ_LEN, MAX_DEFAULT_SEQ_LEN)
+    if tokens is None:
+        n = DEFAULT_N_SEQUENCES if n_sequences is None else int(n_sequences)
+        length = default_len if seq_len is None else int(seq_len)
+        if vocab_size is None:
+            raise InvalidArgumentError(
+                "the random default needs the model's vocab_size; pass tokens instead."
+            )
+        rng = np.random.default_rng(random_state)
+        ids = _check_ids(
+            rng.integers(0, vocab_size, size=(n, length), dtype=np.int64), vocab_size, "the default"
+        )
+        description = (
+            f"random tokens (offline default, not natural text): {n} x {length} ids drawn uniformly from "
+            f"[0, {vocab_size}) with random_state={random_state}"
+        )
+        corpus = Corpus(ids, description, "random")
+    elif isinstance(tokens, str | os.PathLike):
+        path = Path(tokens).expanduser()
+        if not path.is_file():
+            raise InvalidArgumentError(f"corpus file {str(path)!r} does not exist (or is not a file).")
+        if path.suffix.lower() == ".npy":
+            try:
+                raw = np.load(path, allow_pickle=False)
+            except ValueError as exc:
+                raise InvalidArgumentError(
+                    f"{str(path)!r} is not a plain .npy array of token ids ({exc}); save one with np.save."
+                ) from None
+            ids = _check_ids(raw[:n_sequences] if n_sequences else raw, vocab_size, repr(str(path)))
+            if seq_len is not None:
+                ids = _check_ids(ids[:, :seq_len], vocab_size, repr(str(path)))
+            kind, what = "npy", f"token ids from {path.name}"
+        else:
+            length = default_len if seq_len is None else int(seq_len)
+            ids = _check_ids(_from_text(path, tokenizer, length, n_sequences), vocab_size, repr(str(path)))
+            kind, what = "text", f"text {path.name}, tokenised, cut into consecutive contexts"
+        corpus = Corpus(ids, f"{what}: {ids.shape[0]} x {ids.shape[1]} (sha256 {_fingerprint(ids)})", kind)
+    else:
+        raw = tokens.detach().cpu().numpy() if hasattr(tokens, "detach") else np.asarray(tokens)
+        ids = _check_ids(raw[:n_sequences] if n_sequences else raw, vocab_size, "the token array")
+        if seq_len is not None:
+            ids = _check_ids(ids[:, :seq_len], vocab_size, "the token array")
+        corpus = Corpus(
+            ids, f"token array: {ids.shape[0]} x {ids.shape[1]} (sha256 {_fingerprint(ids)})", "array"
+        )
+    if context_length is not None and corpus.seq_len > context_length:
+        raise InvalidArgumentError(
+            f"seq_len={corpus.seq_len} is longer than the model's context ({context_length} positions); "
+            f"pass seq_len <= {context_length}."
+        )
+    return corpus

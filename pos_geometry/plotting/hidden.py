@@ -1,0 +1,187 @@
+"""Figures of position inside the network (:mod:`pos_geometry.hidden`).
+
+* :func:`plot_hidden_metrics`: every per-layer metric of a
+  :class:`~pos_geometry.hidden.decomposition.HiddenPositions` against the layer.
+* :func:`plot_hidden_trajectory`: each layer's positional part ``pos[t]`` in 3D (top principal
+  components, bases Procrustes-aligned from layer to layer) with a layer slider; it is
+  :func:`~pos_geometry.plotting.checkpoints.plot_checkpoints` with layers in place of checkpoints.
+* :func:`plot_attention_offsets`: heatmap of the mean attention probability or pre-softmax logit of
+  every (layer, head) against the offset ``Δ = query - key``.
+
+Titles name the model and the corpus; figures are returned, never shown.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from pos_geometry.errors import InvalidArgumentError
+from pos_geometry.hidden.attention import AttentionByOffset
+from pos_geometry.hidden.decomposition import HiddenPositions
+from pos_geometry.plotting._style import FIT_COLOR, POSITION_BLUE, TOKEN_RED, base_layout, model_label
+from pos_geometry.plotting.checkpoints import plot_checkpoints
+
+__all__ = ["plot_hidden_metrics", "plot_hidden_trajectory", "plot_attention_offsets", "OFFSET_VALUES"]
+
+OFFSET_VALUES: dict[str, str] = {
+    "mean_probability": "mean attention probability",
+    "mean_logit": "mean pre-softmax logit",
+}
+
+# (metric, label, colour) per panel: shares; shape of pos (ratios in [0, 1]); scale-free sizes
+_PANELS: tuple[tuple[str, tuple[tuple[str, str, str], ...]], ...] = (
+    (
+        "share of the hidden-state variance",
+        (
+            ("positional_share", "positional", POSITION_BLUE),
+            ("context_share", "context", TOKEN_RED),
+            ("residual_share", "residual", "#7f7f7f"),
+            ("relative_norm", "relative norm of pos (RMS)", "#08306b"),
+        ),
+    ),
+    (
+        "shape of pos[t]",
+        (
+            ("top_k_ratio", "top-k ratio", POSITION_BLUE),
+            ("top_k_ratio_without_0", "top-k ratio without position 0", "#6baed6"),
+            ("smoothness", "low-frequency DCT share", FIT_COLOR),
+            ("max_cosine", "max cosine pos/context subspaces", TOKEN_RED),
+        ),
+    ),
+    (
+        "sizes",
+        (
+            ("stable_rank", "stable rank", POSITION_BLUE),
+            ("position0_norm_ratio", "‖pos[0]‖ / median ‖pos[t]‖", FIT_COLOR),
+        ),
+    ),
+)
+
+
+def _corpus_note(text: str) -> str:
+    return text if len(text) <= 90 else text[:87] + "..."
+
+
+def plot_hidden_metrics(result: HiddenPositions, *, title: str | None = None) -> go.Figure:
+    """Every metric of ``result`` against the layer, in three panels (shares, shape, sizes).
+
+    Returns:
+        a ``Figure`` with one line per metric (x: layer index, 0 = embedding output).
+    """
+    if not isinstance(result, HiddenPositions):
+        raise InvalidArgumentError(
+            f"plot_hidden_metrics takes a HiddenPositions; got {type(result).__name__}."
+        )
+    fig = make_subplots(
+        rows=3, cols=1, shared_xaxes=True, subplot_titles=[p[0] for p in _PANELS], vertical_spacing=0.08
+    )
+    layers = list(result.layers)
+    for row, (_, lines) in enumerate(_PANELS, start=1):
+        for name, label, color in lines:
+            if name == "top_k_ratio" or name == "top_k_ratio_without_0":
+                label = label.replace("top-k", f"top-{result.n_components}")
+            hover = f"layer %{{x}}<br>{label}: %{{y:.4f}}<extra></extra>"
+            trace = go.Scatter(
+                x=layers, y=result.metric(name), mode="lines+markers", name=label, line={"color": color},
+                hovertemplate=hover,
+            )  # fmt: skip
+            fig.add_trace(trace, row=row, col=1)
+    fig.update_xaxes(
+        title_text="layer (0 = embedding output)", row=3, col=1, dtick=1 if len(layers) <= 30 else None
+    )
+    fig.update_yaxes(range=[0, 1.02], row=1, col=1)
+    fig.update_yaxes(range=[0, 1.02], row=2, col=1)
+    label = title or (
+        f"{model_label(result.provenance)}: position in the hidden states<br>"
+        f"<sub>{_corpus_note(result.corpus)}</sub>"
+    )
+    fig.update_layout(**base_layout(label), height=820, legend={"orientation": "v"})
+    return fig
+
+
+def plot_hidden_trajectory(
+    result: HiddenPositions,
+    *,
+    layers: Sequence[int] | None = None,
+    components: Sequence[int] = (0, 1, 2),
+    reference: int | str = -1,
+    title: str | None = None,
+) -> go.Figure:
+    """Each layer's ``pos[t]`` in 3D (top principal components), one slider step per layer.
+
+    Bases are Procrustes-aligned to the ``reference`` layer's (an index into the plotted layers:
+    default the deepest; ``"previous"`` chains them), so the view does not jump between layers.
+    """
+    if not isinstance(result, HiddenPositions):
+        raise InvalidArgumentError(
+            f"plot_hidden_trajectory takes a HiddenPositions; got {type(result).__name__}."
+        )
+    chosen = list(result.layers if layers is None else layers)
+    missing = [layer for layer in chosen if layer not in result.positional]
+    if missing or not chosen:
+        raise InvalidArgumentError(f"layers {missing or chosen} were not read; read layers: {result.layers}.")
+    return plot_checkpoints(
+        [result.positional[layer] for layer in chosen],
+        labels=[f"layer {layer}" for layer in chosen],
+        reference=reference,
+        components=components,
+        title=title,
+        slider_prefix="layer",
+    )
+
+
+def plot_attention_offsets(
+    result: AttentionByOffset,
+    *,
+    value: str = "mean_logit",
+    max_offset: int | None = None,
+    title: str | None = None,
+) -> go.Figure:
+    """Heatmap of ``result.<value>``: one row per (layer, head), one column per offset ``Δ``.
+
+    ``value``: ``"mean_logit"`` (default) or ``"mean_probability"``; ``max_offset`` limits the columns
+    to ``|Δ| ≤ max_offset``. Logits are drawn centred per head (each row minus its mean over offsets,
+    so heads with different scales share one colour scale); the hover shows the raw value.
+    """
+    if not isinstance(result, AttentionByOffset):
+        raise InvalidArgumentError(
+            f"plot_attention_offsets takes an AttentionByOffset; got {type(result).__name__}."
+        )
+    if value not in OFFSET_VALUES:
+        raise InvalidArgumentError(f"value must be one of {sorted(OFFSET_VALUES)}; got {value!r}.")
+    data = getattr(result, value)
+    keep = (
+        np.ones(len(result.offsets), dtype=bool)
+        if max_offset is None
+        else np.abs(result.offsets) <= max_offset
+    )
+    raw = data[..., keep].reshape(-1, int(keep.sum()))
+    shown = raw - raw.mean(axis=1, keepdims=True) if value == "mean_logit" else raw
+    rows = [f"L{layer} H{head}" for layer in result.layers for head in range(result.n_heads)]
+    fig = go.Figure(
+        go.Heatmap(
+            z=shown,
+            x=result.offsets[keep],
+            y=rows,
+            customdata=raw,
+            colorscale="RdBu_r" if value == "mean_logit" else "Viridis",
+            zmid=0 if value == "mean_logit" else None,
+            colorbar={"title": "logit − head mean" if value == "mean_logit" else "probability"},
+            hovertemplate="%{y}<br>Δ = %{x}<br>" + value + " %{customdata:.4f}<extra></extra>",
+        )
+    )
+    label = title or (
+        f"{model_label(result.provenance)}: {OFFSET_VALUES[value]} by offset Δ = query − key<br>"
+        f"<sub>{_corpus_note(result.corpus)}</sub>"
+    )
+    fig.update_layout(
+        **base_layout(label),
+        xaxis={"title": "offset Δ (positions)"},
+        yaxis={"title": "layer, head", "autorange": "reversed"},
+        height=max(360, 12 * len(rows) + 160),
+    )
+    return fig

@@ -1,0 +1,97 @@
+"""attention_by_offset against output_attentions, the model's own q/k, and a planted rotary plane."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import torch
+
+import pos_geometry as pg
+
+
+def _by_offset(matrices: np.ndarray) -> np.ndarray:
+    """(C, H, T, T) -> (H, T): mean over contexts and queries i >= Δ of m[c, h, i, i - Δ], written out."""
+    _, h, t, _ = matrices.shape
+    out = np.zeros((h, t))
+    for delta in range(t):
+        rows = np.arange(delta, t)
+        out[:, delta] = matrices[:, :, rows, rows - delta].mean(axis=(0, 2))
+    return out
+
+
+def test_equals_a_direct_computation_from_output_attentions_and_the_models_q_k(tiny_gpt2):
+    tokens = np.random.default_rng(0).integers(0, 50, size=(6, 24))
+    res = pg.attention_by_offset(tiny_gpt2, tokens, batch_size=4)
+    assert tiny_gpt2.config._attn_implementation == "eager"  # restored afterwards
+    with torch.no_grad():
+        out = tiny_gpt2(torch.from_numpy(tokens), output_attentions=True, output_hidden_states=True)
+    np.testing.assert_array_equal(res.offsets, np.arange(24))
+    np.testing.assert_array_equal(res.counts, 6 * (24 - np.arange(24)))
+    for layer in (0, 1):
+        np.testing.assert_allclose(
+            res.mean_probability[layer], _by_offset(out.attentions[layer].numpy()), atol=1e-6
+        )
+        block = tiny_gpt2.h[layer]
+        with torch.no_grad():  # GPT-2's own projections: c_attn on ln_1 of the block's input
+            q, k, _ = block.attn.c_attn(block.ln_1(out.hidden_states[layer])).split(64, dim=-1)
+        q = q.view(6, 24, 4, 16).transpose(1, 2)
+        k = k.view(6, 24, 4, 16).transpose(1, 2)
+        logits = (q @ k.transpose(-1, -2) / 4.0).numpy()
+        np.testing.assert_allclose(res.mean_logit[layer], _by_offset(logits), atol=1e-5)
+    assert res.rotary_status.startswith("does not apply") and res.plane_usage is None
+    data = json.loads(res.to_json(allow_nan=False))
+    assert data["type"] == "AttentionByOffset" and "random tokens" not in data["corpus"]
+
+
+def test_the_probe_leaves_the_models_output_unchanged_grouped_query_heads_included(tiny_llama):
+    model = tiny_llama()  # 4 query heads on 2 key heads
+    tokens = torch.randint(0, 50, (3, 20), generator=torch.Generator().manual_seed(0))
+    seen = []
+    handle = model.norm.register_forward_hook(lambda m, a, o: seen.append(o.clone()))
+    try:
+        with torch.no_grad():
+            expected = model(tokens).last_hidden_state
+            out = model(tokens, output_attentions=True)
+        res = pg.attention_by_offset(model, tokens.numpy(), layers=[1], max_offset=5)
+    finally:
+        handle.remove()
+    assert len(seen) == 2  # the probe's run stopped after block 1, before the final norm
+    np.testing.assert_allclose(
+        res.mean_probability[0], _by_offset(out.attentions[1].numpy())[:, :6], atol=1e-6
+    )
+    np.testing.assert_array_equal(res.offsets, np.arange(6))
+    assert torch.equal(model(tokens).last_hidden_state, expected)
+    assert res.rotary_status == "measured" and res.plane_usage.shape == (1, 4, 8)
+    np.testing.assert_allclose(res.plane_usage.sum(axis=-1), 1.0)
+
+
+def _sinusoid(offsets: np.ndarray, y: np.ndarray, wavelength: float) -> tuple[float, float]:
+    """(R², amplitude) of the least-squares sinusoid of ``wavelength`` through the centred curve."""
+    x = np.stack([np.cos(2 * np.pi * offsets / wavelength), np.sin(2 * np.pi * offsets / wavelength)], axis=1)
+    y = y - y.mean()
+    coef = np.linalg.lstsq(x, y, rcond=None)[0]
+    return 1 - np.square(y - x @ coef).sum() / np.square(y).sum(), float(np.hypot(*coef))
+
+
+def _fit_r2(offsets: np.ndarray, y: np.ndarray, wavelength: float) -> float:
+    return _sinusoid(offsets, y, wavelength)[0]
+
+
+def test_a_planted_rotary_plane_makes_the_logit_oscillate_at_its_wavelength(tiny_llama):
+    layer, head, plane = 0, 1, 2  # plane 2 of head_dim 16, base 10000: wavelength 2π·10000^(4/16) = 62.8
+    model = tiny_llama((layer, head, plane, 8.0))
+    wavelengths = 2 * np.pi * 10000.0 ** (np.arange(8) * 2 / 16)
+    # random contexts: the planted plane is the best-fitting wavelength of the offset curve
+    res = pg.attention_by_offset(model, layers=[layer], n_sequences=16, seq_len=128, random_state=0)
+    np.testing.assert_allclose(res.wavelengths, wavelengths, rtol=1e-12)
+    offsets, logit = res.profile(layer, head)
+    fits = [_fit_r2(offsets[1:], logit[1:], w) for w in wavelengths]  # Δ = 0 pairs a token with itself
+    assert int(np.argmax(fits)) == plane and fits[plane] > 3 * sorted(fits)[-2]
+    assert int(np.argmax(res.plane_usage[0, head])) == plane and res.plane_usage[0, head, plane] > 0.5
+    # one repeated token: q and k are the same at every position, the curve is the sum of plane cosines
+    same = pg.attention_by_offset(model, np.full((2, 128), 7), layers=[layer])
+    r2, amplitude = _sinusoid(*same.profile(layer, head), wavelengths[plane])
+    assert r2 > 0.95
+    unplanted = pg.attention_by_offset(tiny_llama(), np.full((2, 128), 7), layers=[layer])
+    assert amplitude > 20 * _sinusoid(*unplanted.profile(layer, head), wavelengths[plane])[1]  # factor² = 64

@@ -1,0 +1,48 @@
+"""``pos-geometry hidden`` in-process: what it writes, and that it equals the Python API."""
+
+from __future__ import annotations
+
+import csv
+import json
+
+import numpy as np
+from typer.testing import CliRunner
+
+import pos_geometry as pg
+from pos_geometry.cli import app
+from pos_geometry.hidden import METRIC_NAMES
+
+
+def test_hidden_writes_metrics_attention_and_figures(tiny_gpt2, tmp_path):
+    tiny_gpt2.save_pretrained(tmp_path / "model")
+    tokens = np.random.default_rng(0).integers(0, 50, size=(5, 24))
+    np.save(tmp_path / "ids.npy", tokens)
+    out = tmp_path / "out"
+    args = ["hidden", str(tmp_path / "model"), "--corpus", str(tmp_path / "ids.npy"), "--layers", "0,2"]
+    result = CliRunner().invoke(app, [*args, "--out", str(out), "--batch-size", "2", "--save-tables"])
+    assert result.exit_code == 0, result.output
+    files = {p.name for p in out.iterdir()}
+    assert {"metrics.json", "metrics.csv", "attention.json", "metrics.html", "trajectory.html"} <= files
+    assert {"attention_logit.html", "attention_probability.html", "positional"} <= files
+    expected = pg.hidden_positions(tiny_gpt2, tokens, layers=[0, 2])
+    rows = list(csv.DictReader((out / "metrics.csv").open()))
+    assert [int(r["layer"]) for r in rows] == [0, 2]
+    for row, i in zip(rows, range(2), strict=True):
+        for name in METRIC_NAMES:
+            np.testing.assert_allclose(float(row[name]), expected.metric(name)[i], rtol=1e-6, err_msg=name)
+    data = json.loads((out / "metrics.json").read_text())
+    assert data["provenance"]["config"]["corpus"].startswith("token ids from ids.npy: 5 x 24")
+    att = json.loads((out / "attention.json").read_text())
+    assert att["layers"] == [0]  # layer 2 is the last block's output: no block 2 to read attention from
+    table = pg.PositionalEmbedding.load(out / "positional" / "layer_2.safetensors")
+    np.testing.assert_allclose(table.numpy(), expected.positional[2].numpy(), atol=1e-6)
+    assert "layer   0: positional share" in result.output
+
+
+def test_hidden_bad_layers_is_one_line_and_status_1(tiny_gpt2, tmp_path):
+    tiny_gpt2.save_pretrained(tmp_path / "model")
+    result = CliRunner().invoke(
+        app, ["hidden", str(tmp_path / "model"), "--layers", "9", "--out", str(tmp_path / "o")]
+    )
+    assert result.exit_code == 1
+    assert "layer 9 is out of range" in result.output and "Traceback" not in result.output

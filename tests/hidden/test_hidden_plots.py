@@ -1,0 +1,53 @@
+"""Figures of hidden-state positions and attention by offset: what they hold, checked against the results."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import pos_geometry as pg
+from pos_geometry.errors import InvalidArgumentError
+from pos_geometry.hidden import METRIC_NAMES
+from pos_geometry.plotting import plot_attention_offsets, plot_hidden_metrics, plot_hidden_trajectory
+
+
+@pytest.fixture(scope="module")
+def results(tiny_gpt2):
+    tokens = np.random.default_rng(0).integers(0, 50, size=(6, 40))
+    return pg.hidden_positions(tiny_gpt2, tokens), pg.attention_by_offset(tiny_gpt2, tokens)
+
+
+def test_metrics_figure_has_every_metric_against_the_layer(results):
+    hidden, _ = results
+    fig = plot_hidden_metrics(hidden)
+    assert len(fig.data) == len(METRIC_NAMES)
+    by_name = {trace.name: trace for trace in fig.data}
+    np.testing.assert_allclose(by_name["stable rank"].y, hidden.metric("stable_rank"))
+    np.testing.assert_array_equal(by_name["positional"].x, [0, 1, 2])
+    assert "token array: 6 x 40" in fig.layout.title.text
+
+
+def test_trajectory_has_one_frame_and_slider_step_per_layer(results):
+    hidden, _ = results
+    fig = plot_hidden_trajectory(hidden)
+    assert [f.name for f in fig.frames] == ["layer 0", "layer 1", "layer 2"]
+    assert fig.layout.sliders[0].currentvalue.prefix == "layer: "
+    assert len(fig.layout.sliders[0].steps) == 3
+    first = fig.frames[0].data[0]
+    assert len(first.x) == hidden.seq_len  # one point per position
+    with pytest.raises(InvalidArgumentError, match="not read"):
+        plot_hidden_trajectory(hidden, layers=[7])
+
+
+def test_offset_heatmap_rows_are_layer_heads_and_hover_keeps_raw_values(results):
+    _, att = results
+    fig = plot_attention_offsets(att, max_offset=10)
+    heat = fig.data[0]
+    assert list(heat.y[:2]) == ["L0 H0", "L0 H1"] and len(heat.y) == 2 * 4
+    np.testing.assert_array_equal(heat.x, np.arange(11))
+    np.testing.assert_allclose(np.asarray(heat.customdata)[5], att.mean_logit[1, 1, :11])
+    np.testing.assert_allclose(np.asarray(heat.z).mean(axis=1), 0, atol=1e-12)  # logits centred per head
+    prob = plot_attention_offsets(att, value="mean_probability")
+    np.testing.assert_allclose(np.asarray(prob.data[0].z)[0], att.mean_probability[0, 0])
+    with pytest.raises(InvalidArgumentError, match="value must be one of"):
+        plot_attention_offsets(att, value="entropy")
