@@ -5,6 +5,7 @@ The data flow, and where each step lives::
     load / sinusoidal / from_transformer_lens   ->  PositionalEmbedding(matrix, provenance)
     pca, fit_helix, periodicity, fit_recurrence, subspace_overlap   ->  frozen results
     rotary_atlas (rotary models: q/k weights read by role)          ->  RotaryAtlas
+    sweep (every training checkpoint: range reads, metrics, drift)  ->  SweepResult (CSV/Parquet/JSON)
     pos_geometry.plotting                       ->  plotly figures (never shown)
 
 Importing the package does nothing global: no network, no printing, no plotly settings. It is also
@@ -60,6 +61,8 @@ _EXPORTS: dict[str, str] = {
     "ModelSpec": "pos_geometry.registry",
     "get_spec": "pos_geometry.registry",
     "from_transformer_lens": "pos_geometry.sources.lens",
+    "sweep": "pos_geometry.sweeps",
+    "SweepResult": "pos_geometry.sweeps",
 }
 """Public name -> the module that defines it."""
 
@@ -93,6 +96,9 @@ __all__ = [
     "NullTest",
     "rotary_atlas",
     "RotaryAtlas",
+    # training-checkpoint sweeps
+    "sweep",
+    "SweepResult",
     # errors
     "PosGeometryError",
     "UnknownModelError",
@@ -158,3 +164,4 @@ if TYPE_CHECKING:  # static tools see the real imports
     from pos_geometry.loading import load, load_token_embedding
     from pos_geometry.registry import ModelSpec, get_spec
     from pos_geometry.sources.lens import from_transformer_lens
+    from pos_geometry.sweeps import SweepResult, sweep

@@ -32,6 +32,18 @@ _INT_COLUMNS = (
 )
 
 
+def _require(module: str) -> Any:
+    import importlib
+
+    try:
+        return importlib.import_module(module)
+    except ImportError:
+        raise InvalidArgumentError(
+            f"the sweep's tidy table needs {module}, which is not installed: `pip install 'pos-geometry[sweep]'`. "
+            "The records are in SweepResult.rows() and .to_json() without it."
+        ) from None
+
+
 @dataclass(frozen=True, eq=False)
 class SweepResult(Result):
     """Metrics over training: one :class:`~pos_geometry.sweeps.record.CheckpointRecord` per revision.
@@ -82,7 +94,7 @@ class SweepResult(Result):
 
     def to_frame(self) -> Any:
         """The tidy table as a ``pandas.DataFrame`` (one row per revision; failed ones carry their reason)."""
-        import pandas as pd
+        pd = _require("pandas")
 
         rows = self.rows()
         columns: list[str] = []
@@ -178,6 +190,7 @@ class SweepResult(Result):
         """Write ``metrics.csv``, ``metrics.parquet`` and ``sweep.json`` (everything, with provenance) into
         ``out`` (created), each atomically; returns ``{name: path}``."""
         out = Path(out).expanduser()
+        _require("pyarrow")
         frame = self.to_frame()
         paths = {name: out / name for name in OUTPUT_FILES}
         atomic_write(paths["metrics.csv"], frame.to_csv(index=False))

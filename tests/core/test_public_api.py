@@ -37,6 +37,9 @@ EXPECTED = {
     "PeriodPeak",
     "rotary_atlas",
     "RotaryAtlas",
+    # training-checkpoint sweeps
+    "sweep",
+    "SweepResult",
     # errors
     "PosGeometryError",
     "UnknownModelError",
