@@ -118,10 +118,11 @@ class SweepResult(Result):
             np.array([np.nan if v is None or isinstance(v, str) else float(v) for v in values]),
         )
 
-    def pca(self, revisions: Any = None) -> Any:
+    def pca(self, revisions: Any = None, n_components: int | None = None) -> Any:
         """The stored PCA fits of the ok checkpoints (or of ``revisions``) as one batched ``PCAResult``,
         rebuilt from the store without reading any table, e.g. for
-        :func:`~pos_geometry.plotting.plot_checkpoints` (the Procrustes-aligned animation)."""
+        :func:`~pos_geometry.plotting.plot_checkpoints` (the Procrustes-aligned animation).
+        ``n_components``: keep the first ones only (default: all stored, the sweep's ``n_components``)."""
         import torch
 
         from pos_geometry.analysis.pca import PCAResult
@@ -140,6 +141,13 @@ class SweepResult(Result):
                     f"the store {self.store} has no PCA fit for {record.revision!r} (removed?); re-run the sweep."
                 )
             total, stable, start, stop, n_iter, n_over = a["scalars"].tolist()
+            k = (
+                a["components"].shape[0]
+                if n_components is None
+                else min(n_components, a["components"].shape[0])
+            )
+            a = {name: a[name][:k] for name in ("components", "explained_variance", "explained_variance_ratio",
+                 "singular_values")} | {"coordinates": a["coordinates"][:, :k], "mean": a["mean"], "solver": a["solver"]}  # fmt: skip
             coords = torch.from_numpy(a["coordinates"])
             fits.append(
                 PCAResult(

@@ -50,7 +50,38 @@ def _every_figure() -> dict:
         "plot_atlas_heatmap": lambda: plotting.plot_atlas_heatmap(_small_atlas()),
         "plot_atlas_usage": lambda: plotting.plot_atlas_usage(_small_atlas()),
         "plot_atlas_head": lambda: plotting.plot_atlas_head(_small_atlas(), 0, 1),
+        "plot_sweep_metrics": lambda: plotting.plot_sweep_metrics([_small_sweep(x), _small_sweep(1.5 * x)]),
+        "plot_sweep_helix": lambda: plotting.plot_sweep_helix(_small_sweep(x)),
     }
+
+
+def _small_sweep(x):
+    """A SweepResult of three 'checkpoints' of ``x`` (noise shrinking), analysed and stored like a sweep's."""
+    import tempfile
+
+    import numpy as np
+
+    from pos_geometry import PositionalEmbedding, Provenance
+    from pos_geometry.sweeps.metrics import SweepConfig, analyse
+    from pos_geometry.sweeps.record import CheckpointRecord, Outcome
+    from pos_geometry.sweeps.result import SweepResult
+    from pos_geometry.sweeps.store import SweepStore
+
+    config = SweepConfig.make("cheap", n_components=4)
+    store = SweepStore(tempfile.mkdtemp())
+    noise = np.random.default_rng(1).normal(size=x.shape).astype(np.float32)
+    records = []
+    for step, scale in ((0, 1.0), (10, 0.3), (100, 0.0)):
+        prov = Provenance("toy-run", "learned", "synthetic", revision=f"checkpoint-{step}")
+        emb = PositionalEmbedding(x + scale * noise, prov)
+        metrics, arrays = analyse(emb, config)
+        record = CheckpointRecord(f"checkpoint-{step}", step, "ok", metrics=metrics, provenance=prov)
+        store.put(Outcome(record, arrays), config.fingerprint())
+        records.append(record)
+    return SweepResult(
+        model="toy-run", repo_id="toy/run", revisions=tuple(r.revision for r in records), records=tuple(records),
+        config=config, executor="none", store=str(store.root), bytes_read=0, requests=0, n_computed=3, n_resumed=0,
+    )  # fmt: skip
 
 
 def _small_atlas():
