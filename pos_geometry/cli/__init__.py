@@ -1,8 +1,8 @@
 """The ``pos-geometry`` command line.
 
-Commands: ``plot``, ``atlas``, ``analyze``, ``info`` and ``reproduce``; one module per group
+Commands: ``plot``, ``atlas``, ``analyze``, ``info``, ``reproduce`` and ``sweep``; one module per group
 (:mod:`~pos_geometry.cli.figures`, :mod:`~pos_geometry.cli.tables`,
-:mod:`~pos_geometry.cli.reproduce`), what they share in :mod:`~pos_geometry.cli._common`.
+:mod:`~pos_geometry.cli.reproduce`, :mod:`~pos_geometry.cli.sweep`), what they share in :mod:`~pos_geometry.cli._common`.
 
 The CLI only parses arguments and calls the public API; every number it prints comes from
 the same functions as in Python. Heavy libraries (torch, scipy, plotly) are imported inside the
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import typer
 
-from pos_geometry.cli import figures, reproduce, tables
+from pos_geometry.cli import figures, reproduce, sweep, tables
 from pos_geometry.cli._common import STATE
 
 __all__ = ["app", "main"]
@@ -44,6 +44,7 @@ app.command()(figures.atlas)
 app.command()(tables.analyze)
 app.command()(tables.info)
 app.command()(reproduce.reproduce)
+app.command()(sweep.sweep)
 
 
 def main() -> None:
