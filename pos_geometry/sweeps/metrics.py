@@ -121,10 +121,13 @@ def _f(value: Any) -> float | None:
     return None if value is None else float(value)
 
 
-def _norms(x: np.ndarray) -> dict[str, Any]:
-    rows = np.linalg.norm(x, axis=1)
+def _norms(matrix: Any) -> dict[str, Any]:
+    """Norms accumulated in float64 without a float64 copy of the table."""
+    import torch
+
+    rows = torch.linalg.vector_norm(matrix, dim=1, dtype=torch.float64)
     return {
-        "table_norm": float(np.linalg.norm(x)),
+        "table_norm": float(torch.linalg.vector_norm(rows)),
         "position0_norm": float(rows[0]),
         "mean_row_norm": float(rows.mean()),
     }
@@ -209,7 +212,7 @@ def analyse(emb: Any, config: SweepConfig) -> tuple[dict[str, Any], dict[str, np
     metrics: dict[str, Any] = {}
     arrays: dict[str, np.ndarray] = {}
     if "norms" in config.analyses:
-        metrics |= _norms(emb.matrix.detach().cpu().double().numpy())
+        metrics |= _norms(emb.matrix.detach().cpu())
     if "pca" in config.analyses:
         found, arrays = _pca(emb, config)
         metrics |= found
