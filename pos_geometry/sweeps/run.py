@@ -63,7 +63,7 @@ def _resolve_model(model: str) -> _Model:
     if spec.kind == "rotary":
         raise _rotary(spec.name)
     schedule = spec.schedule
-    files = [f for f in spec.weight_files if f.endswith(".safetensors") and "index" not in f]
+    files = [f for f in spec.weight_files if "index" not in f]  # a single-file checkpoint: read it directly
     return _Model(
         spec.name, spec.repo_id, spec.row_offset, schedule.revisions if schedule else (),
         files[0] if files else "model.safetensors",
