@@ -8,6 +8,7 @@ The data flow, and where each step lives::
     position_qk_atlas (learned tables: how each head's QK reads it) ->  PositionQKAtlas
     hidden_positions (any model run on a corpus)  ->  HiddenPositions: each layer's pos[t] as a table
     attention_by_offset                         ->  AttentionByOffset: attention and logits vs offset
+    sweep (every training checkpoint: range reads, metrics, drift)  ->  SweepResult (CSV/Parquet/JSON)
     pos_geometry.plotting                       ->  plotly figures (never shown)
 
 Importing the package does nothing global: no network, no printing, no plotly settings. It is also
@@ -72,6 +73,8 @@ _EXPORTS: dict[str, str] = {
     "HiddenPositions": "pos_geometry.hidden.decomposition",
     "attention_by_offset": "pos_geometry.hidden.attention",
     "AttentionByOffset": "pos_geometry.hidden.attention",
+    "sweep": "pos_geometry.sweeps",
+    "SweepResult": "pos_geometry.sweeps",
 }
 """Public name -> the module that defines it."""
 
@@ -115,6 +118,9 @@ __all__ = [
     "HiddenPositions",
     "attention_by_offset",
     "AttentionByOffset",
+    # training-checkpoint sweeps
+    "sweep",
+    "SweepResult",
     # errors
     "PosGeometryError",
     "UnknownModelError",
@@ -185,3 +191,4 @@ if TYPE_CHECKING:  # static tools see the real imports
     from pos_geometry.loading import load, load_token_embedding
     from pos_geometry.registry import ModelSpec, get_spec
     from pos_geometry.sources.lens import from_transformer_lens
+    from pos_geometry.sweeps import SweepResult, sweep

@@ -38,7 +38,7 @@ from pos_geometry.sources.hub import read_config, read_hub_tensor
 from pos_geometry.sources.local import CHECKPOINT_SUFFIXES, read_local
 from pos_geometry.sources.tensor_record import TensorRecord, dtype_name
 
-__all__ = ["load", "load_token_embedding"]
+__all__ = ["load", "load_token_embedding", "embedding_from_record"]
 
 
 def _looks_like_repo_id(name: str) -> bool:
@@ -155,6 +155,26 @@ def _finish(
         commit=commit,
     )
     return PositionalEmbedding(_to_table(record, device, dtype, row_offset), provenance)
+
+
+def embedding_from_record(
+    record: TensorRecord,
+    *,
+    model_id: str,
+    revision: str | None,
+    commit: str | None,
+    row_offset: int = 0,
+    device: str | torch.device = "cpu",
+    dtype: torch.dtype = torch.float32,
+) -> PositionalEmbedding:
+    """The :class:`PositionalEmbedding` that :func:`load` makes of a tensor it has read: the same shape
+    and dtype checks, dropped leading rows, finiteness check and provenance (for callers that read the
+    tensor themselves, such as a training sweep)."""
+    _check_dtype(dtype)
+    return _finish(
+        record, model_id=model_id, revision=revision, row_offset=row_offset, commit=commit,
+        device=resolve_device(device), dtype=dtype,
+    )  # fmt: skip
 
 
 def load(

@@ -1,9 +1,9 @@
 """The ``pos-geometry`` command line.
 
-Commands: ``plot``, ``atlas``, ``analyze``, ``info``, ``reproduce`` and ``hidden``; one module per group
-(:mod:`~pos_geometry.cli.figures`, :mod:`~pos_geometry.cli.tables`,
-:mod:`~pos_geometry.cli.reproduce`, :mod:`~pos_geometry.cli.hidden`), what they share in
-:mod:`~pos_geometry.cli._common`.
+Commands: ``plot``, ``atlas``, ``analyze``, ``info``, ``reproduce``, ``hidden`` and ``sweep``; one module
+per group (:mod:`~pos_geometry.cli.figures`, :mod:`~pos_geometry.cli.tables`,
+:mod:`~pos_geometry.cli.reproduce`, :mod:`~pos_geometry.cli.hidden`, :mod:`~pos_geometry.cli.sweep`), what
+they share in :mod:`~pos_geometry.cli._common`.
 
 The CLI only parses arguments and calls the public API; every number it prints comes from
 the same functions as in Python. Heavy libraries (torch, scipy, plotly) are imported inside the
@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import typer
 
-from pos_geometry.cli import figures, hidden, reproduce, tables
+from pos_geometry.cli import figures, hidden, reproduce, sweep, tables
 from pos_geometry.cli._common import STATE
 
 __all__ = ["app", "main"]
@@ -46,6 +46,7 @@ app.command()(tables.analyze)
 app.command()(tables.info)
 app.command()(reproduce.reproduce)
 app.command()(hidden.hidden)
+app.command()(sweep.sweep)
 
 
 def main() -> None:

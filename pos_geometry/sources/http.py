@@ -29,6 +29,7 @@ from __future__ import annotations
 import contextlib
 import re
 from collections.abc import Iterator
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
@@ -41,11 +42,46 @@ from huggingface_hub.utils import build_hf_headers, get_session, hf_raise_for_st
 from pos_geometry.errors import CheckpointFormatError, RemoteError
 from pos_geometry.sources._deadline import remaining
 
-__all__ = ["DEFAULT_READAHEAD", "HttpByteSource"]
+__all__ = ["DEFAULT_READAHEAD", "HttpByteSource", "TransferCount", "count_transfers"]
 
 DEFAULT_READAHEAD = 64 * 1024
 """Reads shorter than this fetch this many bytes around them."""
 _MAX_WINDOWS = 4  # read-ahead windows kept (a zip's head and tail, a header, a record start)
+
+
+@dataclass
+class TransferCount:
+    """Body bytes received and ranged ``GET`` requests made by every :class:`HttpByteSource` in a
+    :func:`count_transfers` block (read-ahead included)."""
+
+    bytes_read: int = 0
+    requests: int = 0
+
+
+_COUNT: ContextVar[TransferCount | None] = ContextVar("pos_geometry_transfer_count", default=None)
+
+
+@contextlib.contextmanager
+def count_transfers() -> Iterator[TransferCount]:
+    """Count the range-read traffic of the code inside (this thread/context only; blocks nest)."""
+    outer = _COUNT.get()
+    count = TransferCount()
+    token = _COUNT.set(count)
+    try:
+        yield count
+    finally:
+        _COUNT.reset(token)
+        if outer is not None:
+            outer.bytes_read += count.bytes_read
+            outer.requests += count.requests
+
+
+def _counted(n_bytes: int, n_requests: int) -> None:
+    count = _COUNT.get()
+    if count is not None:
+        count.bytes_read += n_bytes
+        count.requests += n_requests
+
 
 _CONTENT_RANGE = re.compile(r"^\s*bytes\s+(\d+)-(\d+)/(\d+|\*)\s*$")
 
@@ -109,6 +145,71 @@ class HttpByteSource:
                 )
             self.size = int(meta.size)
 
+    @classmethod
+    def open_first(
+        cls, url: str, length: int, *, name: str = "", timeout: float | None = None
+    ) -> HttpByteSource:
+        """Open ``url`` with one ranged ``GET`` of its first ``length`` bytes instead of a ``HEAD``.
+
+        The file's size comes from the answer's ``Content-Range`` (``bytes 0-L/SIZE``), its version
+        from its ``ETag`` and its location from the URL the redirects ended at (a Hub weight file
+        answers ``302`` to its CDN), so later reads go straight there. The bytes are kept as the
+        first read-ahead window: a parser reading a header that fits costs no further request.
+        A file shorter than ``length`` is returned whole (the server clips the range, RFC 9110).
+        """
+        if length < 1:
+            raise CheckpointFormatError(f"open_first needs length >= 1; got {length}.")
+        same_hub = _origin(url) == _origin(constants.ENDPOINT)
+        headers: dict[str, Any] = {
+            **build_hf_headers(token=None if same_hub else False),
+            "Range": f"bytes=0-{length - 1}",
+            "Accept-Encoding": "identity",
+        }
+        label = name or url
+        timeout = float(constants.HF_HUB_DOWNLOAD_TIMEOUT) if timeout is None else timeout
+        with (
+            transport_errors(url),
+            get_session().stream("GET", url, headers=headers, timeout=remaining(url, timeout)) as response,
+        ):
+            if response.status_code >= 400:
+                response.read()
+                hf_raise_for_status(response)
+            header = response.headers.get("Content-Range")
+            match = _CONTENT_RANGE.match(header or "")
+            if response.status_code != 206 or match is None or match[3] == "*" or int(match[1]) != 0:
+                raise CheckpointFormatError(
+                    f"{label!r}: expected 206 Partial Content with a Content-Range 'bytes 0-N/SIZE' for the "
+                    f"first {length} bytes, got {response.status_code} with Content-Range {header!r}; the "
+                    "transfer was stopped. pos_geometry reads only the bytes it needs, so it requires a server "
+                    "that honours Range requests (the Hugging Face Hub does). Check HF_ENDPOINT and any proxy."
+                )
+            last, size = int(match[2]), int(match[3])
+            if last != min(length, size) - 1:
+                raise CheckpointFormatError(
+                    f"{label!r}: asked for bytes 0-{length - 1} of a {size}-byte file, the server answered "
+                    f"bytes 0-{last}; refusing bytes at the wrong offset."
+                )
+            data = bytearray()
+            for chunk in response.iter_bytes():
+                remaining(url)
+                data += chunk
+                if len(data) > last + 1:
+                    raise CheckpointFormatError(
+                        f"{label!r}: the server sent more than the {last + 1} bytes asked for; the transfer "
+                        "was stopped."
+                    )
+            final_url, etag = str(response.url), response.headers.get("ETag")
+        if len(data) != last + 1:
+            raise CheckpointFormatError(
+                f"{label!r}: the connection ended after {len(data)} of the {last + 1} bytes asked for (bytes "
+                f"0-{last}). Retry; if it persists, check the network or proxy."
+            )
+        src = cls(final_url, name=label, size=size, timeout=timeout, etag=etag)
+        src._windows = [(0, bytes(data))]
+        src.bytes_read, src.requests = len(data), 1
+        _counted(len(data), 1)
+        return src
+
     # -- ByteSource -------------------------------------------------------------------------------
     def read(self, offset: int, length: int) -> bytes:
         """Return ``length`` bytes at ``offset``, fetching only what the read-ahead window lacks."""
@@ -154,6 +255,7 @@ class HttpByteSource:
         if self.etag and not self.etag.startswith("W/"):
             headers["If-Match"] = self.etag
         self.requests += 1
+        _counted(0, 1)
         with transport_errors(self.url):
             return self._stream(start, length, headers)
 
@@ -201,6 +303,7 @@ class HttpByteSource:
                     )
                 chunks.append(chunk)
         self.bytes_read += received
+        _counted(received, 0)
         if received != length:
             raise CheckpointFormatError(
                 f"{self.name!r}: the connection ended after {received} of the {length} bytes asked for "

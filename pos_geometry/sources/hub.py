@@ -38,6 +38,7 @@ from huggingface_hub.utils import validate_repo_id
 from pos_geometry.errors import (
     AccessDeniedError,
     CheckpointFormatError,
+    InvalidArgumentError,
     NotCachedError,
     PosGeometryError,
     RemoteError,
@@ -52,7 +53,17 @@ from pos_geometry.sources.local import read_checkpoint_tensor
 from pos_geometry.sources.sharded import INDEX_SUFFIX, WEIGHT_FILES, parse_index, shard_for
 from pos_geometry.sources.tensor_record import TensorRecord, Which, check_which
 
-__all__ = ["is_offline", "resolve_commit", "read_config", "read_hub_tensor"]
+__all__ = [
+    "is_offline",
+    "resolve_commit",
+    "read_config",
+    "read_hub_tensor",
+    "read_hub_tensor_pinned",
+    "list_refs",
+]
+
+DEFAULT_PROBE = 32 * 1024
+"""Bytes :func:`read_hub_tensor_pinned` asks for first: a GPT-2 small safetensors header is ~15 KB."""
 
 _TRUE = {"1", "on", "yes", "true"}
 _MAX_LISTED = 20
@@ -372,3 +383,60 @@ def _remember(repo_id: str, revision: str, commit: str, record: TensorRecord | N
             RuntimeWarning,
             stacklevel=3,
         )
+
+
+def list_refs(repo_id: str) -> dict[str, str]:
+    """Every branch and tag of ``repo_id`` with the commit it points to (one API request).
+
+    For a training run published as branches (``checkpoint-N``, ``stepN``) this pins every checkpoint
+    at once, instead of one ``model_info`` request per checkpoint.
+    """
+    _check_repo_id(repo_id)
+    with deadline(), _hub_errors(repo_id, None, "branches and tags"):
+        refs = HfApi().list_repo_refs(repo_id)
+    return {r.name: r.target_commit for r in [*refs.branches, *refs.tags] if is_commit(r.target_commit)}
+
+
+def read_hub_tensor_pinned(
+    repo_id: str,
+    commit: str,
+    *,
+    revision: str | None = None,
+    which: Which = "position",
+    key: str | None = None,
+    filename: str = "model.safetensors",
+    probe: int = DEFAULT_PROBE,
+    cache: bool = True,
+) -> TensorRecord:
+    """:func:`read_hub_tensor` for a revision already pinned to ``commit``, in as few requests as possible.
+
+    The pos_geometry and HF caches are read first (no request). Otherwise ``filename`` at ``commit``
+    is opened with one ranged ``GET`` of its first ``probe`` bytes (no file listing, no ``HEAD``;
+    :meth:`HttpByteSource.open_first`), which holds the safetensors header when it is shorter, and the
+    tensor is a second ``GET`` of exactly its bytes. A repo without ``filename`` (a ``.bin`` or a
+    sharded checkpoint) falls back to :func:`read_hub_tensor`. ``cache=False`` keeps the tensor out of
+    the pos_geometry cache (a sweep of hundreds of checkpoints keeps only its results).
+    """
+    check_which(which)
+    _check_repo_id(repo_id)
+    if not is_commit(commit):
+        raise InvalidArgumentError(f"commit must be a 40-hex commit hash; got {commit!r}.")
+    rev = revision or commit
+    hit = cached_table(repo_id, commit, which, key) or read_from_hf_cache(repo_id, commit, which, key)
+    if hit is not None:
+        return hit
+    if is_offline():
+        raise NotCachedError(
+            f"Offline, and the {which} table of {_where(repo_id, rev)} (commit {commit[:10]}) is in neither "
+            "the pos_geometry cache nor the HF cache. " + _fetch_hint(repo_id, rev)
+        )
+    url = hf_hub_url(repo_id, filename, revision=commit)
+    with deadline(), _hub_errors(repo_id, rev, filename):
+        try:
+            src = HttpByteSource.open_first(url, probe, name=f"{repo_id}@{commit[:10]}/{filename}")
+        except hf_errors.RemoteEntryNotFoundError:  # another layout: list the files, read it the general way
+            return read_hub_tensor(repo_id, revision=commit, which=which, key=key)[0]
+        record = dataclasses.replace(read_checkpoint_tensor(src, which=which, key=key), file=filename)
+    if cache:
+        _remember(repo_id, rev, commit, record)
+    return record

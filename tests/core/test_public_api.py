@@ -45,6 +45,9 @@ EXPECTED = {
     "HiddenPositions",
     "attention_by_offset",
     "AttentionByOffset",
+    # training-checkpoint sweeps
+    "sweep",
+    "SweepResult",
     # errors
     "PosGeometryError",
     "UnknownModelError",

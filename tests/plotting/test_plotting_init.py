@@ -55,6 +55,8 @@ def _every_figure() -> dict:
         "plot_hidden_metrics": lambda: plotting.plot_hidden_metrics(_small_hidden()[0]),
         "plot_hidden_trajectory": lambda: plotting.plot_hidden_trajectory(_small_hidden()[0]),
         "plot_attention_offsets": lambda: plotting.plot_attention_offsets(_small_hidden()[1]),
+        "plot_sweep_metrics": lambda: plotting.plot_sweep_metrics([_small_sweep(x), _small_sweep(1.5 * x)]),
+        "plot_sweep_helix": lambda: plotting.plot_sweep_helix(_small_sweep(x)),
     }
 
 
@@ -84,6 +86,35 @@ def _small_hidden():
     config = transformers.GPT2Config(n_embd=32, n_layer=1, n_head=2, vocab_size=20, n_positions=16)
     model = transformers.GPT2Model(config)
     return pg.hidden_positions(model, n_sequences=4), pg.attention_by_offset(model, n_sequences=4)
+
+
+def _small_sweep(x):
+    """A SweepResult of three 'checkpoints' of ``x`` (noise shrinking), analysed and stored like a sweep's."""
+    import tempfile
+
+    import numpy as np
+
+    from pos_geometry import PositionalEmbedding, Provenance
+    from pos_geometry.sweeps.metrics import SweepConfig, analyse
+    from pos_geometry.sweeps.record import CheckpointRecord, Outcome
+    from pos_geometry.sweeps.result import SweepResult
+    from pos_geometry.sweeps.store import SweepStore
+
+    config = SweepConfig.make("cheap", n_components=4)
+    store = SweepStore(tempfile.mkdtemp())
+    noise = np.random.default_rng(1).normal(size=x.shape).astype(np.float32)
+    records = []
+    for step, scale in ((0, 1.0), (10, 0.3), (100, 0.0)):
+        prov = Provenance("toy-run", "learned", "synthetic", revision=f"checkpoint-{step}")
+        emb = PositionalEmbedding(x + scale * noise, prov)
+        metrics, arrays = analyse(emb, config)
+        record = CheckpointRecord(f"checkpoint-{step}", step, "ok", metrics=metrics, provenance=prov)
+        store.put(Outcome(record, arrays), config.fingerprint())
+        records.append(record)
+    return SweepResult(
+        model="toy-run", repo_id="toy/run", revisions=tuple(r.revision for r in records), records=tuple(records),
+        config=config, executor="none", store=str(store.root), bytes_read=0, requests=0, n_computed=3, n_resumed=0,
+    )  # fmt: skip
 
 
 def _small_atlas():

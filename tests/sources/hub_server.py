@@ -20,6 +20,8 @@ huggingface_hub 2.4 calls for what pos_geometry uses:
 Every request is logged with the bytes written to the socket (status line, headers and
 body), so tests measure the real transfer independently of the client's own counters.
 ``ignore_range = True`` makes it behave like a server that ignores ``Range`` (200 + whole body).
+``latency_s`` delays every answer (a distant server); ``LoggedRequest.client_port`` tells the client's
+keep-alive connections apart.
 
 Faults: set ``server.fault = Fault(kind, ...)``. Range faults hit ranged ``GET``s of a file
 (from the ``after + 1``-th on): ``"drop"`` (the connection closes mid-body), ``"short"`` (a
@@ -59,6 +61,7 @@ class LoggedRequest:
     bytes_sent: int = 0  # everything written to the socket for this request (headers + body)
     body_bytes: int = 0
     aborted: bool = False  # the client closed the connection before the body was fully sent
+    client_port: int = 0  # the client's end of the TCP connection (one per keep-alive connection)
 
 
 RANGE_FAULTS = ("drop", "short", "ignore_range", "status", "trickle", "changed", "redirect_loop", "bad_gzip")
@@ -136,6 +139,7 @@ class HubServer:
         self.ignore_range = False
         self.lfs_redirect = False
         self.fault: Fault | None = None
+        self.latency_s = 0.0
         self._etags: dict[Path, str] = {}
         self._lock = threading.Lock()
         self._httpd: ThreadingHTTPServer | None = None
@@ -222,7 +226,11 @@ class _Handler(BaseHTTPRequestHandler):
 
     # -- plumbing -------------------------------------------------------------------------------
     def _begin(self) -> LoggedRequest:
-        entry = LoggedRequest(self.command, self.path, range=self.headers.get("Range"))
+        entry = LoggedRequest(
+            self.command, self.path, range=self.headers.get("Range"), client_port=self.client_address[1]
+        )
+        if self.hub.latency_s:
+            time.sleep(self.hub.latency_s)  # a far-away server: every request waits this long
         self._entry, self._start = entry, self.wfile.count  # type: ignore[attr-defined]
         with self.hub._lock:
             self.hub.log.append(entry)

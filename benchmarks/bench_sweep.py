@@ -1,0 +1,225 @@
+"""Sweep benchmark: every checkpoint of a 609-revision GPT-2-small run over a Hub with 20 ms latency.
+
+Writes ``--revisions`` (default 609, the Stanford CRFM schedule) GPT-2-small-shaped checkpoints (GPT-2's
+148 tensor names, the 1024×768 float32 positional table moving from a random init to the real table in
+``../shared/data/real`` when present; the other tensors tiny, so the files are the table plus a real-size
+header) and serves them from the loopback Hub server of ``tests/sources/hub_server.py`` as branches
+``checkpoint-N``, every request delayed by ``--latency`` seconds. Then, each in a fresh subprocess with
+empty caches (imports excluded from the time):
+
+* ``sequential load``: ``for r in revisions: pos_geometry.load(repo, revision=r)`` (what a user writes today
+  with pos_geometry alone; ``--sequential K`` times the first K and scales, said so in the table);
+* ``sweep (norms)``: ``pos_geometry.sweep(repo, "all", analyses=["norms"])``: the fetch pipeline;
+* ``sweep (cheap)``: ``analyses="cheap"`` (norms, top-3/top-10 PCA ratios, Procrustes drift);
+* peak RSS of ``sweep (norms)`` over ``every:8``, ``every:4``, ``every:2`` and ``all`` (flat in N?).
+
+Bytes are what the server wrote (headers included), against Σ tensor bytes; transformers/TransformerLens
+would download each whole checkpoint (GPT-2 small's ``model.safetensors`` is 548,105,171 bytes on the Hub;
+the CRFM replicas' ``pytorch_model.bin`` is of that size too).
+
+Usage::
+
+    python benchmarks/bench_sweep.py [--revisions 609] [--latency 0.02] [--workers 8] [--sequential 0]
+
+The report replaces the ``bench_sweep`` section of ``benchmarks/RESULTS.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+REAL = REPO.parent / "shared" / "data" / "real" / "gpt2_small_wpe.npy"
+REPO_ID = "bench/gpt2-small-run"
+TABLE_BYTES = 1024 * 768 * 4
+HF_CHECKPOINT_BYTES = 548_105_171  # openai-community/gpt2 model.safetensors
+
+
+def _hub() -> Any:
+    spec = importlib.util.spec_from_file_location(
+        "_bench_hub_server", REPO / "tests" / "sources" / "hub_server.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def write_run(folder: Path, n: int) -> list[str]:
+    import numpy as np
+    import torch
+    from safetensors.torch import save_file
+
+    from pos_geometry.registry.schedules import get_schedule
+
+    steps = list(get_schedule("stanford-crfm").steps)[:n]
+    real = (
+        np.load(REAL)
+        if REAL.is_file()
+        else np.cumsum(np.random.default_rng(1).normal(size=(1024, 768)), 0) / 30
+    )
+    init = np.random.default_rng(0).normal(0.0, 0.02, real.shape)
+    tiny = {f"transformer.h.{i}.{m}.{w}": torch.zeros(4) for i in range(12) for m in
+            ("ln_1", "ln_2", "attn.c_attn", "attn.c_proj", "mlp.c_fc", "mlp.c_proj") for w in ("weight", "bias")}  # fmt: skip
+    tiny |= {"transformer.wte.weight": torch.zeros(4, 4), "transformer.ln_f.weight": torch.zeros(4),
+             "transformer.ln_f.bias": torch.zeros(4)}  # fmt: skip
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "config.json").write_text(
+        json.dumps({"model_type": "gpt2", "n_positions": 1024, "n_embd": 768})
+    )
+    for step in steps:
+        t = np.log1p(step) / np.log1p(steps[-1])
+        table = torch.from_numpy(((1 - t) * init + t * real).astype(np.float32))
+        save_file(
+            {"transformer.wpe.weight": table, **{k: v.clone() for k, v in tiny.items()}},
+            str(folder / f"{step}.safetensors"),
+        )
+    return [f"checkpoint-{s}" for s in steps]
+
+
+CHILD = r"""
+import json, resource, sys, time
+args = json.loads(sys.argv[1])
+import pos_geometry as pg
+from pos_geometry.sweeps import sweep
+import pos_geometry.sweeps.run, pos_geometry.analysis.pca, scipy.spatial, pandas  # imports outside the timing
+t0 = time.perf_counter()
+if args["mode"] == "load":
+    for r in args["revisions"]:
+        pg.load(args["repo"], revision=r)
+    n_ok = len(args["revisions"])
+else:
+    res = sweep(args["repo"], args["revisions"], analyses=args["analyses"], n_workers=args["workers"],
+                store=args["store"], progress=False)
+    n_ok = len(res.ok)
+wall = time.perf_counter() - t0
+print(json.dumps({"wall_s": wall, "n_ok": n_ok, "maxrss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+"""
+
+
+def child(server: Any, work: Path, **args: Any) -> dict[str, Any]:
+    cache = Path(tempfile.mkdtemp(dir=work, prefix="caches-"))
+    env = {**os.environ, "HF_ENDPOINT": server.url, "HF_HOME": str(cache / "hf"), "HF_HUB_CACHE": str(cache / "hf" / "hub"),
+           "POS_GEOMETRY_CACHE": str(cache / "pg"), "HF_HUB_DISABLE_XET": "1", "HF_HUB_OFFLINE": "0", "HF_TOKEN": ""}  # fmt: skip
+    env.pop("POS_GEOMETRY_OFFLINE", None)
+    args = {"store": str(cache / "store"), "workers": 8, "analyses": ["norms"], **args}
+    server.clear_log()
+    out = subprocess.run(
+        [sys.executable, "-c", CHILD, json.dumps(args)], env=env, capture_output=True, text=True, check=False
+    )
+    if out.returncode != 0:
+        raise SystemExit(f"child failed:\n{out.stderr[-3000:]}")
+    row = json.loads(out.stdout.strip().splitlines()[-1])
+    row["bytes_sent"] = server.bytes_sent
+    row["requests"] = len(server.requests())
+    shutil.rmtree(cache, ignore_errors=True)
+    return row
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--revisions", type=int, default=609)
+    parser.add_argument("--latency", type=float, default=0.02)
+    parser.add_argument("--workers", type=int, default=8)
+    parser.add_argument(
+        "--sequential", type=int, default=0, help="time only the first K sequential loads (0: all)"
+    )
+    parser.add_argument("--workdir", type=Path, default=None)
+    parser.add_argument("--no-write", action="store_true", help="print only; leave RESULTS.md alone")
+    opts = parser.parse_args()
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    from _results_md import update_section
+    from bench_load import _machine, _versions
+
+    work = Path(opts.workdir or tempfile.mkdtemp(prefix="bench_sweep-"))
+    t0 = time.perf_counter()
+    revisions = write_run(work / "ckpt", opts.revisions)
+    print(f"wrote {len(revisions)} checkpoints in {time.perf_counter() - t0:.0f} s", flush=True)
+    hub = _hub()
+    rows: list[tuple[str, dict[str, Any], int]] = []
+    with hub.HubServer() as server:
+        for rev in revisions:
+            step = rev.split("-")[1]
+            server.add_revision(REPO_ID, {"config.json": work / "ckpt" / "config.json",
+                                          "model.safetensors": work / "ckpt" / f"{step}.safetensors"}, refs=(rev,))  # fmt: skip
+        server.latency_s = opts.latency
+        seq = revisions[: opts.sequential] if opts.sequential else revisions
+        print(f"sequential load of {len(seq)} ...", flush=True)
+        rows.append(
+            ("sequential `load`", child(server, work, mode="load", revisions=seq, repo=REPO_ID), len(seq))
+        )
+        for label, analyses in (("sweep (norms)", ["norms"]), ("sweep (cheap)", "cheap")):
+            print(f"{label} ...", flush=True)
+            rows.append((label, child(server, work, mode="sweep", revisions="all", repo=REPO_ID,
+                                      analyses=analyses, workers=opts.workers), len(revisions)))  # fmt: skip
+        rss = []
+        for rule in ("every:8", "every:4", "every:2", "all"):
+            print(f"peak RSS, sweep {rule} ...", flush=True)
+            r = child(server, work, mode="sweep", revisions=rule, repo=REPO_ID, workers=opts.workers)
+            rss.append((rule, r))
+    shutil.rmtree(work, ignore_errors=True)
+
+    n = len(revisions)
+    tensors = n * TABLE_BYTES
+    seq_row = rows[0][1]
+    seq_full = seq_row["wall_s"] * n / rows[0][2]
+    scaled = rows[0][2] != n
+    lines = [
+        f"## Training-checkpoint sweep: {n} revisions over a loopback Hub with {opts.latency * 1000:.0f} ms latency per request",
+        "",
+        f"- Command: `python benchmarks/bench_sweep.py --revisions {opts.revisions} --latency {opts.latency} "
+        f"--workers {opts.workers}" + (f" --sequential {opts.sequential}" if opts.sequential else "") + "`",
+        f"- Machine: {_machine()}; load average {os.getloadavg()[0]:.2f} at the end. The 2 cores are shared with "
+        "3 other engineers' jobs: timings are noisy, and the server (Python's http.server in the benchmark's "
+        "process) competes with the client for them.",
+        f"- Versions: {_versions()}",
+        f"- Run: GPT-2-small-shaped checkpoints (148 tensor names, header {HEADER_NOTE}), the 1024×768 float32 table "
+        "per checkpoint; fresh subprocess and empty caches per row, imports excluded; bytes = everything the "
+        "server wrote (status lines, headers, bodies, API answers).",
+        "",
+        "| method | checkpoints | wall s | per checkpoint ms | requests | bytes sent | bytes / Σ tensors | peak RSS MiB |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for label, r, count in rows:
+        lines.append(
+            f"| {label} | {count} | {r['wall_s']:.1f} | {1000 * r['wall_s'] / count:.1f} | {r['requests']} | "
+            f"{r['bytes_sent']:,} | {r['bytes_sent'] / (count * TABLE_BYTES):.4f} | {r['maxrss_mib']:.0f} |"
+        )
+    lines += ["", "Peak RSS of `sweep(..., analyses=['norms'])` against the number of revisions:", "",
+              "| revisions | checkpoints | wall s | peak RSS MiB |", "|---|---|---|---|"]  # fmt: skip
+    lines += [f"| {rule} | {r['n_ok']} | {r['wall_s']:.1f} | {r['maxrss_mib']:.0f} |" for rule, r in rss]
+    sweep_row = rows[1][1]
+    speed = seq_full / sweep_row["wall_s"]
+    ratio = sweep_row["bytes_sent"] / tensors
+    lines += [
+        "",
+        f"- Speed-up of the sweep (norms) over the sequential loop: {speed:.1f}× "
+        + (f"(the loop was timed on {rows[0][2]} checkpoints and scaled to {n}) " if scaled else "")
+        + f"(target ≥ 8×: {'met' if speed >= 8 else 'NOT met'}).",
+        f"- Bytes: {ratio:.4f} × the tensors (target ≤ 1.02: {'met' if ratio <= 1.02 else 'NOT met'}).",
+        f"- Peak RSS from {rss[0][1]['n_ok']} to {rss[-1][1]['n_ok']} checkpoints: {rss[0][1]['maxrss_mib']:.0f} → "
+        f"{rss[-1][1]['maxrss_mib']:.0f} MiB.",
+        f"- transformers / TransformerLens load each whole checkpoint: {n} × {HF_CHECKPOINT_BYTES:,} bytes = "
+        f"{n * HF_CHECKPOINT_BYTES / 1e9:.0f} GB for this sweep, {n * HF_CHECKPOINT_BYTES / sweep_row['bytes_sent']:.0f}× "
+        "the bytes the sweep reads.",
+    ]
+    text = "\n".join(lines)
+    print(text)
+    if not opts.no_write:
+        update_section("bench_sweep", text)
+
+
+HEADER_NOTE = "~15 KB, as GPT-2 small's"
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,111 @@
+"""``pos-geometry sweep``: metrics over training checkpoints, resumable, written as a tidy table and figures."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from pos_geometry.cli._common import WINDOW, err, guard, out_console, parse_window_text, safe_name
+from pos_geometry.errors import InvalidArgumentError
+
+
+def _revisions(text: str) -> str | list[str | int]:
+    """``all`` / ``every:N`` / ``log:N`` as is; anything else a comma-separated list of names or steps."""
+    text = text.strip()
+    if text == "all" or text.startswith(("every:", "log:")):
+        return text
+    items = [p.strip() for p in text.split(",") if p.strip()]
+    if not items:
+        raise InvalidArgumentError(
+            f"--revisions needs all, every:N, log:N or a comma-separated list; got {text!r}."
+        )
+    return [int(p) if p.isdigit() else p for p in items]
+
+
+def _analyses(text: str) -> str | list[str]:
+    text = text.strip()
+    return text if text in ("all", "cheap") else [p.strip() for p in text.split(",") if p.strip()]
+
+
+def _line(result) -> str:
+    ok = result.ok
+    parts = [f"{result.model}: {len(ok)}/{len(result.records)} checkpoints ok"]
+    if result.failures:
+        kinds: dict[str, int] = {}
+        for r in result.failures:
+            kinds[r.status] = kinds.get(r.status, 0) + 1
+        parts.append("skipped " + ", ".join(f"{n} {s}" for s, n in sorted(kinds.items())))
+    if ok and "top3_ratio" in ok[0].metrics:
+        parts.append(f"top-3 ratio {ok[0].metrics['top3_ratio']:.3f} ({ok[0].revision}) → "
+                     f"{ok[-1].metrics['top3_ratio']:.3f} ({ok[-1].revision})")  # fmt: skip
+    if ok and "helix_verdict" in ok[-1].metrics:
+        parts.append(f"final helix: {ok[-1].metrics['helix_verdict']}")
+    parts.append(f"{result.n_resumed} resumed, {result.bytes_read / 1e6:.1f} MB read")
+    return " · ".join(parts)
+
+
+def sweep(
+    models: list[str] = typer.Argument(
+        ..., metavar="MODEL", help="Model-table names or hub repo ids (seeds overlay)."
+    ),
+    revisions: str = typer.Option("all", "--revisions", help="all, every:N, log:N, or names/steps a,b,c."),
+    out: Path = typer.Option(..., "--out", help="Folder for the tables, figures and the resumable store."),
+    analyses: str = typer.Option(
+        "all", "--analyses", help="all, cheap, or a list: norms,pca,helix,periodicity,drift."
+    ),
+    n_surrogates: int = typer.Option(
+        199, "--n-surrogates", help="Surrogates of the helix and periodicity nulls."
+    ),
+    alpha: float = typer.Option(0.01, "--alpha", help="Level of the null tests."),
+    n_components: int = typer.Option(10, "--n-components", help="PCA components kept (top-N ratio)."),
+    window: str | None = WINDOW,
+    executor: str = typer.Option(
+        "local", "--executor", help="local, or a Dask scheduler address tcp://host:8786."
+    ),
+    workers: int | None = typer.Option(None, "--workers", help="Threads of the local pool (default 8)."),
+    resume: bool = typer.Option(True, "--resume/--no-resume", help="Skip checkpoints already in the store."),
+    keep_tables: bool = typer.Option(
+        False, "--keep-tables", help="Also keep each table in the tensor cache."
+    ),
+    figures: bool = typer.Option(True, "--figures/--no-figures", help="Write metrics.html and helix.html."),
+) -> None:
+    """Read every training checkpoint's positional table and measure it; resumable (re-run the same command).
+
+    Writes OUT/metrics.csv, metrics.parquet, sweep.json and the figures (one model), or one folder per model
+    plus OUT/metrics.html overlaying them. Each checkpoint's result is stored in <folder>/checkpoints as soon
+    as it is done; Ctrl-C leaves only complete results there.
+    """
+    import pos_geometry as pg
+    from pos_geometry.plotting import plot_sweep_helix, plot_sweep_metrics, save_figure
+
+    def run() -> None:
+        opts = dict(
+            analyses=_analyses(analyses), n_surrogates=n_surrogates, alpha=alpha, n_components=n_components,
+            window=parse_window_text(window), executor=executor, n_workers=workers, resume=resume,
+            keep_tables=keep_tables, progress=True,
+        )  # fmt: skip
+        revs = _revisions(revisions)
+        folders = [out] if len(models) == 1 else [out / safe_name(m) for m in models]
+        results = []
+        for model, folder in zip(models, folders, strict=True):
+            try:
+                result = pg.sweep(model, revs, out=folder, **opts)
+            except KeyboardInterrupt:
+                err().print(
+                    f"interrupted: the finished checkpoints are stored in {folder / 'checkpoints'}; run the same "
+                    "command again to resume.",
+                    markup=False,
+                )
+                raise typer.Exit(130) from None
+            results.append(result)
+            out_console().print(_line(result), markup=False)
+            if figures and result.ok:
+                save_figure(plot_sweep_metrics(result), folder / "metrics.html")
+                if "pca" in result.config.analyses and len(result.ok) > 1:
+                    save_figure(plot_sweep_helix(result), folder / "helix.html")
+        if figures and len(results) > 1 and any(r.ok for r in results):
+            save_figure(plot_sweep_metrics([r for r in results if r.ok]), out / "metrics.html")
+        err().print(f"wrote {out}", markup=False)
+
+    guard(run)

@@ -1,0 +1,139 @@
+"""Where the per-checkpoint work runs: a local thread pool (default) or Dask distributed.
+
+**The choice, and why.** The work per checkpoint is a few range requests (I/O bound, waiting on the
+network) followed by numpy/torch/scipy analyses that release the GIL in their heavy parts. A local
+pool of threads overlaps the waiting of many checkpoints (the bounded number of threads is the bound
+on parallel range reads, each over one of huggingface_hub's keep-alive connections) and needs no
+process start-up or data copies. To go past one machine the same task function runs on **Dask
+distributed**: it is light (pure Python, ``pip install pos-geometry[cluster]``), PyData-native (numpy
+results travel as is), schedules plain functions without a framework of its own to adopt, and runs
+the same on a laptop (``LocalCluster``), an SSH/Kubernetes/SLURM cluster (``dask-jobqueue``,
+``dask-kubernetes``) or a managed one, from a scheduler address or an existing ``Client``. Ray would
+do too, but brings a larger runtime and its own object store that this workload does not need.
+
+Every backend runs the same pure task (:func:`~pos_geometry.sweeps.task.run_checkpoint`) on the same
+inputs; results are collected and stored by the calling process, so they do not depend on the executor.
+Dask is imported only when asked for.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Executor, ThreadPoolExecutor, as_completed
+from typing import Any
+
+from pos_geometry._describe import describe
+from pos_geometry.errors import InvalidArgumentError
+from pos_geometry.sweeps.record import Outcome
+from pos_geometry.sweeps.task import CheckpointTask, run_checkpoint
+
+__all__ = ["DEFAULT_WORKERS", "describe_executor", "run_tasks"]
+
+DEFAULT_WORKERS = 8
+"""Checkpoints in flight on the local pool (each reads over one keep-alive connection at a time)."""
+
+
+def _is_dask_client(obj: Any) -> bool:
+    return type(obj).__name__ == "Client" and type(obj).__module__.startswith("distributed")
+
+
+def _check(executor: Any) -> None:
+    ok = (
+        executor == "local"
+        or (isinstance(executor, str) and "://" in executor)
+        or isinstance(executor, Executor)
+        or _is_dask_client(executor)
+    )
+    if not ok:
+        raise InvalidArgumentError(
+            "executor must be 'local' (a thread pool), a Dask scheduler address such as 'tcp://host:8786', a "
+            f"dask.distributed.Client, or a concurrent.futures.Executor; got {describe(executor)}."
+        )
+
+
+def describe_executor(executor: Any, n_workers: int | None) -> str:
+    """A short label recorded in the result (``"local threads (8)"``, ``"dask tcp://..."``)."""
+    if executor == "local":
+        return f"local threads ({n_workers or DEFAULT_WORKERS})"
+    if isinstance(executor, str):
+        return f"dask {executor}"
+    if _is_dask_client(executor):
+        return f"dask {getattr(executor.scheduler, 'address', '') or 'client'}"
+    return type(executor).__name__
+
+
+def _dask_client(address: str) -> Any:
+    try:
+        from distributed import Client
+    except ImportError:
+        raise InvalidArgumentError(
+            f"executor={address!r} needs Dask distributed, which is not installed. Install it with "
+            "`pip install 'pos-geometry[cluster]'` (or `pip install 'dask[distributed]'`)."
+        ) from None
+    return Client(address)
+
+
+def _run_dask(client: Any, tasks: Sequence[CheckpointTask]) -> Iterator[Outcome]:
+    from distributed import as_completed as dask_completed
+
+    # pure=False: a task is never deduplicated against another client's identical one
+    futures = client.map(run_checkpoint, list(tasks), pure=False)
+    try:
+        for future in dask_completed(futures):
+            yield future.result()
+    finally:
+        client.cancel([f for f in futures if not f.done()])
+
+
+def _run_pool(pool: Executor, tasks: Sequence[CheckpointTask], own: bool) -> Iterator[Outcome]:
+    futures = [pool.submit(run_checkpoint, t) for t in tasks]
+    try:
+        for future in as_completed(futures):
+            yield future.result()
+    finally:
+        for f in futures:
+            f.cancel()
+        if own:
+            pool.shutdown(wait=False, cancel_futures=True)
+
+
+def run_tasks(
+    tasks: Sequence[CheckpointTask], executor: Any = "local", n_workers: int | None = None
+) -> Iterator[Outcome]:
+    """Run every task on ``executor``; yield their outcomes as they complete (any order).
+
+    Closing the iterator early (or an exception in the consumer, Ctrl-C included) cancels the tasks not
+    started yet. ``n_workers``: threads of the local pool (default :data:`DEFAULT_WORKERS`).
+    """
+    _check(executor)
+    if not tasks:
+        return iter(())
+    if executor == "local":
+        workers = DEFAULT_WORKERS if n_workers is None else n_workers
+        if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+            raise InvalidArgumentError(f"n_workers must be an integer >= 1; got {n_workers!r}.")
+        pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="pos_geometry-sweep")
+        return _run_pool(pool, tasks, own=True)
+    if isinstance(executor, Executor):
+        return _run_pool(executor, tasks, own=False)
+    if isinstance(executor, str):
+        return _closing(_dask_client(executor), tasks)
+    return _run_dask(executor, tasks)
+
+
+def _closing(client: Any, tasks: Sequence[CheckpointTask]) -> Iterator[Outcome]:
+    try:
+        yield from _run_dask(client, tasks)
+    finally:
+        client.close()
+
+
+def collect(outcomes: Iterator[Outcome], on_outcome: Callable[[Outcome], None]) -> None:
+    """Feed every outcome to ``on_outcome``; stop the rest when it (or the wait) raises."""
+    try:
+        for outcome in outcomes:
+            on_outcome(outcome)
+    finally:
+        close = getattr(outcomes, "close", None)
+        if close is not None:
+            close()

@@ -1,0 +1,280 @@
+"""What a sweep measures on each checkpoint's table, and the drift between checkpoints.
+
+Per checkpoint (each analysis selectable, see :data:`ANALYSES`), on the table ``X`` ``(n, d)``:
+
+* ``norms``: ``table_norm`` ``‖X‖_F``, ``position0_norm`` ``‖X[0]‖``, ``mean_row_norm`` (whole table);
+* ``pca``: :func:`~pos_geometry.analysis.pca.pca` with ``n_components`` (default 10) in ``window``:
+  ``top3_ratio`` and ``top{n_components}_ratio``, the explained-variance shares; its basis and
+  coordinates are kept (for the drift and the aligned animation);
+* ``helix``: :func:`~pos_geometry.analysis.helix.fit_helix` (3 components) with its null:
+  ``helix_verdict``/``helix_reason``, ``helix_p_value`` (the largest over its nulls, None when untested),
+  ``helix_period``/``helix_turns`` (None where the helix does not apply), shape and ΔBIC, rotation share;
+* ``periodicity``: :func:`~pos_geometry.analysis.periodicity.periodicity` (3 components) against red
+  noise: the strongest significant peak (``periodicity_period``, its series and p; status ``"none
+  significant"`` when no peak passes), ``toeplitz_score`` and ``column_fraction``;
+* ``drift`` (needs ``pca``; computed once all checkpoints are in, see :func:`add_drift`): the
+  Procrustes distance of the top-3 basis to the previous checkpoint's and to the final one's, and of
+  the top-3 trajectory's shape.
+
+The drift of two orthonormal bases ``A``, ``B`` ``(3, d)`` is ``min_R ‖R A − B‖_F / √6`` over orthogonal
+``R`` (:func:`~pos_geometry.analysis.procrustes.procrustes_rotation`), which equals ``√(1 − mean cos θ_j)``
+for the principal angles ``θ_j`` between the subspaces: 0 for the same subspace, 1 for orthogonal ones.
+The shape drift is ``scipy.spatial.procrustes``' disparity of the two ``(n, 3)`` trajectories (after
+centring, scaling and the best rotation): 0 when the curves are the same up to rotation and scale.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+
+from pos_geometry.analysis._inputs import check_int, check_level
+from pos_geometry.errors import InvalidArgumentError
+
+__all__ = ["ANALYSES", "CHEAP", "SweepConfig", "analyse", "add_drift", "basis_drift", "shape_drift"]
+
+ANALYSES: tuple[str, ...] = ("norms", "pca", "helix", "periodicity", "drift")
+"""Every analysis a sweep can run on each checkpoint (see the module docstring)."""
+CHEAP: tuple[str, ...] = ("norms", "pca", "drift")
+"""The analyses without a null (about 0.1 s per GPT-2 table): ``analyses="cheap"``."""
+DRIFT_COMPONENTS = 3
+
+
+@dataclass(frozen=True)
+class SweepConfig:
+    """The analyses and their parameters; a stored checkpoint result is reused only under the same one.
+
+    ``analyses``: a subset of :data:`ANALYSES` (``"all"`` / ``"cheap"`` accepted by :meth:`make`);
+    ``n_components``: PCA components kept (the ``top{n}_ratio``); ``n_surrogates``, ``alpha``,
+    ``random_state``: the helix and periodicity nulls; ``window``: ``(start, stop)`` positions analysed
+    (None: all).
+    """
+
+    analyses: tuple[str, ...]
+    n_components: int = 10
+    n_surrogates: int = 199
+    alpha: float = 0.01
+    random_state: int = 0
+    window: tuple[int, int] | None = None
+
+    @classmethod
+    def make(
+        cls,
+        analyses: str | Sequence[str] = "all",
+        *,
+        n_components: int = 10,
+        n_surrogates: int = 199,
+        alpha: float = 0.01,
+        random_state: int = 0,
+        window: Any = None,
+    ) -> SweepConfig:
+        """Validate the arguments of :func:`~pos_geometry.sweeps.sweep` into a config."""
+        if isinstance(analyses, str):
+            named = {"all": ANALYSES, "cheap": CHEAP}.get(analyses, (analyses,))
+        elif isinstance(analyses, Sequence) and all(isinstance(a, str) for a in analyses):
+            named = tuple(analyses)
+        else:
+            raise InvalidArgumentError(
+                f"analyses must be 'all', 'cheap' or a list of names; got {analyses!r}."
+            )
+        unknown = [a for a in named if a not in ANALYSES]
+        if unknown or not named:
+            raise InvalidArgumentError(
+                f"analyses must be 'all', 'cheap' or a non-empty list from {list(ANALYSES)}; got {analyses!r}"
+                + (f" ({unknown} unknown)." if unknown else ".")
+            )
+        chosen = set(named) | ({"pca"} if "drift" in named else set())
+        n_components = check_int("n_components", n_components, DRIFT_COMPONENTS, f">= {DRIFT_COMPONENTS}")
+        n_surrogates = check_int("n_surrogates", n_surrogates, 0, ">= 0 (0 leaves the helix untested)")
+        random_state = check_int("random_state", random_state, 0, ">= 0 (a seed)")
+        if "periodicity" in chosen and n_surrogates < 1:
+            raise InvalidArgumentError(
+                "periodicity needs n_surrogates >= 1 for its red-noise null; got 0. Raise n_surrogates or "
+                "leave 'periodicity' out of analyses."
+            )
+        if n_surrogates:
+            alpha = check_level(alpha, n_surrogates)
+        if window is not None:
+            try:
+                start, stop = (None if v is None else int(v) for v in window)
+            except (TypeError, ValueError):
+                raise InvalidArgumentError(f"window must be a pair (start, stop); got {window!r}.") from None
+            window = (start, stop)
+        return cls(
+            tuple(a for a in ANALYSES if a in chosen), n_components, n_surrogates, float(alpha), random_state,
+            window,
+        )  # fmt: skip
+
+    def fingerprint(self) -> str:
+        """A short hash of the config: stored results computed under another config are recomputed."""
+        text = json.dumps(asdict(self), sort_keys=True)
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _f(value: Any) -> float | None:
+    return None if value is None else float(value)
+
+
+def _norms(matrix: Any) -> dict[str, Any]:
+    """Norms accumulated in float64 without a float64 copy of the table."""
+    import torch
+
+    rows = torch.linalg.vector_norm(matrix, dim=1, dtype=torch.float64)
+    return {
+        "table_norm": float(torch.linalg.vector_norm(rows)),
+        "position0_norm": float(rows[0]),
+        "mean_row_norm": float(rows.mean()),
+    }
+
+
+def _pca(emb: Any, config: SweepConfig) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    from pos_geometry.analysis.pca import pca
+
+    k = min(config.n_components, *emb.shape)
+    res = pca(emb, n_components=k, window=config.window, random_state=config.random_state)
+    ratio = np.asarray(res.explained_variance_ratio_, dtype=np.float64)
+    metrics = {"top3_ratio": float(ratio[:3].sum()), f"top{config.n_components}_ratio": float(ratio.sum())}
+    arrays = {
+        "components": res.components_.detach().cpu().numpy(),
+        "coordinates": res.coordinates.detach().cpu().numpy(),
+        "mean": res.mean_.detach().cpu().numpy(),
+        "explained_variance": np.asarray(res.explained_variance_, dtype=np.float64),
+        "explained_variance_ratio": ratio,
+        "singular_values": np.asarray(res.singular_values_, dtype=np.float64),
+        "scalars": np.array(
+            [
+                res.total_variance_,
+                res.stable_rank_,
+                res.window[0],
+                res.window[1],
+                res.n_iter or -1,
+                res.n_oversamples or -1,
+            ],
+            dtype=np.float64,
+        ),
+        "solver": np.frombuffer(res.solver.encode(), dtype=np.uint8).copy(),
+    }
+    return metrics, arrays
+
+
+def _helix(emb: Any, config: SweepConfig) -> dict[str, Any]:
+    from pos_geometry.analysis.helix import fit_helix
+
+    fit = fit_helix(
+        emb, 3, window=config.window, n_surrogates=config.n_surrogates, alpha=config.alpha,
+        random_state=config.random_state,
+    )  # fmt: skip
+    return {
+        "helix_verdict": fit.verdict,
+        "helix_reason": fit.reason,
+        "helix_p_value": _f(fit.p_value),
+        "helix_n_surrogates": config.n_surrogates,
+        "helix_shape": fit.shape,
+        "helix_delta_bic": float(fit.delta_bic),
+        "helix_period": _f(fit.period),
+        "helix_turns": float(fit.turns[0]) if fit.turns.size else None,
+        "helix_rotation_share": float(fit.rotation_share),
+    }
+
+
+def _periodicity(emb: Any, config: SweepConfig) -> dict[str, Any]:
+    from pos_geometry.analysis.periodicity import periodicity
+
+    res = periodicity(
+        emb, window=config.window, n_components=3, n_surrogates=config.n_surrogates, alpha=config.alpha,
+        random_state=config.random_state,
+    )  # fmt: skip
+    top = res.dominant_periods[0] if res.dominant_periods else None
+    return {
+        "periodicity_status": "period" if top is not None else "none significant",
+        "periodicity_period": None if top is None else float(top.period),
+        "periodicity_period_std": None if top is None else float(top.period_std),
+        "periodicity_series": None if top is None else top.series,
+        "periodicity_p_value": None if top is None else float(top.p_value),
+        "periodicity_n_significant": len(res.dominant_periods),
+        "toeplitz_score": float(res.toeplitz_score),
+        "column_fraction": float(res.column_fraction),
+    }
+
+
+def analyse(emb: Any, config: SweepConfig) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    """``(metrics, arrays)`` of one checkpoint's :class:`PositionalEmbedding`.
+
+    ``metrics``: name -> number/str/None (see the module docstring); ``arrays``: the PCA fit (basis
+    ``(k, d)``, coordinates ``(n, k)``, mean ``(d,)``, variances) when ``"pca"`` ran, else empty.
+    """
+    metrics: dict[str, Any] = {}
+    arrays: dict[str, np.ndarray] = {}
+    if "norms" in config.analyses:
+        metrics |= _norms(emb.matrix.detach().cpu())
+    if "pca" in config.analyses:
+        found, arrays = _pca(emb, config)
+        metrics |= found
+    if "helix" in config.analyses:
+        metrics |= _helix(emb, config)
+    if "periodicity" in config.analyses:
+        metrics |= _periodicity(emb, config)
+    return metrics, arrays
+
+
+def basis_drift(a: np.ndarray, b: np.ndarray) -> float:
+    """Procrustes distance ``min_R ‖R a − b‖_F / √(2k)`` of two orthonormal bases ``(k, d)``, in [0, 1]."""
+    import torch
+
+    from pos_geometry.analysis.procrustes import procrustes_rotation
+
+    ta, tb = torch.from_numpy(np.asarray(a, np.float64)), torch.from_numpy(np.asarray(b, np.float64))
+    rot = procrustes_rotation(ta, tb)
+    dist = float(torch.linalg.norm(rot @ ta - tb)) / math.sqrt(2 * a.shape[0])
+    return min(max(dist, 0.0), 1.0)
+
+
+def shape_drift(a: np.ndarray, b: np.ndarray) -> float:
+    """``scipy.spatial.procrustes`` disparity of two trajectories ``(n, k)`` (0 = same shape), in [0, 1]."""
+    from scipy.spatial import procrustes
+
+    return float(procrustes(np.asarray(b, np.float64), np.asarray(a, np.float64))[2])
+
+
+def add_drift(
+    bases: Sequence[tuple[np.ndarray, np.ndarray] | None], names: Sequence[str]
+) -> list[dict[str, Any]]:
+    """Drift columns for each checkpoint, in sweep order (``None`` entries are failed checkpoints).
+
+    ``bases[i]``: ``(components (k, d), coordinates (n, k))`` of checkpoint ``i``; the first
+    :data:`DRIFT_COMPONENTS` are compared. "previous" is the nearest earlier checkpoint that has a basis,
+    "final" the last one that has. Returns one dict per checkpoint (empty for failed ones).
+    """
+    k = DRIFT_COMPONENTS
+    have = [i for i, b in enumerate(bases) if b is not None]
+    out: list[dict[str, Any]] = [{} for _ in bases]
+    if not have:
+        return out
+    last = have[-1]
+    fa, fy = bases[last]
+    prev: int | None = None
+    for i in have:
+        comp, coords = bases[i]
+        row: dict[str, Any] = {
+            "drift_final": basis_drift(comp[:k], fa[:k]),
+            "shape_drift_final": shape_drift(coords[:, :k], fy[:, :k]),
+            "drift_final_revision": names[last],
+        }
+        if prev is None:
+            row |= {"drift_previous": None, "shape_drift_previous": None, "drift_previous_revision": None}
+        else:
+            pc, py = bases[prev]
+            row |= {
+                "drift_previous": basis_drift(comp[:k], pc[:k]),
+                "shape_drift_previous": shape_drift(coords[:, :k], py[:, :k]),
+                "drift_previous_revision": names[prev],
+            }
+        out[i] = row
+        prev = i
+    return out

@@ -1,0 +1,63 @@
+"""The progress bar of a sweep (rich, on stderr): checkpoints done, bytes read, failures, ETA."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+__all__ = ["SweepProgress"]
+
+
+def _size(n: int) -> str:
+    for unit in ("B", "KB", "MB", "GB"):
+        if n < 1000 or unit == "GB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1000
+    return f"{n:.1f} TB"  # pragma: no cover
+
+
+class SweepProgress:
+    """``with SweepProgress(total, label, show) as bar: bar.advance(record)``; does nothing when not shown.
+
+    ``show=None`` shows it when stderr is a terminal.
+    """
+
+    def __init__(self, total: int, label: str, show: bool | None = None) -> None:
+        self.total, self.label = total, label
+        self.show = sys.stderr.isatty() if show is None else bool(show)
+        self.bytes_read = 0
+        self.failed = 0
+        self._progress: Any = None
+        self._task: Any = None
+
+    def __enter__(self) -> SweepProgress:
+        if self.show:
+            from rich.console import Console
+            from rich.progress import (
+                BarColumn,
+                MofNCompleteColumn,
+                Progress,
+                TextColumn,
+                TimeElapsedColumn,
+                TimeRemainingColumn,
+            )
+
+            self._progress = Progress(
+                TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                TextColumn("checkpoints · {task.fields[bytes]} read · {task.fields[failed]} failed"),
+                TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
+                console=Console(stderr=True), transient=False,
+            )  # fmt: skip
+            self._progress.start()
+            self._task = self._progress.add_task(self.label, total=self.total, bytes="0 B", failed=0)
+        return self
+
+    def advance(self, bytes_read: int = 0, failed: bool = False, n: int = 1) -> None:
+        self.bytes_read += bytes_read
+        self.failed += int(failed)
+        if self._progress is not None:
+            self._progress.update(self._task, advance=n, bytes=_size(self.bytes_read), failed=self.failed)
+
+    def __exit__(self, *exc: object) -> None:
+        if self._progress is not None:
+            self._progress.stop()
