@@ -149,7 +149,7 @@ def _load(path: Path, repo_id: str, commit: str, key: str | None) -> TensorRecor
         return None
     return TensorRecord(
         tensor=tensor, key=stored, file=meta.get("file", ""), dtype=meta.get("dtype", dtype_name(tensor.dtype)),
-        available_keys=available,
+        available_keys=available, origin="pos_geometry cache",
     )  # fmt: skip
 
 

@@ -79,5 +79,5 @@ def read_from_hf_cache(
                 continue
         src = FileByteSource(path, name=f"{repo_id}@{commit[:10]}/{name} (HF cache)")
         record = read_checkpoint_tensor(src, which=which, key=wanted)
-        return dataclasses.replace(record, file=name)
+        return dataclasses.replace(record, file=name, origin="HF cache")
     return None

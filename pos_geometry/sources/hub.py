@@ -296,7 +296,7 @@ def _read_remote(
             wanted, name = shard_for(parse_index(Path(index_path).read_bytes(), source), which, key, source)
         src = _remote_source(repo_id, commit, name)
         record = read_checkpoint_tensor(src, which=which, key=wanted)
-    return dataclasses.replace(record, file=name)
+    return dataclasses.replace(record, file=name, origin=constants.ENDPOINT)
 
 
 def read_hub_tensor(

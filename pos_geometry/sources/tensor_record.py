@@ -52,6 +52,8 @@ class TensorRecord:
         file: the file it came from (a path, or a repo-relative filename for hub reads).
         dtype: the stored dtype name: ``"float16"``, ``"float32"``, ``"bfloat16"``, ...
         available_keys: the keys the file holds (for messages); may be empty.
+        origin: where the file was read, when not a path the user gave: ``"pos_geometry cache"``,
+            ``"HF cache"`` or the hub endpoint (``""`` for local files).
     """
 
     tensor: torch.Tensor
@@ -59,6 +61,7 @@ class TensorRecord:
     file: str
     dtype: str
     available_keys: tuple[str, ...] = ()
+    origin: str = ""
 
 
 def tensor_from_buffer(
