@@ -1,7 +1,12 @@
-"""Atomic file writes: a file is either absent, the old version, or complete; never partial."""
+"""The one atomic file writer: a file is either absent, the old version, or complete; never partial.
+
+Every file the package writes (cached tensors and refs, exported tables, figures, reports,
+``PositionalEmbedding.save``) goes through :func:`atomic_write`.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import uuid
 from pathlib import Path
@@ -10,10 +15,12 @@ __all__ = ["atomic_write"]
 
 
 def atomic_write(path: str | os.PathLike[str], data: bytes | str) -> Path:
-    """Write ``data`` to ``path`` through a temporary file in the same folder and ``os.replace``.
+    """Write ``data`` to ``path`` through a temporary file in the same folder, fsync it, then ``os.replace``.
 
-    The parent folder is created. The file gets the usual permissions (``0o666`` less the umask),
-    and the temporary file is removed whatever happens. Text is written as UTF-8.
+    The parent folder is created. The temporary file is named ``.<name>.<pid>-<random>.tmp`` (a
+    leading dot: readers of a folder skip it) and is removed whatever happens, so an exception or a
+    crash leaves ``path`` as it was. The file gets the usual permissions (``0o666`` less the umask).
+    Text is written as UTF-8.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -23,8 +30,10 @@ def atomic_write(path: str | os.PathLike[str], data: bytes | str) -> Path:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
         with os.fdopen(fd, "wb") as fh:
             fh.write(payload)
+            fh.flush()
+            os.fsync(fh.fileno())
         os.replace(tmp, path)
     finally:
-        if tmp.exists():
+        with contextlib.suppress(OSError):
             tmp.unlink()
     return path

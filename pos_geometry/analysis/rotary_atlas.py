@@ -34,6 +34,7 @@ from dataclasses import dataclass
 
 import torch
 
+from pos_geometry._dtypes import dtype_name
 from pos_geometry.analysis._results import Result
 from pos_geometry.embedding import Provenance
 from pos_geometry.encodings.rotary import inverse_frequencies, scaling_fields
@@ -235,7 +236,7 @@ def rotary_atlas(
         for which in ("q", "k"):
             w, key = reader.projection(index, which)
             grams[which] = _plane_grams(w, reader.planes, gain)
-            stored = str(w.dtype).removeprefix("torch.")
+            stored = dtype_name(w.dtype)
             keys += [key] if key not in keys else []
             del w
         stats.append(_plane_stats(grams["q"], grams["k"][kv_heads]))

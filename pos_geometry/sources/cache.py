@@ -12,9 +12,10 @@ which commit a name (``main``, ``checkpoint-400``) pointed to when it was fetche
 
 Each tensor file is a safetensors file holding the tensor under its checkpoint key,
 in its stored dtype, with metadata ``repo_id``, ``commit``, ``key``, ``file``,
-``dtype`` and ``available_keys`` (JSON). Every write goes to a temporary file in the
-same directory followed by ``os.replace``, so a crash leaves either the old state or
-the complete new file, never a partial file under a name that is read back.
+``dtype`` and ``available_keys`` (JSON). Every write goes through the package's one atomic
+writer (:func:`pos_geometry._files.atomic_write`: a temporary file in the same directory,
+fsynced, then ``os.replace``), so a crash leaves either the old state or the complete new
+file, never a partial file under a name that is read back.
 """
 
 from __future__ import annotations
@@ -25,10 +26,7 @@ import json
 import os
 import re
 import shutil
-import tempfile
-from collections.abc import Iterator
 from pathlib import Path
-from typing import IO
 from urllib.parse import quote
 
 from huggingface_hub.errors import HFValidationError
@@ -36,6 +34,7 @@ from huggingface_hub.utils import validate_repo_id
 from safetensors import SafetensorError, safe_open
 from safetensors.torch import save
 
+from pos_geometry._files import atomic_write
 from pos_geometry.errors import InvalidArgumentError
 from pos_geometry.sources.keys import select_key
 from pos_geometry.sources.tensor_record import TensorRecord, Which, dtype_name
@@ -100,33 +99,6 @@ def _safe_name(text: str) -> str:
 def _tensor_path(repo_id: str, commit: str, key: str) -> Path:
     _check_commit(commit)
     return _repo_dir(repo_id) / commit / (_safe_name(key) + _SUFFIX)
-
-
-@contextlib.contextmanager
-def _atomic_writer(path: Path) -> Iterator[IO[bytes]]:
-    """Yield a temp file beside ``path``; on success fsync + ``os.replace`` it onto ``path``.
-
-    On any exception the temp file is removed and ``path`` is left as it was.
-    """
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.NamedTemporaryFile(dir=path.parent, prefix=".tmp-", suffix=".part", delete=False) as tmp:
-        try:
-            yield tmp
-            tmp.flush()
-            os.fsync(tmp.fileno())
-        except BaseException:
-            _discard(tmp.name)
-            raise
-    try:
-        os.replace(tmp.name, path)
-    except BaseException:
-        _discard(tmp.name)
-        raise
-
-
-def _discard(name: str) -> None:
-    with contextlib.suppress(OSError):
-        os.unlink(name)
 
 
 def _load(path: Path, repo_id: str, commit: str, key: str | None) -> TensorRecord | None:
@@ -214,10 +186,7 @@ def store_tensor(repo_id: str, commit: str, record: TensorRecord) -> Path:
         "available_keys": json.dumps(list(record.available_keys)),
     }
     tensor = record.tensor.detach().to("cpu").contiguous()
-    payload = save({record.key: tensor}, metadata=meta)
-    with _atomic_writer(path) as fh:
-        fh.write(payload)
-    return path
+    return atomic_write(path, save({record.key: tensor}, metadata=meta))
 
 
 def _ref_path(repo_id: str, revision: str) -> Path:
@@ -243,8 +212,7 @@ def store_ref(repo_id: str, revision: str, commit: str) -> None:
     _check_commit(commit)
     if revision == commit:
         return
-    with _atomic_writer(_ref_path(repo_id, revision)) as fh:
-        fh.write(commit.encode())
+    atomic_write(_ref_path(repo_id, revision), commit)
 
 
 def clear(repo_id: str | None = None) -> None:

@@ -10,6 +10,7 @@ from typing import Literal
 
 import torch
 
+from pos_geometry._dtypes import dtype_name
 from pos_geometry.errors import InvalidArgumentError
 
 __all__ = [
@@ -24,11 +25,6 @@ __all__ = [
 
 Which = Literal["position", "token"]
 WHICH: tuple[str, ...] = ("position", "token")
-
-
-def dtype_name(dtype: torch.dtype) -> str:
-    """``torch.float16`` -> ``"float16"``."""
-    return str(dtype).removeprefix("torch.")
 
 
 def check_which(which: str) -> None:
