@@ -60,6 +60,8 @@ _EXPORTS: dict[str, str] = {
     "ModelSpec": "pos_geometry.registry",
     "get_spec": "pos_geometry.registry",
     "from_transformer_lens": "pos_geometry.sources.lens",
+    "FetchedTable": "pos_geometry.sources.fetch",
+    "fetch_table": "pos_geometry.sources.fetch",
 }
 """Public name -> the module that defines it."""
 
@@ -76,6 +78,8 @@ __all__ = [
     "from_transformer_lens",
     "ModelSpec",
     "get_spec",
+    "fetch_table",
+    "FetchedTable",
     # analysis
     "pca",
     "PCAResult",
@@ -157,4 +161,5 @@ if TYPE_CHECKING:  # static tools see the real imports
     )
     from pos_geometry.loading import load, load_token_embedding
     from pos_geometry.registry import ModelSpec, get_spec
+    from pos_geometry.sources.fetch import FetchedTable, fetch_table
     from pos_geometry.sources.lens import from_transformer_lens

@@ -1,7 +1,7 @@
 """The ``pos-geometry`` command line.
 
-Commands: ``plot``, ``atlas``, ``analyze``, ``info``, ``models`` and ``reproduce``; one module per group
-(:mod:`~pos_geometry.cli.figures`, :mod:`~pos_geometry.cli.tables`, :mod:`~pos_geometry.cli.models`,
+Commands: ``plot``, ``atlas``, ``analyze``, ``info`` and ``reproduce``; one module per group
+(:mod:`~pos_geometry.cli.figures`, :mod:`~pos_geometry.cli.tables`,
 :mod:`~pos_geometry.cli.reproduce`), what they share in :mod:`~pos_geometry.cli._common`.
 
 The CLI only parses arguments and calls the public API; every number it prints comes from
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import typer
 
-from pos_geometry.cli import figures, models, reproduce, tables
+from pos_geometry.cli import fetch, figures, models, reproduce, tables
 from pos_geometry.cli._common import STATE
 
 __all__ = ["app", "main"]
@@ -44,6 +44,7 @@ app.command()(figures.atlas)
 app.command()(tables.analyze)
 app.command()(tables.info)
 app.command()(models.models)
+app.command()(fetch.fetch)
 app.command()(reproduce.reproduce)
 
 

@@ -18,6 +18,7 @@ substituted for a missing table.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from collections.abc import Mapping
@@ -37,6 +38,7 @@ if TYPE_CHECKING:
 __all__ = [
     "DATA_ENV",
     "TABLES_ENV",
+    "PROVENANCE_SUFFIX",
     "REAL_TABLES",
     "CacheStatus",
     "Located",
@@ -154,6 +156,12 @@ def _read_meta(path: Path) -> dict[str, Any]:
         ) from None
     if not isinstance(meta, dict):
         raise CheckpointFormatError(f"{str(meta_path)!r} must hold a JSON object; got {type(meta).__name__}.")
+    digest = meta.get("sha256")
+    if isinstance(digest, str) and hashlib.sha256(path.read_bytes()).hexdigest() != digest:
+        raise CheckpointFormatError(
+            f"{str(path)!r} is not the table its provenance file {meta_path.name!r} describes (sha256 differs): one "
+            "of them was replaced. Delete both and export again with `pos-geometry fetch MODEL --export`."
+        )
     return meta
 
 
