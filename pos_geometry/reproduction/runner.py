@@ -27,6 +27,7 @@ from pos_geometry.loading import load_token_embedding
 from pos_geometry.plotting.export import find_browser, save_figure
 from pos_geometry.reproduction import claims as C
 from pos_geometry.reproduction.figures import blog_figures
+from pos_geometry.reproduction.published import published_vs_measured
 from pos_geometry.reproduction.report import FigureEntry, render_json, render_markdown
 from pos_geometry.sources.locations import Located, find_data_dir, locate, parse_named_path
 
@@ -229,10 +230,12 @@ def reproduce_blog_post(
             "No folder of real tables was found (../shared/data/real beside the checkout, or $POS_GEOMETRY_DATA)."
         )
     report_md = out / "report.md"
-    md = render_markdown(claims, located, entries, notes=notes, out=out)
+    published = published_vs_measured(gpt2)
+    md = render_markdown(claims, located, entries, notes=notes, out=out, published=published)
     atomic_write(report_md, md)
     data = render_json(claims, located, entries, out=out)
     data["notes"] = notes
+    data["published_vs_measured"] = [c.to_dict() for c in published]
     atomic_write(out / "report.json", json.dumps(to_jsonable(data), indent=2, allow_nan=False))
     step("done", total + len(figures), total + len(figures))
     return ReproductionResult(out, claims, tuple(located), tuple(entries), report_md)
