@@ -312,6 +312,10 @@ def _load_spec(spec: ModelSpec, *, revision, device, dtype, n_positions, key, of
             dtype=dtype,
         )
     hub = {"revision": rev, "which": "position", "key": key}
+    hub |= {
+        "preferred": spec.position_key,
+        "files": spec.weight_files,
+    }  # the row's key and files, tried first
     try:  # the caches first, then data/tables and the real tables, then (online) the hub
         record, commit = read_hub_tensor(spec.repo_id, offline=True, **hub)
     except NotCachedError as exc:
@@ -421,7 +425,10 @@ def load_token_embedding(
             spec = target.spec
             repo = spec.repo_id if spec is not None else name
             rev = check_revision(spec, revision) if spec is not None else revision
-            record, commit = read_hub_tensor(repo, revision=rev, which="token", key=key, offline=offline)
+            hints = {"preferred": spec.token_key, "files": spec.weight_files} if spec is not None else {}
+            record, commit = read_hub_tensor(
+                repo, revision=rev, which="token", key=key, offline=offline, **hints
+            )
             model_id = model_id or (spec.name if spec is not None else name)
     provenance = Provenance(
         model_id=model_id,

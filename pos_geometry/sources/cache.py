@@ -135,7 +135,7 @@ def cached_tensor(repo_id: str, commit: str, key: str) -> TensorRecord | None:
 
 
 def cached_table(
-    repo_id: str, commit: str, which: Which = "position", key: str | None = None
+    repo_id: str, commit: str, which: Which = "position", key: str | None = None, preferred: str | None = None
 ) -> TensorRecord | None:
     """The cached ``which`` table of ``repo_id`` at ``commit`` (or tensor ``key``), else ``None``.
 
@@ -163,7 +163,7 @@ def cached_table(
     if not found:
         return None
     try:
-        chosen = select_key(found, which)
+        chosen = select_key(found, which, preferred=preferred)
     except LookupError:
         return None
     return _load(found[chosen], repo_id, commit, chosen)

@@ -89,7 +89,14 @@ def fetch_table(
             f"package is installed elsewhere and the current folder is not inside one). Set ${TABLES_ENV} to the "
             "folder to export to."
         )
-    record, commit = read_hub_tensor(spec.repo_id, revision=rev, which="position", offline=offline)
+    record, commit = read_hub_tensor(
+        spec.repo_id,
+        revision=rev,
+        which="position",
+        offline=offline,
+        preferred=spec.position_key,
+        files=spec.weight_files,
+    )
     result = FetchedTable(
         name=spec.name,
         repo_id=spec.repo_id,

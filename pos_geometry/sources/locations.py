@@ -211,7 +211,7 @@ def cache_status(spec: ModelSpec | str, revision: str | None = None) -> CacheSta
     """Whether ``spec``'s table at ``revision`` is in either cache (reads no tensor data)."""
     from pos_geometry.sources.cache import cache_dir, cached_ref, cached_table
     from pos_geometry.sources.hf_cache import hf_cached_file, hf_cached_ref
-    from pos_geometry.sources.sharded import WEIGHT_FILES
+    from pos_geometry.sources.sharded import ordered_weight_files
 
     spec = get_spec(spec) if isinstance(spec, str) else spec
     if spec.kind == "rotary":
@@ -223,7 +223,8 @@ def cache_status(spec: ModelSpec | str, revision: str | None = None) -> CacheSta
         ours = str(cache_dir() / "hub" / spec.repo_id.replace("/", "--") / commit)
     hf_commit = hf_cached_ref(spec.repo_id, rev)
     hf = None
-    if hf_commit is not None and any(hf_cached_file(spec.repo_id, hf_commit, f) for f in WEIGHT_FILES):
+    files = ordered_weight_files(spec.weight_files)
+    if hf_commit is not None and any(hf_cached_file(spec.repo_id, hf_commit, f) for f in files):
         hf = hf_commit
     return CacheStatus(computed=False, pos_geometry=ours, hf=hf)
 
