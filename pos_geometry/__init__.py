@@ -75,6 +75,8 @@ _EXPORTS: dict[str, str] = {
     "AttentionByOffset": "pos_geometry.hidden.attention",
     "sweep": "pos_geometry.sweeps",
     "SweepResult": "pos_geometry.sweeps",
+    "FetchedTable": "pos_geometry.sources.fetch",
+    "fetch_table": "pos_geometry.sources.fetch",
 }
 """Public name -> the module that defines it."""
 
@@ -91,6 +93,8 @@ __all__ = [
     "from_transformer_lens",
     "ModelSpec",
     "get_spec",
+    "fetch_table",
+    "FetchedTable",
     # analysis
     "analyze",
     "Analysis",
@@ -190,5 +194,6 @@ if TYPE_CHECKING:  # static tools see the real imports
     from pos_geometry.hidden.decomposition import HiddenPositions, hidden_positions
     from pos_geometry.loading import load, load_token_embedding
     from pos_geometry.registry import ModelSpec, get_spec
+    from pos_geometry.sources.fetch import FetchedTable, fetch_table
     from pos_geometry.sources.lens import from_transformer_lens
     from pos_geometry.sweeps import SweepResult, sweep

@@ -1,30 +1,50 @@
-"""Atomic file writes: a file is either absent, the old version, or complete; never partial."""
+"""The one atomic file writer: a file is either absent, the old version, or complete; never partial.
+
+Every file the package writes (cached tensors and refs, exported tables, figures, reports,
+``PositionalEmbedding.save``) goes through :func:`atomic_write`.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
+from typing import BinaryIO
 
-__all__ = ["atomic_write"]
+__all__ = ["atomic_write", "atomic_writer"]
 
 
-def atomic_write(path: str | os.PathLike[str], data: bytes | str) -> Path:
-    """Write ``data`` to ``path`` through a temporary file in the same folder and ``os.replace``.
-
-    The parent folder is created. The file gets the usual permissions (``0o666`` less the umask),
-    and the temporary file is removed whatever happens. Text is written as UTF-8.
-    """
+@contextlib.contextmanager
+def atomic_writer(path: str | os.PathLike[str]) -> Iterator[BinaryIO]:
+    """Yield a binary file to write ``path`` piece by piece (for data too large to hold in memory);
+    on success it is fsynced and moved onto ``path`` with ``os.replace``; on any exception it is
+    removed and ``path`` is left as it was. Same temporary name and permissions as :func:`atomic_write`."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    payload = data.encode("utf-8") if isinstance(data, str) else data
     tmp = path.with_name(f".{path.name}.{os.getpid()}-{uuid.uuid4().hex[:8]}.tmp")
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
         with os.fdopen(fd, "wb") as fh:
-            fh.write(payload)
+            yield fh
+            fh.flush()
+            os.fsync(fh.fileno())
         os.replace(tmp, path)
     finally:
-        if tmp.exists():
+        with contextlib.suppress(OSError):
             tmp.unlink()
-    return path
+
+
+def atomic_write(path: str | os.PathLike[str], data: bytes | str) -> Path:
+    """Write ``data`` to ``path`` through a temporary file in the same folder, fsync it, then ``os.replace``.
+
+    The parent folder is created. The temporary file is named ``.<name>.<pid>-<random>.tmp`` (a
+    leading dot: readers of a folder skip it) and is removed whatever happens, so an exception or a
+    crash leaves ``path`` as it was. The file gets the usual permissions (``0o666`` less the umask).
+    Text is written as UTF-8.
+    """
+    payload = data.encode("utf-8") if isinstance(data, str) else data
+    with atomic_writer(path) as fh:
+        fh.write(payload)
+    return Path(path)

@@ -21,6 +21,7 @@ import numpy as np
 import torch
 
 from pos_geometry._describe import describe
+from pos_geometry._dtypes import dtype_name
 from pos_geometry._files import atomic_write
 from pos_geometry._version import __version__
 from pos_geometry.errors import CheckpointFormatError, InvalidArgumentError, NonFiniteError
@@ -147,10 +148,6 @@ class Provenance:
         return cls.from_dict(json.loads(text))
 
 
-def _dtype_name(dtype: torch.dtype) -> str:
-    return str(dtype).removeprefix("torch.")
-
-
 @dataclass(frozen=True, eq=False)
 class PositionalEmbedding:
     """A positional matrix ``(n_positions, d_model)`` and its provenance.
@@ -248,7 +245,7 @@ class PositionalEmbedding:
         steps = ", ".join(p.processing) or "none"
         return (
             f"PositionalEmbedding({p.label}, kind={p.kind}, shape={self.shape}, "
-            f"dtype={_dtype_name(self.dtype)}, device={self.device}, processing={steps})"
+            f"dtype={dtype_name(self.dtype)}, device={self.device}, processing={steps})"
         )
 
     def to(
@@ -304,7 +301,7 @@ class PositionalEmbedding:
         """
         path = Path(path)
         suffix = path.suffix.lower()
-        dtype = _dtype_name(self.dtype)
+        dtype = dtype_name(self.dtype)
         if suffix == ".safetensors":
             from safetensors.torch import save
 
@@ -387,4 +384,4 @@ class TokenEmbedding:
         return self.matrix.detach().cpu().float().numpy()
 
     def __repr__(self) -> str:
-        return f"TokenEmbedding({self.provenance.label}, shape={self.shape}, dtype={_dtype_name(self.matrix.dtype)})"
+        return f"TokenEmbedding({self.provenance.label}, shape={self.shape}, dtype={dtype_name(self.matrix.dtype)})"

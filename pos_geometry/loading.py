@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +25,13 @@ from pos_geometry._describe import describe
 from pos_geometry._device import resolve_device
 from pos_geometry.embedding import PositionalEmbedding, Provenance, TokenEmbedding
 from pos_geometry.encodings.rotary import rotary_embedding
-from pos_geometry.errors import CheckpointFormatError, InvalidArgumentError, UnknownModelError
+from pos_geometry.errors import (
+    CheckpointFormatError,
+    InvalidArgumentError,
+    NoLearnedTableError,
+    NotCachedError,
+    UnknownModelError,
+)
 from pos_geometry.registry import (
     ModelSpec,
     check_revision,
@@ -34,8 +41,9 @@ from pos_geometry.registry import (
     row_offset_from_config,
 )
 from pos_geometry.sources._deadline import deadline
-from pos_geometry.sources.hub import read_config, read_hub_tensor
+from pos_geometry.sources.hub import is_offline, read_config, read_hub_tensor
 from pos_geometry.sources.local import CHECKPOINT_SUFFIXES, read_local
+from pos_geometry.sources.locations import LocalTable, find_local_table, parse_named_path
 from pos_geometry.sources.tensor_record import TensorRecord, dtype_name
 
 __all__ = ["load", "load_token_embedding", "embedding_from_record"]
@@ -132,6 +140,9 @@ def _finish(
     commit: str | None,
     device: torch.device,
     dtype: torch.dtype,
+    source: str | None = None,
+    tensor_key: str | None = None,
+    original_dtype: str | None = None,
 ) -> PositionalEmbedding:
     matrix = record.tensor
     if matrix.ndim != 2:
@@ -144,13 +155,16 @@ def _finish(
             f"the positional tensor {record.key!r} has {matrix.shape[0]} rows but {row_offset} leading "
             "rows are not positions for this model; the checkpoint does not match its config."
         )
+    if source is None:
+        source = f"{record.file}::{record.key}" if record.key else record.file
+        source += f" ({record.origin})" if record.origin else ""
     provenance = Provenance(
         model_id=model_id,
         kind="learned",
-        source=f"{record.file}::{record.key}" if record.key else record.file,
+        source=source,
         revision=revision,
-        tensor_key=record.key or None,
-        original_dtype=record.dtype,
+        tensor_key=tensor_key or record.key or None,
+        original_dtype=original_dtype or record.dtype,
         row_offset=row_offset,
         commit=commit,
     )
@@ -175,6 +189,38 @@ def embedding_from_record(
         record, model_id=model_id, revision=revision, row_offset=row_offset, commit=commit,
         device=resolve_device(device), dtype=dtype,
     )  # fmt: skip
+
+
+@dataclass(frozen=True)
+class _Target:
+    """What a name passed to :func:`load` stands for: a local ``path`` (for ``NAME=PATH`` with the
+    row ``spec`` it stands for), a model-table ``spec``, or a hub ``repo_id`` not in the table."""
+
+    path: Path | None = None
+    spec: ModelSpec | None = None
+    repo_id: str | None = None
+
+
+def _resolve(name: str) -> _Target:
+    """The one place a name becomes a path, a model-table row or a repo id (for every loader)."""
+    path = Path(name).expanduser()
+    if path.exists():
+        return _Target(path=path)
+    named = parse_named_path(name)
+    if named is not None:
+        return _Target(path=named[1], spec=get_spec(named[0]))
+    spec = find_spec(name)
+    if spec is not None:
+        return _Target(spec=spec)
+    if _looks_like_path(name):
+        raise UnknownModelError(
+            f"{name!r} does not exist: there is no such file or folder. Check the path (it is read relative to "
+            f"{os.getcwd()!r}); model-table names such as 'gpt2' and hub repo ids such as 'org/name' are not paths.",
+            name=name,
+        )
+    if not _looks_like_repo_id(name):
+        get_spec(name)  # raises UnknownModelError with the closest known names
+    return _Target(repo_id=name)
 
 
 def load(
@@ -225,44 +271,52 @@ def load(
 
 def _load(name_or_path, dev, dtype, revision, n_positions, key, offline, model_id) -> PositionalEmbedding:
     name = os.fspath(name_or_path)
-    path = Path(name).expanduser()
-    if path.exists():
-        config = _local_config(path)
-        if config is not None and key is None and kind_from_config(config) == "rotary":
-            return rotary_embedding(
-                config,
-                model_id=model_id or name,
-                revision=revision,
-                n_positions=n_positions,
-                source=str(path / "config.json" if path.is_dir() else path.parent / "config.json"),
-                device=dev,
-                dtype=dtype,
-            )
-        record = read_local(path, which="position", key=key)
-        offset = row_offset_from_config(config) if config is not None else 0
-        return _finish(
-            record,
-            model_id=model_id or name,
+    target = _resolve(name)
+    opts = {"revision": revision, "device": dev, "dtype": dtype, "n_positions": n_positions, "key": key}
+    if target.path is not None:
+        return _load_path(target.path, target.spec, model_id=model_id or name, **opts)
+    if target.spec is not None:
+        return _load_spec(target.spec, offline=offline, **opts)
+    return _load_repo(name, offline=offline, **opts)
+
+
+def _load_path(
+    path: Path, spec: ModelSpec | None, *, model_id, revision, device, dtype, n_positions, key
+) -> PositionalEmbedding:
+    """A local file or folder; with ``spec`` (``NAME=PATH``) the row names it and gives its row offset."""
+    config = _local_config(path)
+    config_rotary = config is not None and key is None and kind_from_config(config) == "rotary"
+    if spec is not None and spec.kind == "rotary" and not config_rotary:
+        raise NoLearnedTableError(
+            f"{spec.name} is a rotary model: it has no learned positional table, so {str(path)!r} cannot stand "
+            f"for one. Load {spec.name!r} by name (its exact rotary table is built from the model table), or give "
+            "its model folder (with config.json)."
+        )
+    name = spec.name if spec is not None else model_id
+    if config_rotary:
+        return rotary_embedding(
+            config,
+            model_id=name,
             revision=revision,
-            row_offset=offset,
-            commit=None,
-            device=dev,
+            n_positions=n_positions,
+            source=str(path / "config.json" if path.is_dir() else path.parent / "config.json"),
+            device=device,
             dtype=dtype,
         )
-
-    spec = find_spec(name)
-    opts = {"revision": revision, "device": dev, "dtype": dtype, "n_positions": n_positions, "key": key}
-    if spec is None and _looks_like_path(name):
-        raise UnknownModelError(
-            f"{name!r} does not exist: there is no such file or folder. Check the path (it is read relative to "
-            f"{os.getcwd()!r}); model-table names such as 'gpt2' and hub repo ids such as 'org/name' are not paths.",
-            name=name,
-        )
+    record = read_local(path, which="position", key=key)
     if spec is not None:
-        return _load_spec(spec, offline=offline, **opts)
-    if not _looks_like_repo_id(name):
-        get_spec(name)  # raises UnknownModelError with the closest known names
-    return _load_repo(name, offline=offline, **opts)
+        offset = _spec_offset(spec, record)
+    else:
+        offset = row_offset_from_config(config) if config is not None else 0
+    return _finish(
+        record, model_id=name, revision=revision, row_offset=offset, commit=None, device=device, dtype=dtype
+    )
+
+
+def _spec_offset(spec: ModelSpec, record: TensorRecord) -> int:
+    """The row's leading non-position rows, unless the file holds exactly ``n_positions`` rows (a table
+    already cut to its positions, as ``PositionalEmbedding.save`` writes it)."""
+    return 0 if record.tensor.ndim and record.tensor.shape[0] == spec.n_positions else spec.row_offset
 
 
 def _load_spec(spec: ModelSpec, *, revision, device, dtype, n_positions, key, offline) -> PositionalEmbedding:
@@ -277,9 +331,23 @@ def _load_spec(spec: ModelSpec, *, revision, device, dtype, n_positions, key, of
             device=device,
             dtype=dtype,
         )
-    # the row's position_key is documentation, not a requirement: every row's key is among the keys
-    # that are found automatically, and a repo that saved the table under another known name works too
-    record, commit = read_hub_tensor(spec.repo_id, revision=rev, which="position", key=key, offline=offline)
+    hub = {"revision": rev, "which": "position", "key": key}
+    hub |= {
+        "preferred": spec.position_key,
+        "files": spec.weight_files,
+    }  # the row's key and files, tried first
+    try:  # the caches first, then data/tables and the real tables, then (online) the hub
+        record, commit = read_hub_tensor(spec.repo_id, offline=True, **hub)
+    except NotCachedError as exc:
+        local = find_local_table(spec, rev) if key is None else None
+        if local is not None:
+            return _load_local_table(spec, rev, local, device=device, dtype=dtype)
+        if is_offline(offline):
+            raise NotCachedError(
+                f"{exc} Nor is it in data/tables or among the real tables; `pos-geometry info {spec.name}` lists "
+                f"every place looked, `pos-geometry fetch {spec.name}` fetches it."
+            ) from None
+        record, commit = read_hub_tensor(spec.repo_id, offline=offline, **hub)
     return _finish(
         record,
         model_id=spec.name,
@@ -288,6 +356,27 @@ def _load_spec(spec: ModelSpec, *, revision, device, dtype, n_positions, key, of
         commit=commit,
         device=device,
         dtype=dtype,
+    )
+
+
+def _load_local_table(
+    spec: ModelSpec, rev: str, local: LocalTable, *, device: torch.device, dtype: torch.dtype
+) -> PositionalEmbedding:
+    """A row's table from ``data/tables`` (its provenance JSON gives the commit, key and stored dtype)
+    or from the real tables (the stored rows of the default revision)."""
+    record = read_local(local.path, which="position")
+    meta = local.meta
+    return _finish(
+        record,
+        model_id=spec.name,
+        revision=rev,
+        row_offset=_spec_offset(spec, record),
+        commit=meta.get("commit") if isinstance(meta.get("commit"), str) else None,
+        device=device,
+        dtype=dtype,
+        source=f"{local.path} ({local.origin})",
+        tensor_key=meta.get("key") if isinstance(meta.get("key"), str) else None,
+        original_dtype=meta.get("stored_dtype") if isinstance(meta.get("stored_dtype"), str) else None,
     )
 
 
@@ -347,23 +436,24 @@ def load_token_embedding(
     _check_dtype(dtype)
     with deadline():
         name = os.fspath(name_or_path)
-        path = Path(name).expanduser()
-        commit = None
-        if path.exists():
-            record = read_local(path, which="token", key=key)
-            model_id, rev = model_id or name, revision
+        target = _resolve(name)
+        commit, rev = None, revision
+        if target.path is not None:
+            record = read_local(target.path, which="token", key=key)
+            model_id = model_id or (target.spec.name if target.spec is not None else name)
         else:
-            spec = find_spec(name)
-            if spec is None and not _looks_like_repo_id(name):
-                get_spec(name)
+            spec = target.spec
             repo = spec.repo_id if spec is not None else name
             rev = check_revision(spec, revision) if spec is not None else revision
-            record, commit = read_hub_tensor(repo, revision=rev, which="token", key=key, offline=offline)
+            hints = {"preferred": spec.token_key, "files": spec.weight_files} if spec is not None else {}
+            record, commit = read_hub_tensor(
+                repo, revision=rev, which="token", key=key, offline=offline, **hints
+            )
             model_id = model_id or (spec.name if spec is not None else name)
     provenance = Provenance(
         model_id=model_id,
         kind="learned",
-        source=f"{record.file}::{record.key}",
+        source=f"{record.file}::{record.key}" + (f" ({record.origin})" if record.origin else ""),
         revision=rev,
         tensor_key=record.key,
         original_dtype=record.dtype,

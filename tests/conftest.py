@@ -11,6 +11,12 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 REAL_DATA_DIR = REPO_ROOT.parent / "shared" / "data" / "real"
 
 
+@pytest.fixture(autouse=True)
+def _no_exported_tables(monkeypatch, tmp_path_factory):
+    """Tables a developer exported to the checkout's git-ignored data/tables/ never answer in a test."""
+    monkeypatch.setenv("POS_GEOMETRY_TABLES", str(tmp_path_factory.getbasetemp() / "no_exported_tables"))
+
+
 @pytest.fixture(scope="session")
 def real_data_dir() -> Path:
     """``../shared/data/real`` beside the checkout; skips when it is not there."""

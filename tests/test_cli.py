@@ -239,6 +239,7 @@ def empty_caches(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     hf = tmp_path / "hf-cache"
     hf.mkdir()
     monkeypatch.setenv("POS_GEOMETRY_CACHE", str(tmp_path / "pg-cache"))
+    monkeypatch.setenv("POS_GEOMETRY_DATA", str(tmp_path / "no-real-tables"))
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(hf))
     return hf
 
@@ -255,7 +256,9 @@ def test_info_gpt2(empty_caches: Path):
         "revisions",
     ):
         assert text in out, text
-    assert re.search(r"cached locally\s*│\s*no \(fetch with: ", out), out
+    assert re.search(r"available offline\s*│\s*no \(fetch with: pos-geometry fetch gpt2\)", out), out
+    for place in ("pos_geometry cache", "HF cache", "data/tables", "real tables"):
+        assert re.search(rf"not found\s*│\s*{place}: ", out), place
 
 
 def test_info_sees_the_hf_cache(empty_caches: Path):
@@ -263,12 +266,13 @@ def test_info_sees_the_hf_cache(empty_caches: Path):
     _hf_cache(empty_caches, "openai-community/gpt2", commit, "model.safetensors")
     res = runner.invoke(app, ["info", "gpt2"])
     assert res.exit_code == 0, res.output
-    assert re.search(r"cached locally\s*│\s*HF cache: commit 0123456789ab", res.stdout), res.stdout
+    assert re.search(r"available offline\s*│\s*yes \(HF cache\)", res.stdout), res.stdout
+    assert re.search(r"found\s*│\s*HF cache: \S+ \(commit 0123456789ab\)", res.stdout), res.stdout
     # a ref without the weight file is not a cached table
     other = "fedcba9876543210fedcba9876543210fedcba98"
     _hf_cache(empty_caches, "openai-community/gpt2-medium", other, None)
     res = runner.invoke(app, ["info", "gpt2-medium"])
-    assert re.search(r"cached locally\s*│\s*no \(fetch with: ", res.stdout), res.stdout
+    assert re.search(r"available offline\s*│\s*no \(fetch with: ", res.stdout), res.stdout
 
 
 def test_info_rotary_model_says_no_learned_table():

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 import torch
 
 from pos_geometry._device import resolve_device
+from pos_geometry._dtypes import dtype_name
 from pos_geometry.analysis._results import Result
 from pos_geometry.embedding import Provenance
 from pos_geometry.errors import CheckpointFormatError, InvalidArgumentError, NotApplicableError
@@ -298,7 +299,7 @@ def position_qk_atlas(
             "layer_norm_epsilon": model.eps,
             "tensor_keys": tuple(keys),
         },
-        original_dtype=str(model.table.dtype).removeprefix("torch."),
+        original_dtype=dtype_name(model.table.dtype),
         commit=model.ckpt.commit,
         processing=(f"ln_1 of each layer applied to the table; top {n_components} PCA directions",),
     )

@@ -36,6 +36,7 @@ import numpy as np
 import torch
 
 from pos_geometry._device import resolve_device
+from pos_geometry._dtypes import dtype_name
 from pos_geometry.analysis._results import Result
 from pos_geometry.embedding import Provenance
 from pos_geometry.encodings.rotary import inverse_frequencies, scaling_fields
@@ -311,7 +312,7 @@ def rotary_atlas(
                 rows, key = reader.head_rows(index, which, head, out=work.rows)
                 work.rows = rows
                 per_head.append(_head_grams(rows, reader.planes, gain, where, work))
-                stored = str(rows.dtype).removeprefix("torch.")
+                stored = dtype_name(rows.dtype)
             grams[which] = torch.stack(per_head)
             keys += [key] if key not in keys else []
         stats.append(_plane_stats(grams["q"], grams["k"][kv_heads]))

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import typer
 
-from pos_geometry.cli import figures, hidden, reproduce, sweep, tables
+from pos_geometry.cli import fetch, figures, hidden, models, reproduce, sweep, tables
 from pos_geometry.cli._common import STATE
 
 __all__ = ["app", "main"]
@@ -44,6 +44,8 @@ app.command()(figures.plot)
 app.command()(figures.atlas)
 app.command()(tables.analyze)
 app.command()(tables.info)
+app.command()(models.models)
+app.command()(fetch.fetch)
 app.command()(reproduce.reproduce)
 app.command()(hidden.hidden)
 app.command()(sweep.sweep)

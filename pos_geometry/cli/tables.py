@@ -96,26 +96,18 @@ def info(
     model: str = typer.Argument(..., help="A model-table name, alias or repo id."),
     revision: str | None = REVISION,
 ) -> None:
-    """Show what the model table knows about MODEL and whether its table is cached locally."""
+    """Show what the model table knows about MODEL and where its table would be found (each place, found or not)."""
     from pos_geometry.registry import get_spec, revisions
-    from pos_geometry.reproduction.availability import cache_status, fetch_command
+    from pos_geometry.sources.locations import fetch_command, table_locations
 
     def run() -> None:
         spec = get_spec(model)
         revs = revisions(spec)
         shown = ", ".join(revs) if len(revs) <= 6 else f"{', '.join(revs[:3])}, ..., {', '.join(revs[-3:])}"
-        status = cache_status(spec, revision)
-        if status.computed:
-            cached = "not needed: the rotary table is computed from the model table (no download)"
-        elif status.any:
-            cached = "; ".join(
-                s for s in (
-                    f"pos_geometry cache: {status.pos_geometry}" if status.pos_geometry else "",
-                    f"HF cache: commit {status.hf[:12]}" if status.hf else "",
-                ) if s
-            )  # fmt: skip
-        else:
-            cached = f"no (fetch with: {fetch_command(spec)})"
+        places = table_locations(spec, revision)
+        found = [p for p in places if p.found]
+        where = [("found" if p.found else "not found", f"{p.label}: {p.where}") for p in places]
+        cached = f"yes ({found[0].label})" if found else f"no (fetch with: {fetch_command(spec, revision)})"
         rows = [
             ("name", spec.name),
             ("aliases", ", ".join(spec.aliases) or "–"),
@@ -126,7 +118,8 @@ def info(
             ("n_positions × d_model", f"{spec.n_positions} × {spec.d_model}"),
             ("row offset", str(spec.row_offset)),
             ("revisions", f"{len(revs)}: {shown}"),
-            ("cached locally", cached),
+            ("available offline", cached),
+            *where,
         ]
         if spec.kind == "rotary":
             rows.insert(

@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from pos_geometry._dtypes import dtype_name
 from pos_geometry.analysis._results import Result
 from pos_geometry.embedding import Provenance
 from pos_geometry.errors import InvalidArgumentError
@@ -196,7 +197,7 @@ def attention_by_offset(
         source=f"{loaded.model_id}: attention of {len(chosen)} block(s) of {loaded.blocks_path}",
         revision=loaded.revision,
         config={**config, "layers": chosen, "max_offset": max_offset},
-        original_dtype=str(next(loaded.module.parameters()).dtype).removeprefix("torch."),
+        original_dtype=dtype_name(next(loaded.module.parameters()).dtype),
         processing=("attention_by_offset",),
     )
     return AttentionByOffset(

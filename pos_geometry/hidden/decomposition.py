@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from pos_geometry._dtypes import dtype_name
 from pos_geometry.analysis._results import Result
 from pos_geometry.embedding import PositionalEmbedding, Provenance
 from pos_geometry.errors import InvalidArgumentError
@@ -235,7 +236,7 @@ def hidden_positions(
         on_hidden=lambda layer, h: sums[layer].update(h), progress=progress,
     )  # fmt: skip
     config = base_config(loaded, corpus)
-    stored = str(next(loaded.module.parameters()).dtype).removeprefix("torch.")
+    stored = dtype_name(next(loaded.module.parameters()).dtype)
     positional: dict[int, PositionalEmbedding] = {}
     rows: list[dict[str, Any]] = []
     means = []

@@ -19,6 +19,7 @@ from pos_geometry.registry.lookup import (
     revisions,
     row_offset_from_config,
     suggest,
+    table_records,
 )
 from pos_geometry.registry.schedules import CheckpointSchedule, get_schedule, schedule_names
 from pos_geometry.registry.spec import ModelSpec
@@ -40,4 +41,5 @@ __all__ = [
     "row_offset_from_config",
     "schedule_names",
     "suggest",
+    "table_records",
 ]

@@ -25,6 +25,7 @@ from pos_geometry.registry.spec import ModelSpec
 from pos_geometry.registry.table import FAMILY_DEFAULTS, ROWS
 
 __all__ = [
+    "table_records",
     "get_spec",
     "find_spec",
     "all_specs",
@@ -44,14 +45,33 @@ __all__ = [
 
 
 # --- the parsed table ---------------------------------------------------------
+_SEARCHED = ("name", "repo_id", "family", "kind", "model_type")
+
+
+def table_records(contains: str | None = None) -> tuple[dict[str, Any], ...]:
+    """Every row of the model table as a plain dict of :class:`ModelSpec` fields, in table order: the
+    family's defaults merged under the row, and the row offset derived from its ``model_type``.
+
+    ``contains``: keep only rows where it occurs (any case) in the name, an alias, the repo id, the
+    family, the kind or the model_type. Builds no :class:`ModelSpec`, so it needs no torch
+    (``pos-geometry models FILTER`` lists these).
+    """
+    needle = _norm(contains) if contains is not None else ""
+    out = []
+    for row in ROWS:
+        record = {**FAMILY_DEFAULTS.get(row.get("family", ""), {}), **row}
+        if record.get("kind") == "learned" and "row_offset" not in record:
+            record["row_offset"] = row_offset_from_config({"model_type": record.get("model_type", "")})
+        fields = [str(record.get(f, "")) for f in _SEARCHED] + list(record.get("aliases", ()))
+        if not needle or any(needle in field.lower() for field in fields):
+            out.append(record)
+    return tuple(out)
+
+
 @cache
 def all_specs() -> tuple[ModelSpec, ...]:
     """Every row of the model table, in table order."""
-    specs = []
-    for row in ROWS:
-        record = {**FAMILY_DEFAULTS.get(row.get("family", ""), {}), **row}
-        specs.append(ModelSpec.from_record(record))
-    return tuple(specs)
+    return tuple(ModelSpec.from_record(record) for record in table_records())
 
 
 def _norm(name: str) -> str:
@@ -129,8 +149,8 @@ def get_spec(name: str) -> ModelSpec:
     did_you_mean = f" Did you mean {', '.join(repr(h) for h in hints)}?" if hints else ""
     raise UnknownModelError(
         f"{name!r} is not in the model table ({len(all_specs())} models).{did_you_mean} "
-        "pos_geometry.registry.known_names() lists every name; a hub repo id or a local path that is "
-        "not in the table can still be loaded directly.",
+        "`pos-geometry models` (or pos_geometry.registry.known_names()) lists every name; a hub repo id or a "
+        "local path that is not in the table can still be loaded directly.",
         name=name,
         suggestions=hints,
     )

@@ -13,7 +13,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from pos_geometry.encodings.rotary import rotary_params
 from pos_geometry.errors import InvalidArgumentError
 from pos_geometry.registry.schedules import SCHEDULE_DATA, CheckpointSchedule, get_schedule
 
@@ -36,21 +35,24 @@ class ModelSpec:
         repo_id: the Hugging Face hub repository (``"openai-community/gpt2"``).
         family: model family (``"gpt2"``, ``"stanford-crfm"``, ``"pythia"``, ``"opt"``, ...).
         kind: ``"learned"`` (a stored table is read) or ``"rotary"`` (the table is computed).
+        model_type: the ``model_type`` of the repo's config.json (``"gpt2"``, ``"gpt_neox"``, ``"opt"``);
+            the row offset follows from it (:data:`~pos_geometry.registry.lookup.ROW_OFFSET_BY_MODEL_TYPE`).
         aliases: other names that resolve to this row (legacy hub ids, common nicknames).
-        position_key: preferred checkpoint key of the positional table (learned rows).
-        token_key: preferred checkpoint key of the token-embedding table, when known.
+        position_key: the checkpoint key of the positional table (learned rows); preferred when the
+            checkpoint holds it, otherwise the usual positional keys are searched.
+        token_key: the checkpoint key of the token-embedding table, when known; preferred likewise
+            by :func:`~pos_geometry.load_token_embedding`.
         n_positions: number of positions (context length) of the model.
         d_model: the model's hidden size. The learned table is ``(n_positions, d_model)``;
             a rotary table has ``rotary_dim`` columns instead (see :attr:`rotary_config`).
         row_offset: leading rows of the stored table that are not positions (OPT, RoBERTa: 2).
             The stored table has ``n_positions + row_offset`` rows.
-        stored_dtype: dtype of the positional tensor in the hub checkpoint at the default
-            revision (None for rotary rows, or when not recorded).
         revisions: name of the checkpoint schedule in :mod:`~pos_geometry.registry.schedules`,
             or None when the repo publishes only its default revision.
         default_revision: the revision used when none is asked for.
-        weight_files: the weight files the repo is known to ship, preferred first; empty means
-            "probe the usual names".
+        weight_files: the weight files the repo is known to ship, tried first when its table is read
+            (from the HF cache or the hub); empty means "the usual names"
+            (:data:`~pos_geometry.sources.sharded.WEIGHT_FILES`).
         rotary: for rotary rows, the config.json fields needed to build the table offline, as
             sorted ``(key, value)`` pairs (read them with :attr:`rotary_config`).
         notes: anything a user should know about this row.
@@ -62,11 +64,11 @@ class ModelSpec:
     kind: SpecKind
     n_positions: int
     d_model: int
+    model_type: str = ""
     aliases: tuple[str, ...] = ()
     position_key: str | None = None
     token_key: str | None = None
     row_offset: int = 0
-    stored_dtype: str | None = None
     revisions: str | None = None
     default_revision: str = "main"
     weight_files: tuple[str, ...] = ()
@@ -107,6 +109,8 @@ class ModelSpec:
             self._check_rotary(rotary)
 
     def _check_rotary(self, rotary: dict[str, Any]) -> None:
+        from pos_geometry.encodings.rotary import rotary_params  # torch: only when a rotary row is built
+
         if not rotary:
             raise _bad(self.name, "a rotary row needs its rotary config fields", rotary, "Add them.")
         params = rotary_params(rotary)  # raises when a field needed offline is missing

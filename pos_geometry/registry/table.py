@@ -3,7 +3,9 @@
 A new model is a new record here (and, for a new training-checkpoint schedule, an entry
 in :mod:`~pos_geometry.registry.schedules`), never a branch in code. Each record is a
 dict of :class:`~pos_geometry.registry.spec.ModelSpec` fields; the fields shared by a
-whole family live in :data:`FAMILY_DEFAULTS` and are overridden by the record.
+whole family live in :data:`FAMILY_DEFAULTS` and are overridden by the record. A row's
+leading non-position rows are not stated here: they follow from its ``model_type`` by the
+one rule, :data:`~pos_geometry.registry.lookup.ROW_OFFSET_BY_MODEL_TYPE`.
 
 Where the numbers come from (checked against the published config.json files):
 
@@ -32,18 +34,18 @@ _PYTHIA_ROPE = {"rotary_pct": 0.25, "rotary_emb_base": 10000, "max_position_embe
 
 FAMILY_DEFAULTS: dict[str, dict[str, Any]] = {
     "gpt2": {
+        "model_type": "gpt2",
         "kind": "learned",
         "position_key": "wpe.weight",
         "token_key": "wte.weight",
         "n_positions": 1024,
-        "stored_dtype": "float32",
     },
     "stanford-crfm": {
+        "model_type": "gpt2",
         "kind": "learned",
         "position_key": "transformer.wpe.weight",
         "token_key": "transformer.wte.weight",
         "n_positions": 1024,
-        "stored_dtype": "float16",
         "revisions": "stanford-crfm",
         "weight_files": ["pytorch_model.bin"],
         "notes": (
@@ -54,6 +56,7 @@ FAMILY_DEFAULTS: dict[str, dict[str, Any]] = {
         ),
     },
     "pythia": {
+        "model_type": "gpt_neox",
         "kind": "rotary",
         "token_key": "gpt_neox.embed_in.weight",
         "n_positions": 2048,
@@ -65,6 +68,7 @@ FAMILY_DEFAULTS: dict[str, dict[str, Any]] = {
         ),
     },
     "mistral": {
+        "model_type": "mistral",
         "kind": "rotary",
         "token_key": "model.embed_tokens.weight",
         "n_positions": 32768,
@@ -72,58 +76,56 @@ FAMILY_DEFAULTS: dict[str, dict[str, Any]] = {
         "notes": "Rotary embeddings on the full head dimension (128); no learned positional table.",
     },
     "openai-gpt": {
+        "model_type": "openai-gpt",
         "kind": "learned",
         "position_key": "positions_embed.weight",
         "token_key": "tokens_embed.weight",
         "n_positions": 512,
         "d_model": 768,
-        "stored_dtype": "float32",
     },
     "opt": {
+        "model_type": "opt",
         "kind": "learned",
         "position_key": "decoder.embed_positions.weight",
         "token_key": "decoder.embed_tokens.weight",
         "n_positions": 2048,
-        "row_offset": 2,
-        "stored_dtype": "float16",
         "notes": (
             "OPTLearnedPositionalEmbedding stores 2050 rows: position p is row p + 2, the first 2 rows "
             "are an offset inherited from fairseq and are not positions."
         ),
     },
     "gpt-neo": {
+        "model_type": "gpt_neo",
         "kind": "learned",
         "position_key": "transformer.wpe.weight",
         "token_key": "transformer.wte.weight",
         "n_positions": 2048,
-        "stored_dtype": "float32",
     },
     "bert": {
+        "model_type": "bert",
         "kind": "learned",
         "position_key": "bert.embeddings.position_embeddings.weight",
         "token_key": "bert.embeddings.word_embeddings.weight",
         "n_positions": 512,
-        "stored_dtype": "float32",
     },
     "roberta": {
+        "model_type": "roberta",
         "kind": "learned",
         "position_key": "roberta.embeddings.position_embeddings.weight",
         "token_key": "roberta.embeddings.word_embeddings.weight",
         "n_positions": 512,
-        "row_offset": 2,
-        "stored_dtype": "float32",
         "notes": (
             "max_position_embeddings is 514: positions are numbered from padding_idx + 1 = 2, so rows 0 "
             "and 1 (row 1 is the padding row) are not positions."
         ),
     },
     "distilbert": {
+        "model_type": "distilbert",
         "kind": "learned",
         "position_key": "distilbert.embeddings.position_embeddings.weight",
         "token_key": "distilbert.embeddings.word_embeddings.weight",
         "n_positions": 512,
         "d_model": 768,
-        "stored_dtype": "float32",
     },
 }
 

@@ -13,8 +13,9 @@ import torch
 
 from pos_geometry._version import __version__
 from pos_geometry.analysis._results import to_jsonable
-from pos_geometry.reproduction.availability import Located
 from pos_geometry.reproduction.claims import Claim
+from pos_geometry.reproduction.published import Comparison
+from pos_geometry.sources.locations import Located
 
 __all__ = ["POST", "FigureEntry", "render_json", "render_markdown"]
 
@@ -51,6 +52,27 @@ def _sources(located: Sequence[Located]) -> list[str]:
     return lines
 
 
+def _published(published: Sequence[Comparison]) -> list[str]:
+    if not published:
+        return []
+    lines = [
+        "",
+        "## Published vs measured",
+        "",
+        "| quantity | source | published | measured here | how | where the published number was read |",
+        "|---|---|---|---|---|---|",
+    ]
+    for c in published:
+        p = c.published
+        value = f"~{p.value:g}" if p.approximate else f"{p.value:g}"
+        measured = f"{c.measured:.4f}" if c.measured is not None else "–"
+        where = f"{p.where} ({p.verified})" if p.verified else p.where
+        lines.append(
+            f"| {c.quantity} | {_cell(p.source)} | {value} | {measured} | {_cell(c.how)} | {_cell(where)} |"
+        )
+    return lines
+
+
 def render_markdown(
     claims: Sequence[Claim],
     located: Sequence[Located],
@@ -58,6 +80,7 @@ def render_markdown(
     *,
     notes: Sequence[str] = (),
     out: Path,
+    published: Sequence[Comparison] = (),
 ) -> str:
     """The report as Markdown: verdict table, per-claim details, data sources, figures, notes."""
     counts: dict[str, int] = {}
@@ -91,6 +114,7 @@ def render_markdown(
             lines.append(
                 f"   - table: {p.label} ({p.kind}) from `{p.source}`; stored {p.original_dtype}; processing: {steps}"
             )
+    lines += _published(published)
     lines += ["", "## Data", "", *_sources(located), ""]
     if figures:
         lines += ["## Figures", ""]

@@ -26,11 +26,11 @@ from pos_geometry.encodings.sinusoidal import sinusoidal
 from pos_geometry.errors import ExportError, InvalidArgumentError, MissingTensorError, NotCachedError
 from pos_geometry.loading import load_token_embedding
 from pos_geometry.plotting.export import find_browser, save_figure
-from pos_geometry.registry import get_spec
 from pos_geometry.reproduction import claims as C
-from pos_geometry.reproduction.availability import Located, find_data_dir, locate
 from pos_geometry.reproduction.figures import blog_figures
+from pos_geometry.reproduction.published import published_vs_measured
 from pos_geometry.reproduction.report import FigureEntry, render_json, render_markdown
+from pos_geometry.sources.locations import Located, find_data_dir, locate, parse_named_path
 
 __all__ = [
     "COMPARISON_MODELS",
@@ -62,22 +62,17 @@ Progress = Callable[[str, int, int], None]
 
 
 def parse_model_paths(items: Sequence[str]) -> dict[str, Path]:
-    """``["gpt2-medium=/ckpt/dir", ...]`` -> ``{"gpt2-medium": Path(...)}`` (names resolved by the model table)."""
+    """``["gpt2-medium=/ckpt/dir", ...]`` -> ``{"gpt2-medium": Path(...)}`` (names resolved by the model table;
+    the same parser as ``load("NAME=PATH")``: :func:`~pos_geometry.sources.locations.parse_named_path`)."""
     out: dict[str, Path] = {}
     for item in items:
-        name, sep, path = item.partition("=")
-        if not sep or not name.strip() or not path.strip():
+        named = parse_named_path(item)
+        if named is None:
             raise InvalidArgumentError(
                 f"--model takes NAME=PATH (a model-table name and a local checkpoint, file or folder); got "
                 f"{item!r}. Example: --model gpt2-medium=~/ckpts/gpt2-medium"
             )
-        spec = get_spec(name.strip())  # UnknownModelError suggests the closest names
-        target = Path(path.strip()).expanduser()
-        if not target.exists():
-            raise InvalidArgumentError(
-                f"--model {item!r}: {str(target)!r} does not exist; give an existing checkpoint file or folder."
-            )
-        out[spec.name] = target
+        out[named[0]] = named[1]
     return out
 
 
@@ -262,10 +257,12 @@ def reproduce_blog_post(
             "No folder of real tables was found (../shared/data/real beside the checkout, or $POS_GEOMETRY_DATA)."
         )
     report_md = out / "report.md"
-    md = render_markdown(claims, located, entries, notes=notes, out=out)
+    published = published_vs_measured(gpt2)
+    md = render_markdown(claims, located, entries, notes=notes, out=out, published=published)
     atomic_write(report_md, md)
     data = render_json(claims, located, entries, out=out)
     data["notes"] = notes
+    data["published_vs_measured"] = [c.to_dict() for c in published]
     atomic_write(out / "report.json", json.dumps(to_jsonable(data), indent=2, allow_nan=False))
     step("done", total + len(figures), total + len(figures))
     return ReproductionResult(out, claims, tuple(located), tuple(entries), report_md)

@@ -12,9 +12,10 @@ which commit a name (``main``, ``checkpoint-400``) pointed to when it was fetche
 
 Each tensor file is a safetensors file holding the tensor under its checkpoint key,
 in its stored dtype, with metadata ``repo_id``, ``commit``, ``key``, ``file``,
-``dtype`` and ``available_keys`` (JSON). Every write goes to a temporary file in the
-same directory followed by ``os.replace``, so a crash leaves either the old state or
-the complete new file, never a partial file under a name that is read back.
+``dtype`` and ``available_keys`` (JSON). Every write goes through the package's one atomic
+writer (:func:`pos_geometry._files.atomic_write`: a temporary file in the same directory,
+fsynced, then ``os.replace``), so a crash leaves either the old state or the complete new
+file, never a partial file under a name that is read back.
 """
 
 from __future__ import annotations
@@ -27,10 +28,8 @@ import os
 import re
 import shutil
 import struct
-import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
-from typing import IO
 from urllib.parse import quote
 
 import torch
@@ -38,6 +37,7 @@ from huggingface_hub.errors import HFValidationError
 from huggingface_hub.utils import validate_repo_id
 from safetensors import SafetensorError, safe_open
 
+from pos_geometry._files import atomic_write, atomic_writer
 from pos_geometry.errors import InvalidArgumentError
 from pos_geometry.sources.keys import select_key
 from pos_geometry.sources.tensor_record import TensorRecord, Which, dtype_name
@@ -109,33 +109,6 @@ def _tensor_path(repo_id: str, commit: str, key: str) -> Path:
     return _repo_dir(repo_id) / commit / (_safe_name(key) + _SUFFIX)
 
 
-@contextlib.contextmanager
-def _atomic_writer(path: Path) -> Iterator[IO[bytes]]:
-    """Yield a temp file beside ``path``; on success fsync + ``os.replace`` it onto ``path``.
-
-    On any exception the temp file is removed and ``path`` is left as it was.
-    """
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.NamedTemporaryFile(dir=path.parent, prefix=".tmp-", suffix=".part", delete=False) as tmp:
-        try:
-            yield tmp
-            tmp.flush()
-            os.fsync(tmp.fileno())
-        except BaseException:
-            _discard(tmp.name)
-            raise
-    try:
-        os.replace(tmp.name, path)
-    except BaseException:
-        _discard(tmp.name)
-        raise
-
-
-def _discard(name: str) -> None:
-    with contextlib.suppress(OSError):
-        os.unlink(name)
-
-
 def _load(path: Path, repo_id: str, commit: str, key: str | None) -> TensorRecord | None:
     """Read one cached tensor file; ``None`` (and the file removed) if it is not a valid entry."""
     try:
@@ -156,7 +129,7 @@ def _load(path: Path, repo_id: str, commit: str, key: str | None) -> TensorRecor
         return None
     return TensorRecord(
         tensor=tensor, key=stored, file=meta.get("file", ""), dtype=meta.get("dtype", dtype_name(tensor.dtype)),
-        available_keys=available,
+        available_keys=available, origin="pos_geometry cache",
     )  # fmt: skip
 
 
@@ -194,7 +167,7 @@ def cached_path(repo_id: str, commit: str, key: str) -> Path | None:
 
 
 def cached_table(
-    repo_id: str, commit: str, which: Which = "position", key: str | None = None
+    repo_id: str, commit: str, which: Which = "position", key: str | None = None, preferred: str | None = None
 ) -> TensorRecord | None:
     """The cached ``which`` table of ``repo_id`` at ``commit`` (or tensor ``key``), else ``None``.
 
@@ -222,7 +195,7 @@ def cached_table(
     if not found:
         return None
     try:
-        chosen = select_key(found, which)
+        chosen = select_key(found, which, preferred=preferred)
     except LookupError:
         return None
     return _load(found[chosen], repo_id, commit, chosen)
@@ -293,7 +266,7 @@ def store_tensor_stream(
     ``[offset, offset + len(buffer))`` (as stored, little-endian) into ``buffer``, one
     :data:`WRITE_CHUNK` at a time, e.g. from an HTTP range reader. Atomic as :func:`store_tensor`:
     if ``fill`` raises, nothing is left behind. Returns the file written."""
-    meta = _meta(repo_id, commit, key, file, str(dtype).removeprefix("torch."), available_keys)
+    meta = _meta(repo_id, commit, key, file, dtype_name(dtype), available_keys)
     return _write(repo_id, commit, key, dtype, shape, meta, fill)
 
 
@@ -310,7 +283,7 @@ def _write(
     header = _header(key, dtype, shape, meta)
     nbytes = math.prod(shape) * dtype.itemsize
     chunk = memoryview(bytearray(min(nbytes, WRITE_CHUNK)))
-    with _atomic_writer(path) as fh:
+    with atomic_writer(path) as fh:
         fh.write(header)
         for start in range(0, nbytes, WRITE_CHUNK):
             part = chunk[: min(WRITE_CHUNK, nbytes - start)]
@@ -342,8 +315,7 @@ def store_ref(repo_id: str, revision: str, commit: str) -> None:
     _check_commit(commit)
     if revision == commit:
         return
-    with _atomic_writer(_ref_path(repo_id, revision)) as fh:
-        fh.write(commit.encode())
+    atomic_write(_ref_path(repo_id, revision), commit)
 
 
 def clear(repo_id: str | None = None) -> None:

@@ -20,7 +20,7 @@ from huggingface_hub.file_download import repo_folder_name
 from pos_geometry.sources.byte_source import FileByteSource
 from pos_geometry.sources.cache import is_commit
 from pos_geometry.sources.local import read_checkpoint_tensor
-from pos_geometry.sources.sharded import INDEX_SUFFIX, WEIGHT_FILES, parse_index, shard_for
+from pos_geometry.sources.sharded import INDEX_SUFFIX, ordered_weight_files, parse_index, shard_for
 from pos_geometry.sources.tensor_record import TensorRecord, Which
 
 __all__ = ["hf_repo_dir", "hf_cached_ref", "hf_cached_file", "hf_cached_revisions", "read_from_hf_cache"]
@@ -58,26 +58,32 @@ def hf_cached_file(repo_id: str, commit: str, filename: str) -> Path | None:
 
 
 def read_from_hf_cache(
-    repo_id: str, commit: str, which: Which = "position", key: str | None = None
+    repo_id: str,
+    commit: str,
+    which: Which = "position",
+    key: str | None = None,
+    preferred: str | None = None,
+    files: tuple[str, ...] = (),
 ) -> TensorRecord | None:
     """The ``which`` table (or tensor ``key``) of ``repo_id`` at ``commit`` from HF-cached files.
 
     Weight files are tried in :data:`~pos_geometry.sources.sharded.WEIGHT_FILES` order; for an
-    index, only the shard holding the tensor must be cached. Returns ``None`` when no usable
+    index, only the shard holding the tensor must be cached (``files``, a row's known weight files, are
+    tried first; ``preferred`` is the row's tensor key, taken when present). Returns ``None`` when no usable
     file is cached. ``record.file`` is the repo-relative filename.
     """
-    for name in WEIGHT_FILES:
+    for name in ordered_weight_files(files):
         path = hf_cached_file(repo_id, commit, name)
         if path is None:
             continue
         wanted = key
         if name.endswith(INDEX_SUFFIX):
             index = parse_index(path.read_bytes(), source=f"{repo_id}@{commit[:10]}/{name}")
-            wanted, name = shard_for(index, which, key, source=f"{repo_id}@{commit[:10]}/{name}")
+            wanted, name = shard_for(index, which, key, f"{repo_id}@{commit[:10]}/{name}", preferred)
             path = hf_cached_file(repo_id, commit, name)
             if path is None:
                 continue
         src = FileByteSource(path, name=f"{repo_id}@{commit[:10]}/{name} (HF cache)")
-        record = read_checkpoint_tensor(src, which=which, key=wanted)
-        return dataclasses.replace(record, file=name)
+        record = read_checkpoint_tensor(src, which=which, key=wanted, preferred=preferred)
+        return dataclasses.replace(record, file=name, origin="HF cache")
     return None

@@ -50,7 +50,13 @@ from pos_geometry.sources.cache import cache_dir, cached_ref, cached_table, is_c
 from pos_geometry.sources.hf_cache import hf_cached_ref, hf_cached_revisions, read_from_hf_cache
 from pos_geometry.sources.http import HttpByteSource, transport_errors
 from pos_geometry.sources.local import read_checkpoint_tensor
-from pos_geometry.sources.sharded import INDEX_SUFFIX, WEIGHT_FILES, parse_index, shard_for
+from pos_geometry.sources.sharded import (
+    INDEX_SUFFIX,
+    WEIGHT_FILES,
+    ordered_weight_files,
+    parse_index,
+    shard_for,
+)
 from pos_geometry.sources.tensor_record import TensorRecord, Which, check_which
 
 __all__ = [
@@ -287,10 +293,16 @@ def _remote_source(repo_id: str, commit: str, filename: str) -> HttpByteSource:
 
 
 def _read_remote(
-    repo_id: str, revision: str, commit: str, files: tuple[str, ...], which: Which, key: str | None
+    repo_id: str,
+    revision: str,
+    commit: str,
+    files: tuple[str, ...],
+    which: Which,
+    key: str | None,
+    hints: _Hints,
 ) -> TensorRecord:
     """Read the table over HTTP from the first weight file of ``files`` (see module docstring)."""
-    present = [name for name in WEIGHT_FILES if name in files]
+    present = [name for name in ordered_weight_files(hints.files) if name in files]
     if not present:
         raise CheckpointFormatError(
             f"{_where(repo_id, revision)} (commit {commit[:10]}) has none of the weight files "
@@ -304,10 +316,11 @@ def _read_remote(
                 repo_id, name, revision=commit, etag_timeout=remaining(constants.ENDPOINT, 10.0)
             )
             source = f"{repo_id}@{commit[:10]}/{name}"
-            wanted, name = shard_for(parse_index(Path(index_path).read_bytes(), source), which, key, source)
+            index = parse_index(Path(index_path).read_bytes(), source)
+            wanted, name = shard_for(index, which, key, source, hints.preferred)
         src = _remote_source(repo_id, commit, name)
-        record = read_checkpoint_tensor(src, which=which, key=wanted)
-    return dataclasses.replace(record, file=name)
+        record = read_checkpoint_tensor(src, which=which, key=wanted, preferred=hints.preferred)
+    return dataclasses.replace(record, file=name, origin=constants.ENDPOINT)
 
 
 def read_hub_tensor(
@@ -317,8 +330,13 @@ def read_hub_tensor(
     which: Which = "position",
     key: str | None = None,
     offline: bool | None = None,
+    preferred: str | None = None,
+    files: tuple[str, ...] = (),
 ) -> tuple[TensorRecord, str]:
     """``(record, commit)``: the ``which`` table (or tensor ``key``) of ``repo_id`` at ``revision``.
+
+    ``preferred`` and ``files`` are a model-table row's tensor key and weight files: the key is taken
+    when the checkpoint holds it (else the usual keys are searched), the files are tried first.
 
     ``record.tensor`` is on CPU in the stored dtype and shape (e.g. ``(1024, 768)`` float32 for
     GPT-2's ``transformer.wpe.weight``); ``record.file`` is the repo-relative file it came from.
@@ -340,7 +358,8 @@ def read_hub_tensor(
     rev = revision or constants.DEFAULT_REVISION
     commit = _local_commit(repo_id, rev)
     if commit is not None:
-        hit = cached_table(repo_id, commit, which, key) or read_from_hf_cache(repo_id, commit, which, key)
+        hints = _Hints(preferred, tuple(files))
+        hit = _cached(repo_id, commit, which, key, hints)
         if hit is not None:
             return hit, commit
     if is_offline(offline):
@@ -350,22 +369,34 @@ def read_hub_tensor(
             f"nor the HF cache{known}. " + _fetch_hint(repo_id, rev)
         )
     with deadline():
-        return _fetch_remote(repo_id, rev, commit, which, key)
+        return _fetch_remote(repo_id, rev, commit, which, key, _Hints(preferred, tuple(files)))
+
+
+@dataclasses.dataclass(frozen=True)
+class _Hints:
+    """A model-table row's tensor key (taken when present) and weight files (tried first)."""
+
+    preferred: str | None = None
+    files: tuple[str, ...] = ()
+
+
+def _cached(repo_id: str, commit: str, which: Which, key: str | None, hints: _Hints) -> TensorRecord | None:
+    return cached_table(repo_id, commit, which, key, hints.preferred) or read_from_hf_cache(
+        repo_id, commit, which, key, hints.preferred, hints.files
+    )
 
 
 def _fetch_remote(
-    repo_id: str, rev: str, commit: str | None, which: Which, key: str | None
+    repo_id: str, rev: str, commit: str | None, which: Which, key: str | None, hints: _Hints
 ) -> tuple[TensorRecord, str]:
     """The network half of :func:`read_hub_tensor`: list, read, cache (within the load's deadline)."""
     remote_commit, files = _model_info(repo_id, rev)
     if remote_commit != commit:
-        hit = cached_table(repo_id, remote_commit, which, key) or read_from_hf_cache(
-            repo_id, remote_commit, which, key
-        )
+        hit = _cached(repo_id, remote_commit, which, key, hints)
         if hit is not None:
             _remember(repo_id, rev, remote_commit, None)
             return hit, remote_commit
-    record = _read_remote(repo_id, rev, remote_commit, files, which, key)
+    record = _read_remote(repo_id, rev, remote_commit, files, which, key, hints)
     _remember(repo_id, rev, remote_commit, record)
     return record, remote_commit
 

@@ -127,15 +127,19 @@ def find_key(
 
 
 def select_key(
-    keys: Iterable[str], which: Which = "position", key: str | None = None, source: str = ""
+    keys: Iterable[str],
+    which: Which = "position",
+    key: str | None = None,
+    source: str = "",
+    preferred: str | None = None,
 ) -> str:
-    """Like :func:`find_key`, but an explicit ``key`` is strict: it must be present.
+    """Like :func:`find_key` (``preferred`` is its hint), but an explicit ``key`` is strict: it must be present.
 
     The readers use this, so ``key="x"`` never silently returns some other tensor.
     """
     present = tuple(keys)
     if key is None:
-        return find_key(present, which, source=source)
+        return find_key(present, which, preferred=preferred, source=source)
     check_which(which)
     if key not in set(present):
         raise _missing(present, which, source, key)

@@ -12,6 +12,7 @@ from typing import Any
 
 import torch
 
+from pos_geometry._dtypes import dtype_name
 from pos_geometry.embedding import PositionalEmbedding, Provenance
 from pos_geometry.errors import InvalidArgumentError, NoLearnedTableError
 
@@ -63,7 +64,7 @@ def from_transformer_lens(bridge: Any, *, revision: str | None = None) -> Positi
         steps = ("transformer_lens.process_weights",)
         if _is_row_centred(matrix):
             steps += ("center_d_model",)
-    original_dtype = str(matrix.dtype).removeprefix("torch.")
+    original_dtype = dtype_name(matrix.dtype)
     provenance = Provenance(
         model_id=name,
         kind="learned",

@@ -73,7 +73,12 @@ def detect_format(src: ByteSource) -> Format:
 
 
 def read_checkpoint_tensor(
-    src: ByteSource, *, which: Which = "position", key: str | None = None, fmt: str | None = None
+    src: ByteSource,
+    *,
+    which: Which = "position",
+    key: str | None = None,
+    fmt: str | None = None,
+    preferred: str | None = None,
 ) -> TensorRecord:
     """Read the ``which`` table (or exactly ``key``) from one checkpoint file.
 
@@ -94,17 +99,19 @@ def read_checkpoint_tensor(
     if fmt == "safetensors":
         header = safetensors_format.read_header(src)
         keys = tuple(header.entries)
-        found = select_key(keys, which, key, src.name)
+        found = select_key(keys, which, key, src.name, preferred)
         tensor = safetensors_format.read_tensor(src, header, found)
     elif fmt == "torch-zip":
         index = torch_zip.read_index(src)
         keys = torch_zip.tensor_keys(index)
-        found = select_key(keys, which, key, src.name)
+        found = select_key(keys, which, key, src.name, preferred)
         tensor = torch_zip.read_tensor(src, index, found)
     elif fmt == "npz":
         members = numpy_format.npz_members(src)
         keys = tuple(members)
-        found = keys[0] if key is None and len(keys) == 1 else select_key(keys, which, key, src.name)
+        found = (
+            keys[0] if key is None and len(keys) == 1 else select_key(keys, which, key, src.name, preferred)
+        )
         tensor = numpy_format.read_npz_member(src, members[found])
     elif fmt == "npy":
         keys, found = (), ""

@@ -23,6 +23,7 @@ from typing import Any
 
 import torch
 
+from pos_geometry._dtypes import dtype_name
 from pos_geometry.encodings.rotary import RotaryParams, rotary_params
 from pos_geometry.errors import CheckpointFormatError, InvalidArgumentError, MissingTensorError
 from pos_geometry.registry.attention import AttentionLayout, attention_layout
@@ -297,7 +298,7 @@ class QKReader:
         if norm:
             gain, norm_key = self.gain(index)
             keys += (norm_key,)
-        stored = str(q.dtype).removeprefix("torch.")
+        stored = dtype_name(q.dtype)
         if dtype is not None:
             q, k = q.to(dtype), k.to(dtype)
         return q, k, gain, keys, stored

@@ -17,7 +17,14 @@ from pos_geometry.errors import CheckpointFormatError
 from pos_geometry.sources.keys import select_key
 from pos_geometry.sources.tensor_record import Which
 
-__all__ = ["WEIGHT_FILES", "INDEX_SUFFIX", "MAX_INDEX_BYTES", "parse_index", "shard_for"]
+__all__ = [
+    "ordered_weight_files",
+    "WEIGHT_FILES",
+    "INDEX_SUFFIX",
+    "MAX_INDEX_BYTES",
+    "parse_index",
+    "shard_for",
+]
 
 WEIGHT_FILES: tuple[str, ...] = (
     "model.safetensors",
@@ -26,6 +33,13 @@ WEIGHT_FILES: tuple[str, ...] = (
     "pytorch_model.bin.index.json",
 )
 INDEX_SUFFIX = ".index.json"
+
+
+def ordered_weight_files(preferred: tuple[str, ...] = ()) -> tuple[str, ...]:
+    """``preferred`` (a model-table row's ``weight_files``) first, then the rest of :data:`WEIGHT_FILES`."""
+    return tuple(dict.fromkeys((*preferred, *WEIGHT_FILES)))
+
+
 MAX_INDEX_BYTES = 64 * 1024 * 1024
 
 
@@ -65,7 +79,11 @@ def _check_shard_name(name: object, key: str, where: str) -> str:
 
 
 def shard_for(
-    index_json: Mapping[str, Any], which: Which = "position", key: str | None = None, source: str = ""
+    index_json: Mapping[str, Any],
+    which: Which = "position",
+    key: str | None = None,
+    source: str = "",
+    preferred: str | None = None,
 ) -> tuple[str, str]:
     """``(tensor key, shard filename)`` for the ``which`` table (or exactly ``key``) in a shard index.
 
@@ -81,5 +99,5 @@ def shard_for(
             f"{where} has no 'weight_map' object mapping tensor names to shard files "
             f"(got {type(weight_map).__name__}). Re-download the index."
         )
-    found = select_key(weight_map.keys(), which, key, source=where)
+    found = select_key(weight_map.keys(), which, key, source=where, preferred=preferred)
     return found, _check_shard_name(weight_map[found], found, where)

@@ -10,6 +10,7 @@ from typing import Literal
 
 import torch
 
+from pos_geometry._dtypes import dtype_name
 from pos_geometry.errors import InvalidArgumentError
 
 __all__ = [
@@ -24,11 +25,6 @@ __all__ = [
 
 Which = Literal["position", "token"]
 WHICH: tuple[str, ...] = ("position", "token")
-
-
-def dtype_name(dtype: torch.dtype) -> str:
-    """``torch.float16`` -> ``"float16"``."""
-    return str(dtype).removeprefix("torch.")
 
 
 def check_which(which: str) -> None:
@@ -52,6 +48,8 @@ class TensorRecord:
         file: the file it came from (a path, or a repo-relative filename for hub reads).
         dtype: the stored dtype name: ``"float16"``, ``"float32"``, ``"bfloat16"``, ...
         available_keys: the keys the file holds (for messages); may be empty.
+        origin: where the file was read, when not a path the user gave: ``"pos_geometry cache"``,
+            ``"HF cache"`` or the hub endpoint (``""`` for local files).
     """
 
     tensor: torch.Tensor
@@ -59,6 +57,7 @@ class TensorRecord:
     file: str
     dtype: str
     available_keys: tuple[str, ...] = ()
+    origin: str = ""
 
 
 def tensor_from_buffer(

@@ -20,6 +20,8 @@ EXPECTED = {
     "from_transformer_lens",
     "ModelSpec",
     "get_spec",
+    "fetch_table",
+    "FetchedTable",
     # analysis
     "pca",
     "PCAResult",

@@ -68,12 +68,14 @@ def test_roberta_offset_follows_the_padding_index():
 
 
 def test_the_model_table_rows_agree_with_the_model_type_rule():
-    family_type = {"opt": "opt", "roberta": "roberta", "gpt2": "gpt2", "bert": "bert", "gpt-neo": "gpt_neo"}
+    """Each row names its config's model_type; its kind and row offset follow from transformers' config."""
     for spec in all_specs():
-        if spec.family in family_type:
-            assert spec.row_offset == row_offset_from_config({"model_type": family_type[spec.family]}), (
-                spec.name
-            )
+        assert spec.model_type in CONFIG_MAPPING, spec.name
+        config = CONFIG_MAPPING[spec.model_type]().to_dict()
+        assert kind_from_config(config) == spec.kind, spec.name
+        if spec.kind == "learned":
+            assert spec.row_offset == row_offset_from_config(config), spec.name
+    assert {s.row_offset for s in all_specs() if s.family in ("opt", "roberta")} == {2}
 
 
 @pytest.mark.parametrize("model_type", sorted(SINUSOIDAL_MODEL_TYPES))

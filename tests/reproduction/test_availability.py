@@ -6,7 +6,7 @@ from pathlib import Path
 
 import numpy as np
 
-from pos_geometry.reproduction.availability import (
+from pos_geometry.sources.locations import (
     DATA_ENV,
     REAL_TABLES,
     cache_status,
@@ -42,7 +42,7 @@ def test_real_table_is_used_and_labelled(real_data_dir, gpt2_wpe):
 def test_missing_models_are_reported_never_faked(real_data_dir):
     loc = locate("gpt2-xl", data_dir=real_data_dir)
     assert not loc.found and loc.table is None
-    assert loc.fetch == "pos-geometry analyze gpt2-xl --online"
+    assert loc.fetch == "pos-geometry fetch gpt2-xl"
     # a revision the real table does not stand for is missing too
     assert not locate("gpt2", revision="0" * 40, data_dir=real_data_dir).found
 
@@ -76,4 +76,4 @@ def test_cache_status_sees_the_pos_geometry_cache(tmp_path):
     store_ref("openai-community/gpt2", "main", commit)
     status = cache_status("gpt2")
     assert status.any and status.pos_geometry is not None and Path(status.pos_geometry).is_dir()
-    assert fetch_command("gpt2", "main") == "pos-geometry analyze gpt2 --online"
+    assert fetch_command("gpt2", "main") == "pos-geometry fetch gpt2"

@@ -452,6 +452,9 @@ def point_hub_at(monkeypatch, server: HubServer, tmp_path: Path) -> None:
     monkeypatch.setenv("HF_HOME", str(hf_home))
     monkeypatch.setenv("HF_HUB_CACHE", str(hf_home / "hub"))
     monkeypatch.setenv("POS_GEOMETRY_CACHE", str(tmp_path / "pos_geometry_cache"))
+    # the tables this machine keeps beside the checkout would answer before the server: out of sight
+    monkeypatch.setenv("POS_GEOMETRY_DATA", str(tmp_path / "no_real_tables"))
+    monkeypatch.setenv("POS_GEOMETRY_TABLES", str(tmp_path / "no_exported_tables"))
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
     monkeypatch.delenv("POS_GEOMETRY_OFFLINE", raising=False)
     monkeypatch.delenv("HF_TOKEN", raising=False)

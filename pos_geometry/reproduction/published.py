@@ -1,0 +1,74 @@
+"""Published numbers beside the ones measured in this run (``report.md``: "Published vs measured").
+
+The published values come from ``data/reference/`` (:mod:`pos_geometry.reference`); each is measured
+here on the same rows and with the same definition, or reported as not measured with the reason.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pos_geometry.analysis.pca import pca
+from pos_geometry.embedding import PositionalEmbedding
+from pos_geometry.reference import PublishedValue, published_value
+
+__all__ = ["Comparison", "published_vs_measured"]
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """One published number and what this run measured for it (``measured`` None: not measured, see ``how``)."""
+
+    quantity: str
+    published: PublishedValue
+    measured: float | None
+    how: str
+
+    def to_dict(self) -> dict:
+        p = self.published
+        return {
+            "quantity": self.quantity,
+            "source": p.source,
+            "published": p.value,
+            "approximate": p.approximate,
+            "where": p.where,
+            "verified": p.verified,
+            "measured": self.measured,
+            "how": self.how,
+        }
+
+
+def published_vs_measured(gpt2: PositionalEmbedding | None) -> tuple[Comparison, ...]:
+    """Each published GPT-2 number in ``data/reference`` beside the one measured on ``gpt2`` (None: not measured).
+
+    * the post's top-3 variance share: exact PCA over the rows it names (all 1024), centred over positions;
+    * Song & Zhong's layer-0 positional stable rank ``Σ s_j² / s_1²``: of the rows they used (1..511),
+      centred over positions (their ``pos`` at layer 0 is that table up to sampling noise);
+    * their ScreeNOT rank: not measured (pos_geometry does not implement ScreeNOT).
+    Reference files that are absent (an installed package without its checkout) give no rows.
+    """
+    missing = "not measured: GPT-2 small's table is not available here"
+    out = []
+    top3 = published_value("helix_post", "gpt2_top3_variance_ratio")
+    if top3 is not None:
+        window = top3.rows or (0, 1024)
+        if gpt2 is None:
+            out.append(Comparison("GPT-2 small: top-3 variance share", top3, None, missing))
+        else:
+            ratio = pca(gpt2, 3, window=window, solver="exact").explained_variance_ratio_.sum()
+            how = f"exact PCA of rows {window[0]}..{window[1] - 1}, centred over positions"
+            out.append(Comparison("GPT-2 small: top-3 variance share", top3, float(ratio), how))
+    srank = published_value("song_zhong_2023", "gpt2_pos_stable_rank_layer0")
+    if srank is not None:
+        window = srank.rows or (1, 512)
+        if gpt2 is None:
+            out.append(Comparison("GPT-2 small: positional stable rank", srank, None, missing))
+        else:
+            value = pca(gpt2, 1, window=window, solver="exact").stable_rank_
+            how = f"‖A‖_F²/‖A‖₂² of rows {window[0]}..{window[1] - 1}, centred over positions"
+            out.append(Comparison("GPT-2 small: positional stable rank", srank, float(value), how))
+    screenot = published_value("song_zhong_2023", "gpt2_pos_screenot_rank_layer0")
+    if screenot is not None:
+        how = "not measured: pos_geometry does not implement ScreeNOT (Donoho, Gavish & Romanov)"
+        out.append(Comparison("GPT-2 small: ScreeNOT rank", screenot, None, how))
+    return tuple(out)
