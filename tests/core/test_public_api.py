@@ -2,76 +2,49 @@
 
 from __future__ import annotations
 
+import importlib
 import subprocess
 import sys
+import types
 
 import pos_geometry
 
-EXPECTED = {
-    "__version__",
-    # data type
-    "PositionalEmbedding",
-    "Provenance",
-    "TokenEmbedding",
-    # loading
-    "load",
-    "load_token_embedding",
-    "sinusoidal",
-    "from_transformer_lens",
-    "ModelSpec",
-    "get_spec",
-    "fetch_table",
-    "FetchedTable",
-    # analysis
-    "pca",
-    "PCAResult",
-    "align_bases",
-    "fit_helix",
-    "HelixFit",
-    "periodicity",
-    "PeriodicityResult",
-    "fit_recurrence",
-    "RecurrenceFit",
-    "subspace_overlap",
-    "SubspaceOverlap",
-    "BatchResult",
-    "NullTest",
-    "PeriodPeak",
-    "rotary_atlas",
-    "RotaryAtlas",
-    "position_qk_atlas",
-    "PositionQKAtlas",
-    "qk_atlas",
-    # inside the network
-    "hidden_positions",
-    "HiddenPositions",
-    "attention_by_offset",
-    "AttentionByOffset",
-    # training-checkpoint sweeps
-    "sweep",
-    "SweepResult",
-    # errors
-    "PosGeometryError",
-    "UnknownModelError",
-    "CheckpointFormatError",
-    "MissingTensorError",
-    "NonFiniteError",
-    "NotCachedError",
-    "RevisionNotFoundError",
-    "UnsafeCheckpointError",
-    "NoLearnedTableError",
-    "InvalidArgumentError",
-    "DeviceMismatchError",
-    "ExportError",
-    "RemoteError",
-    "AccessDeniedError",
-    "NotApplicableError",
-}
+
+def _public_members() -> set[str]:
+    """What the package exposes once every lazy name is resolved: public, non-module attributes."""
+    for name in pos_geometry.__all__:
+        getattr(pos_geometry, name)
+    return {
+        name
+        for name, value in vars(pos_geometry).items()
+        if (not name.startswith("_") or name == "__version__")
+        and not isinstance(value, types.ModuleType)
+        and name not in ("annotations", "importlib", "TYPE_CHECKING", "Any")
+    }
 
 
-def test_all_is_exactly_the_public_api():
-    assert set(pos_geometry.__all__) == EXPECTED
+def test_all_is_exactly_what_the_package_exposes():
+    """Derived, not restated (httpx's test_exported_members): every public member is in ``__all__``,
+    every name in ``__all__`` is a member, is defined inside pos_geometry, and is listed once."""
+    assert sorted(pos_geometry.__all__) == sorted(_public_members())
     assert len(pos_geometry.__all__) == len(set(pos_geometry.__all__))
+    assert set(pos_geometry._EXPORTS) | {"__version__"} == set(pos_geometry.__all__)
+    for name in pos_geometry.__all__:
+        obj = getattr(pos_geometry, name)
+        if name != "__version__":
+            assert obj.__module__.startswith("pos_geometry."), (name, obj.__module__)
+            assert obj.__module__ == pos_geometry._EXPORTS[name] or name in vars(
+                importlib.import_module(pos_geometry._EXPORTS[name])
+            )
+    assert set(dir(pos_geometry)) >= set(pos_geometry.__all__)
+
+
+def test_importing_the_package_is_cheap():
+    """``import pos_geometry`` loads neither torch nor plotly (public names resolve on first use)."""
+    code = "import sys, pos_geometry, pos_geometry.cli\nprint(sorted(m for m in ('torch', 'plotly', 'scipy') if m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"
 
 
 def test_every_public_name_resolves_and_has_a_docstring():
