@@ -74,7 +74,7 @@ def test_report_files(run):
     md = result.report.read_text()
     assert "| 1 | About 90% of the variance" in md and "0.9039" in md and "**reproduced**" in md
     for missing in result.missing:
-        assert f"`pos-geometry analyze {missing.name} --online`" in md
+        assert f"`pos-geometry fetch {missing.name}`" in md
     assert "medium.npy (given with --model)" in md
     assert "no learned positional matrix" in md and "kind='rotary'" in md
     data = json.loads((result.out / "report.json").read_text())
