@@ -6,9 +6,10 @@ here on the same rows and with the same definition, or reported as not measured 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
-from pos_geometry.analysis.pca import pca
+from pos_geometry.analysis.pca import PCAResult, pca
 from pos_geometry.embedding import PositionalEmbedding
 from pos_geometry.reference import PublishedValue, published_value
 
@@ -38,7 +39,9 @@ class Comparison:
         }
 
 
-def published_vs_measured(gpt2: PositionalEmbedding | None) -> tuple[Comparison, ...]:
+def published_vs_measured(
+    gpt2: PositionalEmbedding | None, fits: Sequence[PCAResult] = ()
+) -> tuple[Comparison, ...]:
     """Each published GPT-2 number in ``data/reference`` beside the one measured on ``gpt2`` (None: not measured).
 
     * the post's top-3 variance share: exact PCA over the rows it names (all 1024), centred over positions;
@@ -46,7 +49,16 @@ def published_vs_measured(gpt2: PositionalEmbedding | None) -> tuple[Comparison,
       centred over positions (their ``pos`` at layer 0 is that table up to sampling noise);
     * their ScreeNOT rank: not measured (pos_geometry does not implement ScreeNOT).
     Reference files that are absent (an installed package without its checkout) give no rows.
+    ``fits``: exact PCAs of ``gpt2`` already made (centred over positions); one whose window is the one
+    needed is reused instead of decomposing the table again.
     """
+
+    def fitted(window: tuple[int, int]) -> PCAResult:
+        for res in fits:
+            if tuple(res.window) == tuple(window) and res.center and res.solver == "exact":
+                return res
+        return pca(gpt2, 3, window=window, solver="exact")
+
     missing = "not measured: GPT-2 small's table is not available here"
     out = []
     top3 = published_value("helix_post", "gpt2_top3_variance_ratio")
@@ -55,7 +67,7 @@ def published_vs_measured(gpt2: PositionalEmbedding | None) -> tuple[Comparison,
         if gpt2 is None:
             out.append(Comparison("GPT-2 small: top-3 variance share", top3, None, missing))
         else:
-            ratio = pca(gpt2, 3, window=window, solver="exact").explained_variance_ratio_.sum()
+            ratio = fitted(window).explained_variance_ratio_[:3].sum()
             how = f"exact PCA of rows {window[0]}..{window[1] - 1}, centred over positions"
             out.append(Comparison("GPT-2 small: top-3 variance share", top3, float(ratio), how))
     srank = published_value("song_zhong_2023", "gpt2_pos_stable_rank_layer0")
@@ -64,7 +76,7 @@ def published_vs_measured(gpt2: PositionalEmbedding | None) -> tuple[Comparison,
         if gpt2 is None:
             out.append(Comparison("GPT-2 small: positional stable rank", srank, None, missing))
         else:
-            value = pca(gpt2, 1, window=window, solver="exact").stable_rank_
+            value = fitted(window).stable_rank_
             how = f"‖A‖_F²/‖A‖₂² of rows {window[0]}..{window[1] - 1}, centred over positions"
             out.append(Comparison("GPT-2 small: positional stable rank", srank, float(value), how))
     screenot = published_value("song_zhong_2023", "gpt2_pos_screenot_rank_layer0")

@@ -257,7 +257,7 @@ def reproduce_blog_post(
             "No folder of real tables was found (../shared/data/real beside the checkout, or $POS_GEOMETRY_DATA)."
         )
     report_md = out / "report.md"
-    published = published_vs_measured(gpt2)
+    published = published_vs_measured(gpt2, tuple(windows.values()))
     md = render_markdown(claims, located, entries, notes=notes, out=out, published=published)
     atomic_write(report_md, md)
     data = render_json(claims, located, entries, out=out)

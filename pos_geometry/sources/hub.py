@@ -467,7 +467,9 @@ def read_hub_tensor_pinned(
             src = HttpByteSource.open_first(url, probe, name=f"{repo_id}@{commit[:10]}/{filename}")
         except hf_errors.RemoteEntryNotFoundError:  # another layout: list the files, read it the general way
             return read_hub_tensor(repo_id, revision=commit, which=which, key=key)[0]
-        record = dataclasses.replace(read_checkpoint_tensor(src, which=which, key=key), file=filename)
+        record = dataclasses.replace(
+            read_checkpoint_tensor(src, which=which, key=key), file=filename, origin=constants.ENDPOINT
+        )
     if cache:
         _remember(repo_id, rev, commit, record)
     return record

@@ -101,6 +101,9 @@ def test_without_real_tables_nothing_is_faked(tmp_path, monkeypatch):
     import pos_geometry.reproduction.runner as runner
 
     monkeypatch.setattr(runner, "find_data_dir", lambda explicit=None: None)
+    (tmp_path / "empty").mkdir()  # load() finds no real tables either: the data folder named is empty
+    monkeypatch.setenv("POS_GEOMETRY_DATA", str(tmp_path / "empty"))
+    monkeypatch.setenv("POS_GEOMETRY_TABLES", str(tmp_path / "empty"))
 
     def no_browser(browser=None):
         raise ExportError("no Chrome/Chromium found; install it with apt-get install chromium")
@@ -146,6 +149,7 @@ def test_each_table_is_decomposed_once_per_window(run):
     _, _, calls = run
     assert len(calls) == len(set(calls)), sorted(calls)
     windows = sorted(w for _, w, _ in calls)
-    # GPT-2 raw over 4 windows + centred over d_model, medium, sinusoidal (all 1024 rows), GPT-1 (512), 2 rotary
+    # GPT-2 raw over 4 windows + rows 1..511 (Song & Zhong's stable rank) + centred over d_model, medium,
+    # sinusoidal (all 1024 rows), GPT-1 (512), 2 rotary
     assert windows.count((1, 100)) == 1 and windows.count((1, 1024)) == 1 and windows.count((100, 1024)) == 1
-    assert len(calls) == 5 + 1 + 1 + 2 + 1, sorted(calls)
+    assert len(calls) == 6 + 1 + 1 + 2 + 1, sorted(calls)
