@@ -345,3 +345,27 @@ def test_reproduce_data_dir_without_tables_is_one_clear_error(tmp_path: Path):
     assert res.exit_code == 1
     assert res.stderr.startswith("error: --data-dir") and "gpt2_small_wpe.npy" in res.stderr
     assert "Traceback" not in res.output
+
+
+def test_plot_decomposes_each_table_once(
+    table_path: Path, tmp_path: Path, record_decompositions, monkeypatch
+):
+    """One PCA per table: the figure, the grid and the helix fit all draw on it (no exact/randomized mix)."""
+    other = tmp_path / "other.npy"
+    np.save(other, _helix_table(seed=2))
+    calls = record_decompositions(monkeypatch)
+    res = runner.invoke(app, ["plot", str(table_path), str(other), "--out", str(tmp_path / "figs")])
+    assert res.exit_code == 0, res.output
+    assert len(calls) == 2 and len(set(calls)) == 2, calls
+
+
+def test_one_missing_model_does_not_stop_the_others(table_path: Path, tmp_path: Path):
+    out = tmp_path / "figs"
+    res = runner.invoke(app, ["plot", str(table_path), "no-such-model-xyz", "--out", str(out)])
+    assert res.exit_code == 1
+    assert sorted(p.name for p in out.iterdir()) == ["grid.html", "helix.html"]
+    assert "error: no-such-model-xyz:" in res.stderr and "1 of 2 model(s) failed" in res.stderr
+    # every model failing leaves no empty folder behind
+    empty = tmp_path / "never"
+    res = runner.invoke(app, ["plot", "no-such-model-xyz", "--out", str(empty)])
+    assert res.exit_code == 1 and not empty.exists()
