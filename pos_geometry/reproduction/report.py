@@ -81,8 +81,10 @@ def render_markdown(
     notes: Sequence[str] = (),
     out: Path,
     published: Sequence[Comparison] = (),
+    sections: Sequence[str] = (),
 ) -> str:
-    """The report as Markdown: verdict table, per-claim details, data sources, figures, notes."""
+    """The report as Markdown: verdict table, per-claim details, published figures, extra ``sections``
+    (Markdown blocks, e.g. the rotary frequency atlas), data sources, figures, notes."""
     counts: dict[str, int] = {}
     for c in claims:
         counts[c.verdict] = counts.get(c.verdict, 0) + 1
@@ -115,6 +117,9 @@ def render_markdown(
                 f"   - table: {p.label} ({p.kind}) from `{p.source}`; stored {p.original_dtype}; processing: {steps}"
             )
     lines += _published(published)
+    for block in sections:
+        if block:
+            lines += ["", block.rstrip()]
     lines += ["", "## Data", "", *_sources(located), ""]
     if figures:
         lines += ["## Figures", ""]

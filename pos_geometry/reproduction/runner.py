@@ -243,6 +243,11 @@ def reproduce_blog_post(
         reference=reference,
         tokens=token_table,
     )
+    step("reading the rotary models' query/key weights (frequency atlas)", len(names) + 1, total)
+    from pos_geometry.reproduction.atlas_section import atlas_section
+
+    rotary_atlas = atlas_section(ROTARY_MODELS, paths=paths, online=online, device=dev)
+    figures.update(rotary_atlas.figures)
     out.mkdir(parents=True, exist_ok=True)
     entries = _write(figures, out, formats, step, len(names) + 2, total + len(figures), plotlyjs)
 
@@ -258,7 +263,9 @@ def reproduce_blog_post(
         )
     report_md = out / "report.md"
     published = published_vs_measured(gpt2, tuple(windows.values()))
-    md = render_markdown(claims, located, entries, notes=notes, out=out, published=published)
+    md = render_markdown(
+        claims, located, entries, notes=notes, out=out, published=published, sections=(rotary_atlas.markdown,)
+    )
     atomic_write(report_md, md)
     data = render_json(claims, located, entries, out=out)
     data["notes"] = notes
