@@ -217,15 +217,15 @@ def analyze(
     chosen = _check_analyses(analyses)
     n_components = check_int("n_components", n_components, 1)
     helix_max_positions = check_int("helix_max_positions", helix_max_positions, 1)
-    from pos_geometry.analysis._inputs import as_batch
-
-    batch = as_batch(x, name="x")
-    if not batch.single:
+    # the shape only: pca() below converts and checks the table (done once, not twice)
+    shape = tuple(int(v) for v in getattr(x, "shape", ()))
+    if isinstance(x, list | tuple) or len(shape) != 2:
+        what = f"a list of {len(x)}" if isinstance(x, list | tuple) else f"shape {shape}"
         raise InvalidArgumentError(
-            f"analyze takes one table (n_positions, d_model); got a batch of {batch.data.shape[0]}. "
+            f"analyze takes one table (n_positions, d_model); got {what}. "
             "Call it once per table: [analyze(t) for t in tables]."
         )
-    n_total, d = int(batch.data.shape[1]), int(batch.data.shape[2])
+    n_total, d = shape
     start, stop = parse_window(window, n_total)
     n = stop - start
     want = max(n_components, AUTO_CAP if "recurrence" in chosen else 0)

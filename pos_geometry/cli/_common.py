@@ -31,6 +31,15 @@ def out_console() -> Console:
     return console
 
 
+def _message(exc: BaseException, *, hint: bool = False) -> str:
+    """One line for a user error: an OSError as ``reason: file``, anything else as its message."""
+    if isinstance(exc, OSError) and exc.filename is not None:
+        return f"{exc.strerror or exc}: {exc.filename}" + (
+            " (run with --debug for the traceback)." if hint else ""
+        )
+    return str(exc)
+
+
 def guard(fn: Callable[[], T]) -> T:
     """Run ``fn``; a PosGeometryError or OSError becomes one line on stderr and exit status 1."""
     try:
@@ -38,11 +47,7 @@ def guard(fn: Callable[[], T]) -> T:
     except (PosGeometryError, OSError) as exc:
         if STATE["debug"]:
             raise
-        if isinstance(exc, OSError) and exc.filename is not None:
-            message = f"{exc.strerror or exc}: {exc.filename} (run with --debug for the traceback)."
-        else:
-            message = str(exc)
-        err().print(f"error: {message}", markup=False)
+        err().print(f"error: {_message(exc, hint=True)}", markup=False)
         raise typer.Exit(1) from None
     except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort, typer.Exit):
         raise  # usage errors and exits: typer reports them itself
@@ -114,10 +119,7 @@ def report_failure(label: str | None, exc: BaseException) -> None:
     ``label`` (the model's argument) leads the line when several models were given."""
     if STATE["debug"]:
         raise exc
-    if isinstance(exc, OSError) and exc.filename is not None:
-        message = f"{exc.strerror or exc}: {exc.filename}"
-    else:
-        message = str(exc)
+    message = _message(exc)
     err().print(f"error: {label}: {message}" if label else f"error: {message}", markup=False)
 
 

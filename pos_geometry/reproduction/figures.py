@@ -75,10 +75,6 @@ def _gpt2_figures(gpt2: PositionalEmbedding, analysis: Analysis, windows: Mappin
     return figs
 
 
-def _name(a: Analysis) -> str:
-    return a.provenance.label
-
-
 def blog_figures(
     *,
     gpt2: tuple[PositionalEmbedding, Analysis, Mapping[str, PCAResult]] | None,
@@ -105,7 +101,7 @@ def blog_figures(
             plot_helix_grid(
                 [a.pca for a in found],
                 cols=min(3, len(found)),
-                titles=[_name(a) for a in found],
+                titles=[a.label for a in found],
                 title="The GPT-2 family's positional tables in PC1–3",
             ),
             f"{len(found)} of the nine GPT-2s (four OpenAI sizes, five Stanford CRFM replicas), one scene each, "
@@ -113,7 +109,7 @@ def blog_figures(
         )
     compared = [*([gpt2[1]] if gpt2 is not None else []), *learned, *rotary, *reference]
     if compared:
-        labels = [f"{_name(a)} ({a.provenance.kind}, {a.n_positions}×{a.d_model})" for a in compared]
+        labels = [f"{a.label} ({a.provenance.kind}, {a.n_positions}×{a.d_model})" for a in compared]
         figs["explained_variance"] = (
             plot_explained_variance(
                 [a.pca for a in compared], labels=labels, title="Cumulative explained variance"
@@ -137,7 +133,7 @@ def blog_figures(
             plot_helix_grid(
                 [a.pca for a in rotary],
                 cols=len(rotary),
-                titles=[f"{_name(a)}: rotary table" for a in rotary],
+                titles=[f"{a.label}: rotary table" for a in rotary],
                 title="Rotary models have no learned positional matrix: their exact rotary tables",
             ),
             "Pythia and Mistral shown as what they are: the cos/sin tables of their rotary embeddings, built from "
