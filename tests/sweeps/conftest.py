@@ -11,26 +11,14 @@ header is GPT-2's size, ~15 KB) with tiny tensors, except ``transformer.wpe.weig
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from dataclasses import dataclass, field
-from pathlib import Path
 
+import _pos_geometry_tests_hub_server as hub_server  # registered by tests/conftest.py
 import numpy as np
 import pytest
 import torch
 from safetensors.torch import save_file
-
-_HUB = "_pos_geometry_tests_hub_server"
-if _HUB not in sys.modules:
-    _spec = importlib.util.spec_from_file_location(
-        _HUB, Path(__file__).parents[1] / "sources" / "hub_server.py"
-    )
-    _module = importlib.util.module_from_spec(_spec)
-    sys.modules[_HUB] = _module
-    _spec.loader.exec_module(_module)
-hub_server = sys.modules[_HUB]
 
 REPO = "test-crfm/gpt2-run"
 N_GOOD = 40
