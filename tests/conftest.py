@@ -4,7 +4,8 @@ test helper modules every folder may import (registered here, once).
 Tests are not a package (importing ``tests`` is banned), so helper modules are registered under fixed
 names before any test module is imported: ``import _pos_geometry_tests_hub_server as hub_server`` (the
 loopback hub, ``tests/sources/hub_server.py``) and ``import _pos_geometry_tests_torch_pickles`` (hand-made
-torch checkpoints, ``tests/sources/torch_pickles.py``) work in every test folder.
+torch checkpoints, ``tests/sources/torch_pickles.py``) and ``import _pos_geometry_tests_rotary_run`` (a
+rotary training run, ``tests/sweeps/rotary_run.py``) work in every test folder.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ REAL_DATA_DIR = REPO_ROOT.parent / "shared" / "data" / "real"
 HELPER_MODULES = {
     "_pos_geometry_tests_hub_server": REPO_ROOT / "tests" / "sources" / "hub_server.py",
     "_pos_geometry_tests_torch_pickles": REPO_ROOT / "tests" / "sources" / "torch_pickles.py",
+    "_pos_geometry_tests_rotary_run": REPO_ROOT / "tests" / "sweeps" / "rotary_run.py",
 }
 
 

@@ -2,7 +2,8 @@
 
 :func:`plot_sweep_metrics` draws one panel per metric against the training step on a log axis, one line
 per sweep (several seeds or models overlaid, one colour each across panels); failed checkpoints are left
-out, and hovering a point names its revision (and the helix verdict, when the sweep has one).
+out, and hovering a point names its revision (and the helix verdict, when the sweep has one). A rotary
+model's sweep draws its atlas metrics (short-wavelength share, plane usage, pair cosines, usage drift).
 :func:`plot_sweep_helix` is :func:`~pos_geometry.plotting.checkpoints.plot_checkpoints` over the PCA fits
 stored by the sweep (no table is read again): one 3D frame per checkpoint, bases Procrustes-aligned.
 """
@@ -28,6 +29,14 @@ DEFAULT_METRICS = (
     "drift_previous",
     "drift_final",
     "position0_norm",
+    # rotary models (the frequency atlas of each checkpoint)
+    "short_share",
+    "top_plane_share",
+    "effective_planes",
+    "q_pair_cosine_abs",
+    "k_pair_cosine_abs",
+    "usage_drift_previous",
+    "usage_drift_final",
 )
 _TITLES = {
     "top3_ratio": "top-3 explained variance",
@@ -43,6 +52,15 @@ _TITLES = {
     "table_norm": "table norm ‖X‖_F",
     "position0_norm": "norm of position 0",
     "mean_row_norm": "mean row norm",
+    "short_share": "share of QK form in planes with a cycle within the context",
+    "top_plane_share": "mean share of the most used plane",
+    "effective_planes": "effective planes per head (exp entropy)",
+    "q_pair_cosine_abs": "mean |cosine| of a plane's two query rows",
+    "k_pair_cosine_abs": "mean |cosine| of a plane's two key rows",
+    "q_plane_norm": "mean plane norm of W_q",
+    "k_plane_norm": "mean plane norm of W_k",
+    "usage_drift_previous": "plane-usage drift to previous (total variation)",
+    "usage_drift_final": "plane-usage drift to final (total variation)",
 }
 
 
