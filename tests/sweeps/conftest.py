@@ -1,5 +1,6 @@
-"""A synthetic training run served by the loopback hub: GPT-2-shaped checkpoints whose positional table
-moves from a random initialisation to the real GPT-2 small table.
+"""Synthetic training runs served by the loopback hub: GPT-2-shaped checkpoints whose positional table
+moves from a random initialisation to the real GPT-2 small table (``training_run``), and a rotary run
+(``rotary_training_run``, a tiny GPT-NeoX: see ``rotary_run.py``).
 
 ``training_run`` (module scope) writes the checkpoints and starts the server; ``hub`` (per test) points
 huggingface_hub at it with fresh caches and an empty request log. The run is the repo
@@ -15,6 +16,7 @@ import json
 from dataclasses import dataclass, field
 
 import _pos_geometry_tests_hub_server as hub_server  # registered by tests/conftest.py
+import _pos_geometry_tests_rotary_run as rotary_run
 import numpy as np
 import pytest
 import torch
@@ -119,3 +121,10 @@ def hub(training_run, monkeypatch, tmp_path) -> TrainingRun:
     training_run.server.fault = None
     training_run.server.clear_log()
     return training_run
+
+
+@pytest.fixture(scope="module")
+def rotary_training_run(tmp_path_factory):
+    """The rotary training run of ``tests/sweeps/rotary_run.py`` (a tiny GPT-NeoX as ``stepN`` branches), served."""
+    with hub_server.HubServer() as server:
+        yield rotary_run.build(server, tmp_path_factory.mktemp("rotary_run"))

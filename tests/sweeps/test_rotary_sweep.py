@@ -27,9 +27,8 @@ SLACK = 72 * 1024
 
 
 @pytest.fixture(scope="module")
-def run(tmp_path_factory):
-    with hub_server.HubServer() as server:
-        yield rotary_run.build(server, tmp_path_factory.mktemp("rotary_run"))
+def run(rotary_training_run):
+    return rotary_training_run
 
 
 @pytest.fixture(scope="module")
