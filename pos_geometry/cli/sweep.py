@@ -6,7 +6,15 @@ from pathlib import Path
 
 import typer
 
-from pos_geometry.cli._common import WINDOW, err, guard, out_console, parse_window_text, safe_name
+from pos_geometry.cli._common import (
+    WINDOW,
+    err,
+    guard,
+    out_console,
+    parse_layers,
+    parse_window_text,
+    safe_name,
+)
 from pos_geometry.errors import InvalidArgumentError
 
 
@@ -21,17 +29,6 @@ def _revisions(text: str) -> str | list[str | int]:
             f"--revisions needs all, every:N, log:N or a comma-separated list; got {text!r}."
         )
     return [int(p) if p.isdigit() else p for p in items]
-
-
-def _layers(text: str | None) -> list[int] | None:
-    if text is None:
-        return None
-    try:
-        return [int(p) for p in text.split(",") if p.strip()]
-    except ValueError:
-        raise InvalidArgumentError(
-            f"--layers needs comma-separated layer indices such as 0,5,11; got {text!r}."
-        ) from None
 
 
 def _analyses(text: str) -> str | list[str]:
@@ -108,7 +105,7 @@ def sweep(
         opts = dict(
             analyses=_analyses(analyses), n_surrogates=n_surrogates, alpha=alpha, n_components=n_components,
             window=parse_window_text(window), executor=executor, n_workers=workers, resume=resume,
-            keep_tables=keep_tables, progress=True, layers=_layers(layers), fold_norm=fold_norm,
+            keep_tables=keep_tables, progress=True, layers=parse_layers(layers), fold_norm=fold_norm,
         )  # fmt: skip
         revs = _revisions(revisions)
         folders = [out] if len(models) == 1 else [out / safe_name(m) for m in models]

@@ -103,10 +103,8 @@ def training_run(tmp_path_factory, gpt2_wpe) -> TrainingRun:
         if step == NAN_STEP:
             table[7, 3] = np.nan
         save_file(gpt2_state(table), str(path))
-        if step == CORRUPT_STEP:  # a header length far past the end of the file
-            data = bytearray(path.read_bytes())
-            data[:8] = (10**12).to_bytes(8, "little")
-            path.write_bytes(bytes(data))
+        if step == CORRUPT_STEP:
+            rotary_run.corrupt_header(path)
         refs = (f"checkpoint-{step}", "main") if step == steps[-1] else (f"checkpoint-{step}",)
         run.commits[f"checkpoint-{step}"] = server.add_revision(
             REPO, {"config.json": root / "config.json", "model.safetensors": path}, refs=refs

@@ -2,7 +2,8 @@
 transformers, served by the loopback hub as ``stepN`` branches, whose long-wavelength plane in one head
 is amplified more at each step (so the atlas "forms": that plane takes over the head's QK form).
 
-Registered by ``tests/conftest.py`` as ``_pos_geometry_tests_rotary_run``.
+Registered by ``tests/conftest.py`` as ``_pos_geometry_tests_rotary_run``; :func:`corrupt_header` and
+:func:`swept` serve the learned run of ``conftest.py`` too.
 
 Config: hidden 128, 4 heads (head_dim 32), rotary_pct 0.25 (rotary_dim 8: 4 planes), base 100, context
 128: wavelengths 2π·100^(i/4) = 6.3, 19.9, 62.8, 199 positions; planes 0-2 complete a cycle within the
@@ -65,6 +66,27 @@ class RotaryRun:
         return load_file(self.folder / revision / "model.safetensors")
 
 
+def corrupt_header(path: Path) -> None:
+    """Make ``path``'s safetensors header length point far past the end of the file (it does not parse)."""
+    data = bytearray(path.read_bytes())
+    data[:8] = (10**12).to_bytes(8, "little")
+    path.write_bytes(bytes(data))
+
+
+def swept(run, tmp: Path, revisions, **kwargs):
+    """``(result, log)``: a sweep of ``run`` with fresh caches under ``tmp``, and the server's log of it."""
+    import _pos_geometry_tests_hub_server as hub_server
+    import pytest
+
+    from pos_geometry.sweeps import sweep
+
+    with pytest.MonkeyPatch.context() as mp:
+        hub_server.point_hub_at(mp, run.server, tmp)
+        run.server.clear_log()
+        result = sweep(run.repo, revisions, **kwargs)
+        return result, run.server.requests()
+
+
 def build(server, root: Path) -> RotaryRun:
     """Write the step-0 checkpoint with ``save_pretrained``, derive the later ones from its file (the planted
     rows scaled, by safetensors, keeping transformers' metadata) and serve them all from ``server``."""
@@ -91,10 +113,8 @@ def build(server, root: Path) -> RotaryRun:
             tensors["gpt_neox.layers.1.attention.query_key_value.weight"][5, 3] = float("nan")
         weights = folder / "model.safetensors"
         save_file(tensors, str(weights), metadata={"format": "pt"})
-        if step == CORRUPT_STEP:  # a header length far past the end of the file
-            data = bytearray(weights.read_bytes())
-            data[:8] = (10**12).to_bytes(8, "little")
-            weights.write_bytes(bytes(data))
+        if step == CORRUPT_STEP:
+            corrupt_header(weights)
         refs = (f"step{step}", "main") if step == STEPS[-1] else (f"step{step}",)
         run.commits[f"step{step}"] = server.add_revision(
             REPO, {"config.json": root / "written" / "config.json", "model.safetensors": weights}, refs=refs

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 
-import _pos_geometry_tests_hub_server as hub_server
+import _pos_geometry_tests_rotary_run as rotary_run  # swept()
 import numpy as np
 import pandas as pd
 import pytest
@@ -24,12 +24,10 @@ MISSING = "checkpoint-999999"
 def baseline(training_run, tmp_path_factory):
     """The cheap sweep of every served checkpoint plus one that does not exist, and the server's log of it."""
     tmp = tmp_path_factory.mktemp("baseline")
-    with pytest.MonkeyPatch.context() as mp:
-        hub_server.point_hub_at(mp, training_run.server, tmp)
-        training_run.server.clear_log()
-        result = sweep(training_run.repo, [*training_run.all, MISSING], analyses="cheap", out=tmp / "out")
-        log = training_run.server.requests()
-        yield result, log, tmp / "out"
+    result, log = rotary_run.swept(
+        training_run, tmp, [*training_run.all, MISSING], analyses="cheap", out=tmp / "out"
+    )
+    return result, log, tmp / "out"
 
 
 def _independent_drift(a: np.ndarray, b: np.ndarray) -> float:

@@ -35,11 +35,7 @@ def run(rotary_training_run):
 def baseline(run, tmp_path_factory):
     """The sweep of every served checkpoint, and the server's log of it."""
     tmp = tmp_path_factory.mktemp("rotary_baseline")
-    with pytest.MonkeyPatch.context() as mp:
-        hub_server.point_hub_at(mp, run.server, tmp)
-        run.server.clear_log()
-        result = sweep(run.repo, "all", out=tmp / "out")
-        yield result, run.server.requests(), tmp
+    return (*rotary_run.swept(run, tmp, "all", out=tmp / "out"), tmp)
 
 
 @pytest.fixture
