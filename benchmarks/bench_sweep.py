@@ -331,7 +331,7 @@ def main_rotary(opts: argparse.Namespace) -> None:
         "",
         f"- Speed-up of the sweep over the sequential `rotary_atlas` loop: {speed:.1f}×.",
         f"- transformers would download each whole checkpoint: Pythia-70m's {PYTHIA_70M_PARAMS:,} parameters "
-        f"in float16 are {hf_bytes / 1e6:.0f} MB per checkpoint ({n} × = {n * hf_bytes / 1e9:.1f} GB), "
+        f"in float16 are {hf_bytes / 1e6:.0f} MB per checkpoint, {n * hf_bytes / 1e9:.1f} GB for these {n}, "
         f"{n * hf_bytes / rows[1][1]['bytes_sent']:.0f}× the bytes the sweep reads (computed from the model card's "
         "parameter count, not measured).",
     ]
