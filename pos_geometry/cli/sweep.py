@@ -81,7 +81,9 @@ def sweep(
     keep_tables: bool = typer.Option(
         False, "--keep-tables", help="Also keep each table in the tensor cache."
     ),
-    figures: bool = typer.Option(True, "--figures/--no-figures", help="Write metrics.html and helix.html."),
+    figures: bool = typer.Option(
+        True, "--figures/--no-figures", help="Write metrics.html and helix.html (rotary: usage.html)."
+    ),
     layers: str | None = typer.Option(
         None,
         "--layers",
@@ -99,7 +101,7 @@ def sweep(
     as it is done; Ctrl-C leaves only complete results there.
     """
     import pos_geometry as pg
-    from pos_geometry.plotting import plot_sweep_helix, plot_sweep_metrics, save_figure
+    from pos_geometry.plotting import plot_sweep_helix, plot_sweep_metrics, plot_sweep_usage, save_figure
 
     def run() -> None:
         opts = dict(
@@ -126,6 +128,8 @@ def sweep(
                 save_figure(plot_sweep_metrics(result), folder / "metrics.html")
                 if "pca" in result.config.analyses and len(result.ok) > 1:
                     save_figure(plot_sweep_helix(result), folder / "helix.html")
+                if result.config.kind == "rotary":
+                    save_figure(plot_sweep_usage(result), folder / "usage.html")
         if figures and len(results) > 1 and any(r.ok for r in results):
             save_figure(plot_sweep_metrics([r for r in results if r.ok]), out / "metrics.html")
         err().print(f"wrote {out}", markup=False)

@@ -6,6 +6,8 @@ out, and hovering a point names its revision (and the helix verdict, when the sw
 model's sweep draws its atlas metrics (short-wavelength share, plane usage, pair cosines, usage drift).
 :func:`plot_sweep_helix` is :func:`~pos_geometry.plotting.checkpoints.plot_checkpoints` over the PCA fits
 stored by the sweep (no table is read again): one 3D frame per checkpoint, bases Procrustes-aligned.
+:func:`plot_sweep_usage` is a rotary sweep's plane usage over training: a heatmap of each rotation plane's
+mean share of the QK form (planes by wavelength) against the training step, from the stored atlases.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from plotly.subplots import make_subplots
 from pos_geometry.errors import InvalidArgumentError
 from pos_geometry.plotting._style import base_layout
 
-__all__ = ["DEFAULT_METRICS", "plot_sweep_helix", "plot_sweep_metrics"]
+__all__ = ["DEFAULT_METRICS", "plot_sweep_helix", "plot_sweep_metrics", "plot_sweep_usage"]
 
 DEFAULT_METRICS = (
     "top3_ratio",
@@ -169,3 +171,50 @@ def plot_sweep_helix(result: Any, *, reference: Any = -1, **kwargs: Any) -> go.F
     (res,) = _as_list(result)
     fits = res.pca(n_components=max(kwargs.get("components", (0, 1, 2))) + 1)
     return plot_checkpoints(fits, reference=reference, labels=[r.revision for r in res.ok], **kwargs)
+
+
+def plot_sweep_usage(result: Any, *, layer: int | None = None, title: str | None = None) -> go.Figure:
+    """How a rotary model's heads use each rotation plane over training: a heatmap of the mean ``qk_share``
+    of each plane (rows, labelled by wavelength) at each ok checkpoint (columns, ``step + 1`` on a log axis).
+
+    Args:
+        result: a rotary :class:`~pos_geometry.sweeps.SweepResult` (its atlases are read from the store).
+        layer: one layer index (as in the atlas' ``layers``) to show; None: the mean over every layer read.
+        title: replaces the automatic title.
+
+    ``z[i, j]`` is the mean over heads (and layers) of plane ``i``'s share at checkpoint ``j``: each column
+    sums to 1. Planes marked ``*`` complete a cycle within the training context.
+    """
+    (res,) = _as_list(result)
+    ok = [r for r in res.ok if r.step is not None]
+    if res.config.kind != "rotary" or not ok:
+        raise InvalidArgumentError(
+            "plot_sweep_usage draws a rotary sweep's plane usage; this sweep is "
+            f"{res.config.kind} with {len(ok)} ok checkpoints with a step. Use plot_sweep_metrics for it."
+        )
+    columns = []
+    for record in ok:
+        atlas = res.atlas(record.revision)
+        if layer is not None and layer not in atlas.layers:
+            raise InvalidArgumentError(
+                f"layer must be one of the layers read, {list(atlas.layers)}; got {layer!r}."
+            )
+        usage = atlas.layer_usage if layer is None else atlas.layer_usage[[atlas.layers.index(layer)]]
+        columns.append(usage.mean(dim=0).numpy())
+    last = res.atlas(ok[-1].revision)
+    labels = [f"plane {i}: λ={w:.4g}" + (" *" if c else "") for i, (w, c) in
+              enumerate(zip(last.wavelengths.tolist(), last.critical.tolist(), strict=True))]  # fmt: skip
+    x = np.array([r.step + 1 for r in ok], dtype=np.float64)
+    fig = go.Figure(
+        go.Heatmap(
+            x=x, y=labels, z=np.stack(columns, axis=1), colorscale="Viridis", colorbar={"title": "mean share"},
+            text=[[r.revision for r in ok]] * len(labels),
+            hovertemplate="%{text}<br>%{y}<br>mean share %{z:.3f}<extra></extra>",
+        )
+    )  # fmt: skip
+    fig.update_xaxes(type="log", title_text="training step + 1 (log scale)")
+    fig.update_yaxes(title_text="rotation plane (* : a cycle within the context)")
+    where = "all layers" if layer is None else f"layer {layer}"
+    auto = f"{res.model} · plane usage over training ({where}, mean over heads)"
+    fig.update_layout(**base_layout(title or auto, height=max(300, 40 * len(labels) + 160)))
+    return fig

@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 import pos_geometry as pg
 from pos_geometry.cli import app
 from pos_geometry.errors import InvalidArgumentError
-from pos_geometry.plotting import plot_sweep_metrics
+from pos_geometry.plotting import plot_sweep_metrics, plot_sweep_usage
 from pos_geometry.sweeps import SweepConfig, sweep
 from pos_geometry.sweeps.rotary import usage_drift
 from pos_geometry.sweeps.store import SweepStore
@@ -171,12 +171,31 @@ def test_rotary_sweep_command_and_figure(hub, tmp_path):
     )
     assert res.exit_code == 0, res.output
     assert "short-wavelength share" in res.stdout and "3/3 checkpoints ok" in res.stdout
-    assert (out / "metrics.html").is_file() and not (out / "helix.html").exists()
+    assert (
+        (out / "metrics.html").is_file()
+        and (out / "usage.html").is_file()
+        and not (out / "helix.html").exists()
+    )
     frame = pd.read_parquet(out / "metrics.parquet")
     fig = plot_sweep_metrics(pg.sweep(hub.repo, ["step0", "step64", "step512"], store=out / "checkpoints"))
     panel = next(t for t in fig.data if t.yaxis == "y")  # the first panel: short_share against step + 1
     assert list(panel.x) == [1, 65, 513] and fig.layout.xaxis.type == "log"
     np.testing.assert_allclose(panel.y, frame["short_share"].to_numpy())
+
+
+def test_plane_usage_figure_is_the_stored_shares(hub, baseline):
+    result, _, _ = baseline
+    fig = plot_sweep_usage(result)
+    (heat,) = fig.data
+    assert list(heat.x) == [s + 1 for s in rotary_run.STEPS] and fig.layout.xaxis.type == "log"
+    for j, revision in enumerate(hub.good):  # column j: each plane's share, averaged over layers and heads
+        shares = SweepStore(result.store).arrays(revision)["qk_share"]
+        np.testing.assert_allclose(np.asarray(heat.z)[:, j], shares.mean(axis=(0, 1)), rtol=1e-12)
+    row = np.asarray(plot_sweep_usage(result, layer=0).data[0].z)[rotary_run.PLANE]
+    assert np.all(np.diff(row) > 0)  # the planted plane gains in layer 0
+    assert heat.y[rotary_run.PLANE].endswith("λ=198.7") and heat.y[0].endswith(
+        "*"
+    )  # long plane: no cycle in 128
 
 
 def test_rotary_config_rules():
