@@ -126,3 +126,16 @@ def rotary_training_run(tmp_path_factory):
     """The rotary training run of ``tests/sweeps/rotary_run.py`` (a tiny GPT-NeoX as ``stepN`` branches), served."""
     with hub_server.HubServer() as server:
         yield rotary_run.build(server, tmp_path_factory.mktemp("rotary_run"))
+
+
+@pytest.fixture
+def dask_client():
+    """``(cluster, client)``: an in-process Dask ``LocalCluster`` (2 workers × 2 threads) and its client."""
+    distributed = pytest.importorskip("distributed")
+    with (
+        distributed.LocalCluster(
+            n_workers=2, threads_per_worker=2, processes=False, dashboard_address=None
+        ) as cluster,
+        distributed.Client(cluster) as client,
+    ):
+        yield cluster, client

@@ -148,19 +148,11 @@ def test_interrupted_sweep_resumes_without_refetching(hub, baseline, monkeypatch
     assert again.n_computed == 0 and not any(r.range for r in hub.server.requests())
 
 
-def test_dask_local_cluster_gives_identical_results(hub, baseline, tmp_path):
-    distributed = pytest.importorskip("distributed")
-    with (
-        distributed.LocalCluster(
-            n_workers=2, threads_per_worker=2, processes=False, dashboard_address=None
-        ) as cluster,
-        distributed.Client(cluster) as client,
-    ):
-        result = sweep(
-            hub.repo, [*hub.all, MISSING], analyses="cheap", executor=client, out=tmp_path / "dask"
-        )
-        by_address = sweep(hub.repo, list(hub.good[-3:]), analyses="cheap", executor=cluster.scheduler_address,
-                           store=tmp_path / "addr")  # fmt: skip
+def test_dask_local_cluster_gives_identical_results(hub, baseline, tmp_path, dask_client):
+    cluster, client = dask_client
+    result = sweep(hub.repo, [*hub.all, MISSING], analyses="cheap", executor=client, out=tmp_path / "dask")
+    by_address = sweep(hub.repo, list(hub.good[-3:]), analyses="cheap", executor=cluster.scheduler_address,
+                       store=tmp_path / "addr")  # fmt: skip
     assert result.executor.startswith("dask")
     pd.testing.assert_frame_equal(result.to_frame(), baseline[0].to_frame())
     for revision in hub.good[-3:]:

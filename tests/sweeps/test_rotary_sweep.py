@@ -151,15 +151,8 @@ def test_rotary_sweep_resumes_and_keeps_tables_on_request(hub, baseline, tmp_pat
     assert torch.equal(atlas.qk_share, layer1.atlas(hub.good[-1]).qk_share)
 
 
-def test_rotary_sweep_on_dask_is_identical(hub, baseline, tmp_path):
-    distributed = pytest.importorskip("distributed")
-    with (
-        distributed.LocalCluster(
-            n_workers=2, threads_per_worker=2, processes=False, dashboard_address=None
-        ) as cluster,
-        distributed.Client(cluster) as client,
-    ):
-        result = sweep(hub.repo, "all", executor=client, store=tmp_path / "dask")
+def test_rotary_sweep_on_dask_is_identical(hub, baseline, tmp_path, dask_client):
+    result = sweep(hub.repo, "all", executor=dask_client[1], store=tmp_path / "dask")
     assert result.executor.startswith("dask")
     pd.testing.assert_frame_equal(result.to_frame(), baseline[0].to_frame())
 
