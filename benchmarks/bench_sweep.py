@@ -93,10 +93,15 @@ args = json.loads(sys.argv[1])
 import pos_geometry as pg
 from pos_geometry.sweeps import sweep
 import pos_geometry.sweeps.run, pos_geometry.analysis.pca, scipy.spatial, pandas  # imports outside the timing
+import pos_geometry.analysis.rotary_atlas, pos_geometry.sweeps.rotary
 t0 = time.perf_counter()
 if args["mode"] == "load":
     for r in args["revisions"]:
         pg.load(args["repo"], revision=r)
+    n_ok = len(args["revisions"])
+elif args["mode"] == "atlas":
+    for r in args["revisions"]:
+        pg.rotary_atlas(args["repo"], revision=r)
     n_ok = len(args["revisions"])
 else:
     res = sweep(args["repo"], args["revisions"], analyses=args["analyses"], n_workers=args["workers"],
@@ -136,9 +141,13 @@ def main() -> None:
     )
     parser.add_argument("--workdir", type=Path, default=None)
     parser.add_argument("--no-write", action="store_true", help="print only; leave RESULTS.md alone")
+    parser.add_argument(
+        "--rotary", action="store_true", help="a Pythia-70m-shaped rotary run instead (bench_sweep_rotary)"
+    )
     opts = parser.parse_args()
+    if opts.rotary:
+        return main_rotary(opts)
     sys.path.insert(0, str(REPO / "benchmarks"))
-    from _results_md import update_section
     from bench_load import _machine, _versions
 
     work = Path(opts.workdir or tempfile.mkdtemp(prefix="bench_sweep-"))
@@ -213,13 +222,121 @@ def main() -> None:
         f"{n * HF_CHECKPOINT_BYTES / 1e9:.0f} GB for this sweep, {n * HF_CHECKPOINT_BYTES / sweep_row['bytes_sent']:.0f}× "
         "the bytes the sweep reads.",
     ]
+    _report(lines, "bench_sweep", opts)
+
+
+def _report(lines: list[str], section: str, opts: argparse.Namespace) -> None:
     text = "\n".join(lines)
     print(text)
     if not opts.no_write:
-        update_section("bench_sweep", text)
+        sys.path.insert(0, str(REPO / "benchmarks"))
+        from _results_md import update_section
+
+        update_section(section, text)
 
 
 HEADER_NOTE = "~15 KB, as GPT-2 small's"
+
+# --- rotary: a Pythia-70m-shaped run ----------------------------------------------------------------
+ROTARY_REPO_ID = "bench/pythia-70m-run"
+PYTHIA_70M = {
+    "architectures": ["GPTNeoXForCausalLM"], "bos_token_id": 0, "eos_token_id": 0, "hidden_act": "gelu",
+    "hidden_size": 512, "initializer_range": 0.02, "intermediate_size": 2048, "layer_norm_eps": 1e-05,
+    "max_position_embeddings": 2048, "model_type": "gpt_neox", "num_attention_heads": 8,
+    "num_hidden_layers": 6, "rotary_emb_base": 10000, "rotary_pct": 0.25, "tie_word_embeddings": False,
+    "torch_dtype": "float16", "use_cache": True, "use_parallel_residual": True, "vocab_size": 50304,
+}  # fmt: skip
+QKV_BYTES = 6 * 3 * 512 * 512 * 2  # six fused query_key_value weights, float16
+PYTHIA_70M_PARAMS = 70_426_624  # the model card's total; transformers downloads all of them (float16)
+
+
+def write_rotary_run(folder: Path, n: int) -> list[str]:
+    """``n`` Pythia-70m-shaped checkpoints (Pythia's tensor names; the six q/k/v weights at full size in
+    float16, every other tensor tiny), the first ``n`` of Pythia's schedule."""
+    import torch
+    from safetensors.torch import save_file
+
+    from pos_geometry.registry.schedules import get_schedule
+
+    steps = list(get_schedule("pythia").steps)[:n]
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "config.json").write_text(json.dumps(PYTHIA_70M))
+    tiny = {"gpt_neox.embed_in.weight": torch.zeros(4, 4), "embed_out.weight": torch.zeros(4, 4),
+            "gpt_neox.final_layer_norm.weight": torch.ones(4), "gpt_neox.final_layer_norm.bias": torch.zeros(4)}  # fmt: skip
+    for i in range(6):
+        for name in ("input_layernorm", "post_attention_layernorm"):
+            tiny |= {f"gpt_neox.layers.{i}.{name}.{w}": torch.zeros(4) for w in ("weight", "bias")}
+        for name in ("attention.dense", "mlp.dense_h_to_4h", "mlp.dense_4h_to_h"):
+            tiny |= {f"gpt_neox.layers.{i}.{name}.{w}": torch.zeros(4) for w in ("weight", "bias")}
+        tiny[f"gpt_neox.layers.{i}.attention.query_key_value.bias"] = torch.zeros(1536)
+    gen = torch.Generator().manual_seed(0)
+    for step in steps:
+        qkv = {f"gpt_neox.layers.{i}.attention.query_key_value.weight": (torch.randn(1536, 512, generator=gen) * 0.02).half()
+               for i in range(6)}  # fmt: skip
+        save_file({**qkv, **{k: v.clone() for k, v in tiny.items()}}, str(folder / f"{step}.safetensors"))
+    return [f"step{s}" for s in steps]
+
+
+def main_rotary(opts: argparse.Namespace) -> None:
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    from bench_load import _machine, _versions
+
+    work = Path(opts.workdir or tempfile.mkdtemp(prefix="bench_sweep_rotary-"))
+    revisions = write_rotary_run(work / "ckpt", opts.revisions)
+    hub = _hub()
+    rows = []
+    with hub.HubServer() as server:
+        for rev in revisions:
+            server.add_revision(ROTARY_REPO_ID, {"config.json": work / "ckpt" / "config.json",
+                                                 "model.safetensors": work / "ckpt" / f"{rev[4:]}.safetensors"}, refs=(rev,))  # fmt: skip
+        server.latency_s = opts.latency
+        print(f"sequential rotary_atlas of {len(revisions)} ...", flush=True)
+        rows.append(
+            (
+                "sequential `rotary_atlas`",
+                child(server, work, mode="atlas", revisions=revisions, repo=ROTARY_REPO_ID),
+            )
+        )
+        print("sweep ...", flush=True)
+        rows.append(("sweep (atlas, drift)", child(server, work, mode="sweep", revisions="all", repo=ROTARY_REPO_ID,
+                                                   analyses="all", workers=opts.workers)))  # fmt: skip
+    shutil.rmtree(work, ignore_errors=True)
+    n = len(revisions)
+    tensors = n * QKV_BYTES
+    hf_bytes = PYTHIA_70M_PARAMS * 2
+    lines = [
+        f"## Rotary training-checkpoint sweep: {n} Pythia-70m-shaped revisions over a loopback Hub with "
+        f"{opts.latency * 1000:.0f} ms latency per request",
+        "",
+        f"- Command: `python benchmarks/bench_sweep.py --rotary --revisions {opts.revisions} --latency "
+        f"{opts.latency} --workers {opts.workers}`",
+        f"- Machine: {_machine()}; load average {os.getloadavg()[0]:.2f} at the end (the 2 cores are shared with "
+        "other engineers' jobs; the server runs in the benchmark's process).",
+        f"- Versions: {_versions()}",
+        "- Run: Pythia-70m's config and tensor names; the six fused `query_key_value` weights at full size "
+        f"(1536×512 float16, {QKV_BYTES:,} bytes per checkpoint), every other tensor tiny; the first {n} "
+        "revisions of Pythia's schedule. Fresh subprocess and empty caches per row, imports excluded; bytes "
+        "= everything the server wrote.",
+        "",
+        "| method | checkpoints | wall s | per checkpoint ms | requests | bytes sent | bytes / Σ q/k/v tensors | peak RSS MiB |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for label, r in rows:
+        lines.append(
+            f"| {label} | {r['n_ok']} | {r['wall_s']:.1f} | {1000 * r['wall_s'] / n:.1f} | {r['requests']} | "
+            f"{r['bytes_sent']:,} | {r['bytes_sent'] / tensors:.4f} | {r['maxrss_mib']:.0f} |"
+        )
+    speed = rows[0][1]["wall_s"] / rows[1][1]["wall_s"]
+    lines += [
+        "",
+        f"- Speed-up of the sweep over the sequential `rotary_atlas` loop: {speed:.1f}×.",
+        f"- transformers would download each whole checkpoint: Pythia-70m's {PYTHIA_70M_PARAMS:,} parameters "
+        f"in float16 are {hf_bytes / 1e6:.0f} MB per checkpoint, {n * hf_bytes / 1e9:.1f} GB for these {n}, "
+        f"{n * hf_bytes / rows[1][1]['bytes_sent']:.0f}× the bytes the sweep reads (computed from the model card's "
+        "parameter count, not measured).",
+    ]
+    _report(lines, "bench_sweep_rotary", opts)
+
 
 if __name__ == "__main__":
     main()

@@ -1,7 +1,17 @@
-"""Shared fixtures: the real tables in ../shared/data/real (skipped with a reason when absent)."""
+"""Shared fixtures: the real tables in ../shared/data/real (skipped with a reason when absent), and the
+test helper modules every folder may import (registered here, once).
+
+Tests are not a package (importing ``tests`` is banned), so helper modules are registered under fixed
+names before any test module is imported: ``import _pos_geometry_tests_hub_server as hub_server`` (the
+loopback hub, ``tests/sources/hub_server.py``) and ``import _pos_geometry_tests_torch_pickles`` (hand-made
+torch checkpoints, ``tests/sources/torch_pickles.py``) and ``import _pos_geometry_tests_rotary_run`` (a
+rotary training run, ``tests/sweeps/rotary_run.py``) work in every test folder.
+"""
 
 from __future__ import annotations
 
+import importlib.util
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -9,6 +19,25 @@ import pytest
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 REAL_DATA_DIR = REPO_ROOT.parent / "shared" / "data" / "real"
+HELPER_MODULES = {
+    "_pos_geometry_tests_hub_server": REPO_ROOT / "tests" / "sources" / "hub_server.py",
+    "_pos_geometry_tests_torch_pickles": REPO_ROOT / "tests" / "sources" / "torch_pickles.py",
+    "_pos_geometry_tests_rotary_run": REPO_ROOT / "tests" / "sweeps" / "rotary_run.py",
+}
+
+
+def _register(module_name: str, path: Path) -> None:
+    """Load ``path`` as the module ``module_name`` (once per process)."""
+    if module_name in sys.modules:
+        return
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module
+    spec.loader.exec_module(module)
+
+
+for _name, _path in HELPER_MODULES.items():
+    _register(_name, _path)
 
 
 @pytest.fixture(autouse=True)

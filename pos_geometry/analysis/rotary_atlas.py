@@ -43,7 +43,7 @@ from pos_geometry.encodings.rotary import inverse_frequencies, scaling_fields
 from pos_geometry.errors import NoLearnedTableError, NotApplicableError
 from pos_geometry.registry import kind_from_config
 from pos_geometry.sources.roles import QKReader
-from pos_geometry.sources.tensor_set import open_checkpoint
+from pos_geometry.sources.tensor_set import Checkpoint, open_checkpoint
 
 __all__ = ["RotaryAtlas", "rotary_atlas", "plane_statistics"]
 
@@ -251,7 +251,7 @@ def _does_not_apply(config: dict, model_id: str) -> NotApplicableError:
 
 
 def rotary_atlas(
-    name_or_path: str | os.PathLike[str],
+    name_or_path: str | os.PathLike[str] | Checkpoint,
     *,
     layers: Sequence[int] | int | None = None,
     revision: str | None = None,
@@ -264,7 +264,9 @@ def rotary_atlas(
 
     Args:
         name_or_path: a model-table name (``"pythia-70m"``, ``"mistral-7b-v0.1"``), a hub repo id, or a
-            local Hugging Face model folder. Its ``model_type`` must have an attention-layout row.
+            local Hugging Face model folder. Its ``model_type`` must have an attention-layout row. An
+            already opened :class:`~pos_geometry.sources.tensor_set.Checkpoint` is read as it is
+            (``revision``, ``offline`` and ``model_id`` are then its own).
         layers: layer indices to read (default: all); only their q/k tensors are read.
         revision: branch, tag, commit or checkpoint name (hub: pinned to one commit for all tensors).
         fold_norm: multiply each input column of W_q and W_k by the gain of the norm that feeds
@@ -285,7 +287,11 @@ def rotary_atlas(
     offset, reduced to its planes' Gram matrices and dropped.
     """
     where = resolve_device(device)
-    checkpoint = open_checkpoint(name_or_path, revision=revision, offline=offline, model_id=model_id)
+    checkpoint = (
+        name_or_path
+        if isinstance(name_or_path, Checkpoint)
+        else open_checkpoint(name_or_path, revision=revision, offline=offline, model_id=model_id)
+    )
     try:
         rotary = kind_from_config(checkpoint.config) == "rotary"
     except NoLearnedTableError:

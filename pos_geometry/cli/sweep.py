@@ -6,7 +6,15 @@ from pathlib import Path
 
 import typer
 
-from pos_geometry.cli._common import WINDOW, err, guard, out_console, parse_window_text, safe_name
+from pos_geometry.cli._common import (
+    WINDOW,
+    err,
+    guard,
+    out_console,
+    parse_layers,
+    parse_window_text,
+    safe_name,
+)
 from pos_geometry.errors import InvalidArgumentError
 
 
@@ -39,7 +47,10 @@ def _line(result) -> str:
     if ok and "top3_ratio" in ok[0].metrics:
         parts.append(f"top-3 ratio {ok[0].metrics['top3_ratio']:.3f} ({ok[0].revision}) → "
                      f"{ok[-1].metrics['top3_ratio']:.3f} ({ok[-1].revision})")  # fmt: skip
-    if ok and "helix_verdict" in ok[-1].metrics:
+    if ok and ok[0].metrics.get("short_share") is not None and ok[-1].metrics.get("short_share") is not None:
+        parts.append(f"short-wavelength share {ok[0].metrics['short_share']:.3f} ({ok[0].revision}) → "
+                     f"{ok[-1].metrics['short_share']:.3f} ({ok[-1].revision})")  # fmt: skip
+    if ok and "helix_verdict" in ok[-1].metrics and result.config.kind == "learned":
         parts.append(f"final helix: {ok[-1].metrics['helix_verdict']}")
     parts.append(f"{result.n_resumed} resumed, {result.bytes_read / 1e6:.1f} MB read")
     return " · ".join(parts)
@@ -52,7 +63,9 @@ def sweep(
     revisions: str = typer.Option("all", "--revisions", help="all, every:N, log:N, or names/steps a,b,c."),
     out: Path = typer.Option(..., "--out", help="Folder for the tables, figures and the resumable store."),
     analyses: str = typer.Option(
-        "all", "--analyses", help="all, cheap, or a list: norms,pca,helix,periodicity,drift."
+        "all",
+        "--analyses",
+        help="all, cheap, or a list: norms,pca,helix,periodicity,drift (rotary models: atlas,drift).",
     ),
     n_surrogates: int = typer.Option(
         199, "--n-surrogates", help="Surrogates of the helix and periodicity nulls."
@@ -68,22 +81,33 @@ def sweep(
     keep_tables: bool = typer.Option(
         False, "--keep-tables", help="Also keep each table in the tensor cache."
     ),
-    figures: bool = typer.Option(True, "--figures/--no-figures", help="Write metrics.html and helix.html."),
+    figures: bool = typer.Option(
+        True, "--figures/--no-figures", help="Write metrics.html and helix.html (rotary: usage.html)."
+    ),
+    layers: str | None = typer.Option(
+        None,
+        "--layers",
+        help="Rotary models: the layers whose q/k weights are read, e.g. 0,5,11 (default all).",
+    ),
+    fold_norm: bool = typer.Option(
+        False, "--fold-norm", help="Rotary models: fold the attention norm's gain into W_q/W_k."
+    ),
 ) -> None:
-    """Read every training checkpoint's positional table and measure it; resumable (re-run the same command).
+    """Read every training checkpoint's positional table (rotary models: its q/k weights, as the frequency
+    atlas) and measure it; resumable (re-run the same command).
 
     Writes OUT/metrics.csv, metrics.parquet, sweep.json and the figures (one model), or one folder per model
     plus OUT/metrics.html overlaying them. Each checkpoint's result is stored in <folder>/checkpoints as soon
     as it is done; Ctrl-C leaves only complete results there.
     """
     import pos_geometry as pg
-    from pos_geometry.plotting import plot_sweep_helix, plot_sweep_metrics, save_figure
+    from pos_geometry.plotting import plot_sweep_helix, plot_sweep_metrics, plot_sweep_usage, save_figure
 
     def run() -> None:
         opts = dict(
             analyses=_analyses(analyses), n_surrogates=n_surrogates, alpha=alpha, n_components=n_components,
             window=parse_window_text(window), executor=executor, n_workers=workers, resume=resume,
-            keep_tables=keep_tables, progress=True,
+            keep_tables=keep_tables, progress=True, layers=parse_layers(layers), fold_norm=fold_norm,
         )  # fmt: skip
         revs = _revisions(revisions)
         folders = [out] if len(models) == 1 else [out / safe_name(m) for m in models]
@@ -104,6 +128,8 @@ def sweep(
                 save_figure(plot_sweep_metrics(result), folder / "metrics.html")
                 if "pca" in result.config.analyses and len(result.ok) > 1:
                     save_figure(plot_sweep_helix(result), folder / "helix.html")
+                if result.config.kind == "rotary":
+                    save_figure(plot_sweep_usage(result), folder / "usage.html")
         if figures and len(results) > 1 and any(r.ok for r in results):
             save_figure(plot_sweep_metrics([r for r in results if r.ok]), out / "metrics.html")
         err().print(f"wrote {out}", markup=False)

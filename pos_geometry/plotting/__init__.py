@@ -18,7 +18,7 @@ from pos_geometry.plotting.position_qk import plot_position_qk_offsets, plot_pos
 from pos_geometry.plotting.recurrence import plot_recurrence
 from pos_geometry.plotting.similarity import plot_similarity, plot_similarity_by_offset
 from pos_geometry.plotting.spectra import plot_spectrum
-from pos_geometry.plotting.sweep import plot_sweep_helix, plot_sweep_metrics
+from pos_geometry.plotting.sweep import plot_sweep_helix, plot_sweep_metrics, plot_sweep_usage
 from pos_geometry.plotting.tokens import plot_token_positions
 from pos_geometry.plotting.variance import plot_explained_variance
 
@@ -45,6 +45,7 @@ __all__ = [
     "plot_spectrum",
     "plot_sweep_helix",
     "plot_sweep_metrics",
+    "plot_sweep_usage",
     "plot_token_positions",
     "save_figure",
 ]

@@ -2,9 +2,12 @@
 
 :func:`plot_sweep_metrics` draws one panel per metric against the training step on a log axis, one line
 per sweep (several seeds or models overlaid, one colour each across panels); failed checkpoints are left
-out, and hovering a point names its revision (and the helix verdict, when the sweep has one).
+out, and hovering a point names its revision (and the helix verdict, when the sweep has one). A rotary
+model's sweep draws its atlas metrics (short-wavelength share, plane usage, pair cosines, usage drift).
 :func:`plot_sweep_helix` is :func:`~pos_geometry.plotting.checkpoints.plot_checkpoints` over the PCA fits
 stored by the sweep (no table is read again): one 3D frame per checkpoint, bases Procrustes-aligned.
+:func:`plot_sweep_usage` is a rotary sweep's plane usage over training: a heatmap of each rotation plane's
+mean share of the QK form (planes by wavelength) against the training step, from the stored atlases.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from plotly.subplots import make_subplots
 from pos_geometry.errors import InvalidArgumentError
 from pos_geometry.plotting._style import base_layout
 
-__all__ = ["DEFAULT_METRICS", "plot_sweep_helix", "plot_sweep_metrics"]
+__all__ = ["DEFAULT_METRICS", "plot_sweep_helix", "plot_sweep_metrics", "plot_sweep_usage"]
 
 DEFAULT_METRICS = (
     "top3_ratio",
@@ -28,6 +31,14 @@ DEFAULT_METRICS = (
     "drift_previous",
     "drift_final",
     "position0_norm",
+    # rotary models (the frequency atlas of each checkpoint)
+    "short_share",
+    "top_plane_share",
+    "effective_planes",
+    "q_pair_cosine_abs",
+    "k_pair_cosine_abs",
+    "usage_drift_previous",
+    "usage_drift_final",
 )
 _TITLES = {
     "top3_ratio": "top-3 explained variance",
@@ -43,6 +54,15 @@ _TITLES = {
     "table_norm": "table norm ‖X‖_F",
     "position0_norm": "norm of position 0",
     "mean_row_norm": "mean row norm",
+    "short_share": "share of QK form in planes with a cycle within the context",
+    "top_plane_share": "mean share of the most used plane",
+    "effective_planes": "effective planes per head (exp entropy)",
+    "q_pair_cosine_abs": "mean |cosine| of a plane's two query rows",
+    "k_pair_cosine_abs": "mean |cosine| of a plane's two key rows",
+    "q_plane_norm": "mean plane norm of W_q",
+    "k_plane_norm": "mean plane norm of W_k",
+    "usage_drift_previous": "plane-usage drift to previous (total variation)",
+    "usage_drift_final": "plane-usage drift to final (total variation)",
 }
 
 
@@ -151,3 +171,50 @@ def plot_sweep_helix(result: Any, *, reference: Any = -1, **kwargs: Any) -> go.F
     (res,) = _as_list(result)
     fits = res.pca(n_components=max(kwargs.get("components", (0, 1, 2))) + 1)
     return plot_checkpoints(fits, reference=reference, labels=[r.revision for r in res.ok], **kwargs)
+
+
+def plot_sweep_usage(result: Any, *, layer: int | None = None, title: str | None = None) -> go.Figure:
+    """How a rotary model's heads use each rotation plane over training: a heatmap of the mean ``qk_share``
+    of each plane (rows, labelled by wavelength) at each ok checkpoint (columns, ``step + 1`` on a log axis).
+
+    Args:
+        result: a rotary :class:`~pos_geometry.sweeps.SweepResult` (its atlases are read from the store).
+        layer: one layer index (as in the atlas' ``layers``) to show; None: the mean over every layer read.
+        title: replaces the automatic title.
+
+    ``z[i, j]`` is the mean over heads (and layers) of plane ``i``'s share at checkpoint ``j``: each column
+    sums to 1. Planes marked ``*`` complete a cycle within the training context.
+    """
+    (res,) = _as_list(result)
+    ok = [r for r in res.ok if r.step is not None]
+    if res.config.kind != "rotary" or not ok:
+        raise InvalidArgumentError(
+            "plot_sweep_usage draws a rotary sweep's plane usage; this sweep is "
+            f"{res.config.kind} with {len(ok)} ok checkpoints with a step. Use plot_sweep_metrics for it."
+        )
+    columns = []
+    for record in ok:
+        atlas = res.atlas(record.revision)
+        if layer is not None and layer not in atlas.layers:
+            raise InvalidArgumentError(
+                f"layer must be one of the layers read, {list(atlas.layers)}; got {layer!r}."
+            )
+        usage = atlas.layer_usage if layer is None else atlas.layer_usage[[atlas.layers.index(layer)]]
+        columns.append(usage.mean(dim=0).numpy())
+    last = res.atlas(ok[-1].revision)
+    labels = [f"plane {i}: λ={w:.4g}" + (" *" if c else "") for i, (w, c) in
+              enumerate(zip(last.wavelengths.tolist(), last.critical.tolist(), strict=True))]  # fmt: skip
+    x = np.array([r.step + 1 for r in ok], dtype=np.float64)
+    fig = go.Figure(
+        go.Heatmap(
+            x=x, y=labels, z=np.stack(columns, axis=1), colorscale="Viridis", colorbar={"title": "mean share"},
+            text=[[r.revision for r in ok]] * len(labels),
+            hovertemplate="%{text}<br>%{y}<br>mean share %{z:.3f}<extra></extra>",
+        )
+    )  # fmt: skip
+    fig.update_xaxes(type="log", title_text="training step + 1 (log scale)")
+    fig.update_yaxes(title_text="rotation plane (* : a cycle within the context)")
+    where = "all layers" if layer is None else f"layer {layer}"
+    auto = f"{res.model} · plane usage over training ({where}, mean over heads)"
+    fig.update_layout(**base_layout(title or auto, height=max(300, 40 * len(labels) + 160)))
+    return fig

@@ -37,7 +37,16 @@ import numpy as np
 from pos_geometry.analysis._inputs import check_int, check_level
 from pos_geometry.errors import InvalidArgumentError
 
-__all__ = ["ANALYSES", "CHEAP", "SweepConfig", "analyse", "add_drift", "basis_drift", "shape_drift"]
+__all__ = [
+    "ANALYSES",
+    "CHEAP",
+    "SweepConfig",
+    "add_drift",
+    "analyse",
+    "basis_drift",
+    "drift_walk",
+    "shape_drift",
+]
 
 ANALYSES: tuple[str, ...] = ("norms", "pca", "helix", "periodicity", "drift")
 """Every analysis a sweep can run on each checkpoint (see the module docstring)."""
@@ -50,10 +59,13 @@ DRIFT_COMPONENTS = 3
 class SweepConfig:
     """The analyses and their parameters; a stored checkpoint result is reused only under the same one.
 
-    ``analyses``: a subset of :data:`ANALYSES` (``"all"`` / ``"cheap"`` accepted by :meth:`make`);
-    ``n_components``: PCA components kept (the ``top{n}_ratio``); ``n_surrogates``, ``alpha``,
-    ``random_state``: the helix and periodicity nulls; ``window``: ``(start, stop)`` positions analysed
-    (None: all).
+    ``kind``: ``"learned"`` (a positional table per checkpoint) or ``"rotary"`` (the frequency atlas of the
+    query/key weights, :mod:`pos_geometry.sweeps.rotary`); ``analyses``: a subset of :data:`ANALYSES`
+    (learned) or of :data:`~pos_geometry.sweeps.rotary.ROTARY_ANALYSES` (rotary); ``"all"`` / ``"cheap"``
+    accepted by :meth:`make`. Learned: ``n_components``: PCA components kept (the ``top{n}_ratio``);
+    ``n_surrogates``, ``alpha``, ``random_state``: the helix and periodicity nulls; ``window``:
+    ``(start, stop)`` positions analysed (None: all). Rotary: ``layers`` (None: all) and ``fold_norm``, as in
+    :func:`~pos_geometry.analysis.rotary_atlas.rotary_atlas`.
     """
 
     analyses: tuple[str, ...]
@@ -62,6 +74,9 @@ class SweepConfig:
     alpha: float = 0.01
     random_state: int = 0
     window: tuple[int, int] | None = None
+    kind: str = "learned"
+    layers: tuple[int, ...] | None = None
+    fold_norm: bool = False
 
     @classmethod
     def make(
@@ -73,22 +88,23 @@ class SweepConfig:
         alpha: float = 0.01,
         random_state: int = 0,
         window: Any = None,
+        kind: str = "learned",
+        layers: Any = None,
+        fold_norm: bool = False,
     ) -> SweepConfig:
         """Validate the arguments of :func:`~pos_geometry.sweeps.sweep` into a config."""
-        if isinstance(analyses, str):
-            named = {"all": ANALYSES, "cheap": CHEAP}.get(analyses, (analyses,))
-        elif isinstance(analyses, Sequence) and all(isinstance(a, str) for a in analyses):
-            named = tuple(analyses)
-        else:
+        if kind == "rotary":
+            from pos_geometry.sweeps.rotary import rotary_config
+
+            return rotary_config(cls, analyses, layers=layers, fold_norm=fold_norm)
+        if kind != "learned":
+            raise InvalidArgumentError(f"kind must be 'learned' or 'rotary'; got {kind!r}.")
+        if layers is not None or fold_norm:
             raise InvalidArgumentError(
-                f"analyses must be 'all', 'cheap' or a list of names; got {analyses!r}."
+                "layers and fold_norm choose the query/key weights of a rotary model's atlas; this sweep reads a "
+                f"learned positional table. Leave them out (got layers={layers!r}, fold_norm={fold_norm!r})."
             )
-        unknown = [a for a in named if a not in ANALYSES]
-        if unknown or not named:
-            raise InvalidArgumentError(
-                f"analyses must be 'all', 'cheap' or a non-empty list from {list(ANALYSES)}; got {analyses!r}"
-                + (f" ({unknown} unknown)." if unknown else ".")
-            )
+        named = _named(analyses, ANALYSES, CHEAP, " (a learned table's; 'atlas' is a rotary model's)")
         chosen = set(named) | ({"pca"} if "drift" in named else set())
         n_components = check_int("n_components", n_components, DRIFT_COMPONENTS, f">= {DRIFT_COMPONENTS}")
         n_surrogates = check_int("n_surrogates", n_surrogates, 0, ">= 0 (0 leaves the helix untested)")
@@ -112,9 +128,36 @@ class SweepConfig:
         )  # fmt: skip
 
     def fingerprint(self) -> str:
-        """A short hash of the config: stored results computed under another config are recomputed."""
-        text = json.dumps(asdict(self), sort_keys=True)
+        """A short hash of the config: stored results computed under another config are recomputed.
+
+        Only the fields that decide the results count: a learned sweep's hash is that of its analyses and
+        their parameters (as before rotary sweeps existed), a rotary sweep's that of its analyses, layers
+        and ``fold_norm``."""
+        fields = asdict(self)
+        if self.kind == "learned":
+            for name in ("kind", "layers", "fold_norm"):
+                fields.pop(name)
+        else:
+            fields = {k: fields[k] for k in ("analyses", "kind", "layers", "fold_norm")}
+        text = json.dumps(fields, sort_keys=True)
         return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _named(analyses: Any, known: tuple[str, ...], cheap: tuple[str, ...], what: str = "") -> tuple[str, ...]:
+    """The analysis names of ``analyses`` (``"all"``, ``"cheap"`` or a list), each one of ``known``."""
+    if isinstance(analyses, str):
+        named = {"all": known, "cheap": cheap}.get(analyses, (analyses,))
+    elif isinstance(analyses, Sequence) and all(isinstance(a, str) for a in analyses):
+        named = tuple(analyses)
+    else:
+        raise InvalidArgumentError(f"analyses must be 'all', 'cheap' or a list of names; got {analyses!r}.")
+    unknown = [a for a in named if a not in known]
+    if unknown or not named:
+        raise InvalidArgumentError(
+            f"analyses must be 'all', 'cheap' or a non-empty list from {list(known)}{what}; got {analyses!r}"
+            + (f" ({unknown} unknown)." if unknown else ".")
+        )
+    return named
 
 
 def _f(value: Any) -> float | None:
@@ -242,39 +285,48 @@ def shape_drift(a: np.ndarray, b: np.ndarray) -> float:
     return float(procrustes(np.asarray(b, np.float64), np.asarray(a, np.float64))[2])
 
 
+def drift_walk(items: Sequence[Any | None], names: Sequence[str], compare: Any) -> list[dict[str, Any]]:
+    """Columns comparing each checkpoint with the previous one and with the final one, in sweep order.
+
+    ``items[i]``: what checkpoint ``i`` is compared by (``None`` for failed checkpoints); ``compare(a,
+    b)`` -> ``{column: value}`` of ``a`` against ``b``, its columns suffixed ``_previous`` and ``_final``.
+    "previous" is the nearest earlier checkpoint that has an item, "final" the last one that has. Returns
+    one dict per checkpoint (empty for failed ones); the first one's ``_previous`` columns are None.
+    """
+    have = [i for i, b in enumerate(items) if b is not None]
+    out: list[dict[str, Any]] = [{} for _ in items]
+    if not have:
+        return out
+    last = have[-1]
+    prev: int | None = None
+    for i in have:
+        to_final = compare(items[i], items[last])
+        row: dict[str, Any] = {f"{k}_final": v for k, v in to_final.items()}
+        row["drift_final_revision"] = names[last]
+        if prev is None:
+            row |= {f"{k}_previous": None for k in to_final} | {"drift_previous_revision": None}
+        else:
+            row |= {f"{k}_previous": v for k, v in compare(items[i], items[prev]).items()}
+            row["drift_previous_revision"] = names[prev]
+        out[i] = row
+        prev = i
+    return out
+
+
 def add_drift(
     bases: Sequence[tuple[np.ndarray, np.ndarray] | None], names: Sequence[str]
 ) -> list[dict[str, Any]]:
     """Drift columns for each checkpoint, in sweep order (``None`` entries are failed checkpoints).
 
     ``bases[i]``: ``(components (k, d), coordinates (n, k))`` of checkpoint ``i``; the first
-    :data:`DRIFT_COMPONENTS` are compared. "previous" is the nearest earlier checkpoint that has a basis,
-    "final" the last one that has. Returns one dict per checkpoint (empty for failed ones).
+    :data:`DRIFT_COMPONENTS` are compared (:func:`drift_walk`: to the previous and the final checkpoint).
     """
     k = DRIFT_COMPONENTS
-    have = [i for i, b in enumerate(bases) if b is not None]
-    out: list[dict[str, Any]] = [{} for _ in bases]
-    if not have:
-        return out
-    last = have[-1]
-    fa, fy = bases[last]
-    prev: int | None = None
-    for i in have:
-        comp, coords = bases[i]
-        row: dict[str, Any] = {
-            "drift_final": basis_drift(comp[:k], fa[:k]),
-            "shape_drift_final": shape_drift(coords[:, :k], fy[:, :k]),
-            "drift_final_revision": names[last],
+
+    def compare(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray]) -> dict[str, float]:
+        return {
+            "drift": basis_drift(a[0][:k], b[0][:k]),
+            "shape_drift": shape_drift(a[1][:, :k], b[1][:, :k]),
         }
-        if prev is None:
-            row |= {"drift_previous": None, "shape_drift_previous": None, "drift_previous_revision": None}
-        else:
-            pc, py = bases[prev]
-            row |= {
-                "drift_previous": basis_drift(comp[:k], pc[:k]),
-                "shape_drift_previous": shape_drift(coords[:, :k], py[:, :k]),
-                "drift_previous_revision": names[prev],
-            }
-        out[i] = row
-        prev = i
-    return out
+
+    return drift_walk(bases, names, compare)

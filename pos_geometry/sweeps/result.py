@@ -29,6 +29,13 @@ _INT_COLUMNS = (
     "d_model",
     "helix_n_surrogates",
     "periodicity_n_significant",
+    "n_layers",
+    "n_heads",
+    "n_kv_heads",
+    "n_planes",
+    "context_length",
+    "critical_dimension",
+    "top_plane",
 )
 
 
@@ -129,8 +136,10 @@ class SweepResult(Result):
 
         wanted = [r for r in self.ok if revisions is None or r.revision in revisions]
         if "pca" not in self.config.analyses or not wanted:
+            rotary = " (a rotary model has no table to decompose: see .atlas(revision))"
             raise InvalidArgumentError(
-                "this sweep holds no PCA fits: run it with 'pca' among the analyses (and at least one ok checkpoint)."
+                "this sweep holds no PCA fits: run it with 'pca' among the analyses (and at least one ok "
+                "checkpoint)" + (rotary if self.config.kind == "rotary" else "") + "."
             )
         store = SweepStore(self.store)
         fits = []
@@ -173,6 +182,25 @@ class SweepResult(Result):
             )
         return PCAResult.stack(fits)
 
+    def atlas(self, revision: str) -> Any:
+        """The :class:`~pos_geometry.analysis.rotary_atlas.RotaryAtlas` of one ok checkpoint of a rotary
+        sweep, rebuilt from the store without reading any weight (e.g. for
+        :func:`~pos_geometry.plotting.plot_atlas_heatmap`)."""
+        from pos_geometry.sweeps.rotary import ATLAS_ARRAYS, rebuild_atlas
+
+        record = self[revision]
+        if self.config.kind != "rotary" or not record.ok:
+            raise InvalidArgumentError(
+                f"{revision!r} has no atlas: atlases are stored by rotary sweeps for their ok checkpoints "
+                f"(this sweep is {self.config.kind}, the checkpoint {record.status})."
+            )
+        arrays = SweepStore(self.store).arrays(revision)
+        if not all(name in arrays for name in ATLAS_ARRAYS):
+            raise InvalidArgumentError(
+                f"the store {self.store} has no atlas for {revision!r} (removed?); re-run the sweep."
+            )
+        return rebuild_atlas(arrays, record.metrics, record.provenance)
+
     def _source_label(self) -> str:
         return f"{self.model} over {len(self.revisions)} revisions"
 
@@ -189,7 +217,10 @@ class SweepResult(Result):
                 f"{self.n_resumed} resumed from {self.store})",
             ),
             ("skipped", failed),
-            ("analyses", ", ".join(self.config.analyses)),
+            (
+                "analyses",
+                ", ".join(self.config.analyses) + (" (rotary atlas)" if self.config.kind == "rotary" else ""),
+            ),
             ("read by this run", f"{self.bytes_read:,} bytes in {self.requests} range requests"),
             ("executor", self.executor),
         ]

@@ -1,4 +1,5 @@
-"""``sweep``: the positional table of every training checkpoint of a model, read, analysed and stored.
+"""``sweep``: the positional table (or a rotary model's q/k weights) of every training checkpoint of a model,
+read, analysed and stored.
 
 The data flow::
 
@@ -17,14 +18,14 @@ from pathlib import Path
 from typing import Any
 
 from pos_geometry._describe import describe
-from pos_geometry.errors import InvalidArgumentError, NotApplicableError, RemoteError
+from pos_geometry.errors import InvalidArgumentError, RemoteError
 from pos_geometry.sweeps.executors import collect, describe_executor, run_tasks
 from pos_geometry.sweeps.metrics import SweepConfig, add_drift
 from pos_geometry.sweeps.progress import SweepProgress
 from pos_geometry.sweeps.record import CheckpointRecord, Outcome
 from pos_geometry.sweeps.result import SweepResult
 from pos_geometry.sweeps.revisions import checkpoint_step, published_from_refs, select_revisions
-from pos_geometry.sweeps.store import SweepStore
+from pos_geometry.sweeps.store import SweepStore, remove_stale_temporaries
 from pos_geometry.sweeps.task import CheckpointTask
 
 __all__ = ["sweep"]
@@ -37,14 +38,7 @@ class _Model:
     row_offset: int | None  # None: read from config.json
     published: tuple[str, ...]
     filename: str
-
-
-def _rotary(name: str) -> NotApplicableError:
-    return NotApplicableError(
-        f"{name} is a rotary model: it has no learned positional table to sweep (its rotary table does not "
-        "change with training). Its position lives in the query/key weights: run "
-        f"pos_geometry.rotary_atlas({name!r}, revision=...) per checkpoint."
-    )
+    kind: str | None  # "learned" | "rotary"; None: read from config.json
 
 
 def _resolve_model(model: str) -> _Model:
@@ -59,14 +53,12 @@ def _resolve_model(model: str) -> _Model:
     if spec is None:
         if not _looks_like_repo_id(model):
             get_spec(model)  # UnknownModelError with the closest names
-        return _Model(model, model, None, (), "model.safetensors")
-    if spec.kind == "rotary":
-        raise _rotary(spec.name)
+        return _Model(model, model, None, (), "model.safetensors", None)
     schedule = spec.schedule
     files = [f for f in spec.weight_files if "index" not in f]  # a single-file checkpoint: read it directly
     return _Model(
         spec.name, spec.repo_id, spec.row_offset, schedule.revisions if schedule else (),
-        files[0] if files else "model.safetensors",
+        files[0] if files else "model.safetensors", "rotary" if spec.kind == "rotary" else "learned",
     )  # fmt: skip
 
 
@@ -86,16 +78,18 @@ def _refs(repo_id: str) -> dict[str, str]:
         return {}
 
 
-def _row_offset(model: _Model, revision: str, commit: str | None) -> int:
-    if model.row_offset is not None:
-        return model.row_offset
+def _from_config(model: _Model, revision: str, commit: str | None) -> _Model:
+    """``model`` with its kind and row offset read from ``config.json`` at ``revision`` where the model table
+    does not give them (one small request the first time; the HF cache answers re-runs)."""
+    if model.kind is not None and (model.kind == "rotary" or model.row_offset is not None):
+        return model
     from pos_geometry.registry import kind_from_config, row_offset_from_config
     from pos_geometry.sources.hub import read_config
 
     config, _ = read_config(model.repo_id, commit or revision)
-    if kind_from_config(config) == "rotary":
-        raise _rotary(model.repo_id)
-    return row_offset_from_config(config)
+    kind = "rotary" if kind_from_config(config) == "rotary" else "learned"
+    offset = row_offset_from_config(config) if kind == "learned" else None
+    return dataclasses.replace(model, kind=kind, row_offset=offset)
 
 
 def _missing(revision: str, repo_id: str, published: tuple[str, ...]) -> CheckpointRecord:
@@ -132,17 +126,27 @@ def sweep(
     resume: bool = True,
     keep_tables: bool = False,
     progress: bool | None = None,
+    layers: Any = None,
+    fold_norm: bool = False,
 ) -> SweepResult:
-    """Read the positional table of each training checkpoint of ``model`` and measure it.
+    """Read the positional table (or, for a rotary model, the query/key weights) of each training checkpoint
+    of ``model`` and measure it.
 
     Args:
         model: a model-table name with a checkpoint schedule (``"stanford-crfm/alias-gpt2-small-x21"``,
-            ``"crfm-gpt2-small-x21"``) or any hub repo id whose checkpoints are branches.
+            ``"crfm-gpt2-small-x21"``, ``"pythia-70m"``) or any hub repo id whose checkpoints are branches.
+            A rotary model (Pythia, Llama, ...) is swept through its frequency atlas
+            (:mod:`pos_geometry.sweeps.rotary`): per checkpoint only its q/k tensors (and, with
+            ``fold_norm``, the norm gains) are read, and the learned-table verdicts are recorded as
+            "does not apply".
         revisions: ``"all"``, ``"every:N"``, ``"log:N"`` or a list of revision names / steps
             (:func:`~pos_geometry.sweeps.revisions.select_revisions`).
         analyses: ``"all"``, ``"cheap"`` (norms, PCA, drift: no null) or a list from
             :data:`~pos_geometry.sweeps.metrics.ANALYSES`; ``n_components``, ``n_surrogates``, ``alpha``,
             ``random_state``, ``window``: their parameters (:class:`~pos_geometry.sweeps.metrics.SweepConfig`).
+            A rotary model's analyses are ``"atlas"`` and ``"drift"`` (both cheap; ``"all"``/``"cheap"``).
+        layers, fold_norm: a rotary model's atlas: the layers read (None: all) and whether the norm gain
+            is folded in (:func:`~pos_geometry.analysis.rotary_atlas.rotary_atlas`).
         executor: ``"local"`` (a pool of ``n_workers`` threads, default 8), a Dask scheduler address
             (``"tcp://host:8786"``), a ``dask.distributed.Client``, or any ``concurrent.futures.Executor``.
         out: also write ``metrics.csv``, ``metrics.parquet`` and ``sweep.json`` there; the store then
@@ -151,26 +155,33 @@ def sweep(
             ``$POS_GEOMETRY_CACHE/sweeps/<org>--<name>``). Each checkpoint's result is written there
             atomically as soon as it is done; ``resume=True`` skips the ones already there (same
             analyses and parameters, same commit) without any request.
-        keep_tables: also keep each table in the pos_geometry tensor cache (``load`` then reads it
-            without the network; ~3 MB per GPT-2-small checkpoint).
+        keep_tables: also keep each table (rotary: each q/k tensor) in the pos_geometry tensor cache (``load``
+            and ``rotary_atlas`` then read it without the network; ~3 MB per GPT-2-small checkpoint).
         progress: a progress bar on stderr (default: when stderr is a terminal).
 
     Returns:
         a :class:`~pos_geometry.sweeps.result.SweepResult`, one record per revision in training order;
         missing, corrupt and non-finite checkpoints (and network failures) are records with their reason.
 
-    Per checkpoint the Hub sees two ranged ``GET`` requests (the safetensors header, the tensor) and
-    nothing else: the revisions are pinned to commits by one request for the repo's branches.
+    Per checkpoint of a learned model the Hub sees two ranged ``GET`` requests (the safetensors header, the
+    tensor) and nothing else: the revisions are pinned to commits by one request for the repo's branches.
+    Per checkpoint of a rotary model: its listing, config.json, one ``HEAD`` and the header of the weight
+    file (small), and one ranged ``GET`` per q/k tensor.
     """
-    config = SweepConfig.make(
-        analyses, n_components=n_components, n_surrogates=n_surrogates, alpha=alpha,
-        random_state=random_state, window=window,
+    options = dict(
+        n_components=n_components, n_surrogates=n_surrogates, alpha=alpha, random_state=random_state,
+        window=window, layers=layers, fold_norm=fold_norm,
     )  # fmt: skip
     executor_label = describe_executor(executor, n_workers)  # validates it before any request
     info = _resolve_model(model)
+    # validated before any request where the model table knows the kind; else once config.json tells it
+    config = SweepConfig.make(analyses, kind=info.kind, **options) if info.kind else None
     refs = _refs(info.repo_id)
     published = info.published or published_from_refs(refs)
     selected = select_revisions(revisions, published, model=info.name)
+    anchor = next((r for r in reversed(selected) if r in refs), selected[-1])  # the last one that exists
+    info = _from_config(info, anchor, refs.get(anchor))
+    config = config or SweepConfig.make(analyses, kind=info.kind, **options)
     root = (
         Path(store)
         if store is not None
@@ -179,6 +190,7 @@ def sweep(
         else _default_store(info.repo_id)
     )
     results = SweepStore(root)
+    remove_stale_temporaries(root)  # a run killed mid-write (SIGKILL) leaves its temporary file
     fingerprint = config.fingerprint()
 
     from pos_geometry.sources.cache import is_commit
@@ -197,22 +209,13 @@ def sweep(
             pending.append((revision, commit))
     n_resumed = sum(r.resumed for r in records.values())
 
-    tasks = []
-    if pending:
-        offset = _row_offset(info, *pending[-1])
-        tasks = [
-            CheckpointTask(
-                info.repo_id,
-                info.name,
-                rev,
-                commit,
-                config,
-                offset,
-                filename=info.filename,
-                keep_tables=keep_tables,
-            )
-            for rev, commit in pending
-        ]
+    tasks = [
+        CheckpointTask(
+            info.repo_id, info.name, rev, commit, config, info.row_offset or 0, filename=info.filename,
+            keep_tables=keep_tables,
+        )
+        for rev, commit in pending
+    ]  # fmt: skip
     label = f"{info.name}" + (f" ({n_resumed} resumed)" if n_resumed else "")
     bytes_read = requests = 0
     with SweepProgress(len(tasks), label, progress) as bar:
@@ -230,7 +233,7 @@ def sweep(
 
     ordered = [records[r] for r in selected]
     if "drift" in config.analyses:
-        ordered = _with_drift(ordered, results)
+        ordered = _with_drift(ordered, results, config.kind)
     result = SweepResult(
         model=info.name, repo_id=info.repo_id, revisions=selected, records=tuple(ordered), config=config,
         executor=executor_label, store=str(root), bytes_read=bytes_read, requests=requests,
@@ -241,18 +244,23 @@ def sweep(
     return result
 
 
-def _with_drift(records: list[CheckpointRecord], store: SweepStore) -> list[CheckpointRecord]:
-    """The records with the drift columns, reading the stored bases (only the top 3 are kept in memory)."""
+def _with_drift(records: list[CheckpointRecord], store: SweepStore, kind: str) -> list[CheckpointRecord]:
+    """The records with the drift columns, reading the stored bases (only the top 3 are kept in memory) or,
+    for a rotary model, the stored plane shares."""
     from pos_geometry.sweeps.metrics import DRIFT_COMPONENTS as K
+    from pos_geometry.sweeps.rotary import add_usage_drift
 
-    bases = []
+    items: list[Any] = []
     for record in records:
         arrays = store.arrays(record.revision) if record.ok else {}
-        if "components" in arrays:
-            bases.append((arrays["components"][:K].copy(), arrays["coordinates"][:, :K].copy()))
+        if kind == "rotary":
+            items.append(arrays.get("qk_share"))
+        elif "components" in arrays:
+            items.append((arrays["components"][:K].copy(), arrays["coordinates"][:, :K].copy()))
         else:
-            bases.append(None)
-    drift = add_drift(bases, [r.revision for r in records])
+            items.append(None)
+    names = [r.revision for r in records]
+    drift = add_usage_drift(items, names) if kind == "rotary" else add_drift(items, names)
     return [
         dataclasses.replace(r, metrics={**r.metrics, **d}) if d else r
         for r, d in zip(records, drift, strict=True)

@@ -8,7 +8,8 @@ Layout under the store's root::
 
 A file is written to a temporary name beside it and moved into place with ``os.replace``
 (:func:`pos_geometry._files.atomic_write`), so an interrupted run (Ctrl-C, a kill, a crash) leaves each
-checkpoint either absent or complete; a re-run reads the complete ones and skips them. A file that does
+checkpoint either absent or complete; a re-run reads the complete ones and skips them (and removes the
+temporary file a killed run may have left, :func:`remove_stale_temporaries`). A file that does
 not parse is ignored (and recomputed), and so is one written under another analysis config or for a
 commit other than the one the revision now resolves to. Only results and pinned-commit failures (corrupt,
 non-finite, missing tensor) are stored; network failures are retried by the next run.
@@ -16,8 +17,11 @@ non-finite, missing tensor) are stored; network failures are retried by the next
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
+import os
+import re
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -28,10 +32,38 @@ from pos_geometry._files import atomic_write
 from pos_geometry.analysis._results import to_jsonable
 from pos_geometry.sweeps.record import STORED_FAILURES, CheckpointRecord, Outcome
 
-__all__ = ["FORMAT", "SweepStore"]
+__all__ = ["FORMAT", "SweepStore", "remove_stale_temporaries"]
 
 FORMAT = "pos_geometry.sweeps/1"
 _SUFFIX = ".safetensors"
+_TEMPORARY = re.compile(r"^\..+\.(\d+)-[0-9a-f]+\.tmp$")  # pos_geometry._files.atomic_writer's names
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError, OSError):
+        return True  # another user's process, or not ours to judge: keep its file
+    return True
+
+
+def remove_stale_temporaries(folder: str | Path) -> int:
+    """Remove the temporary files (``.<name>.<pid>-<hex>.tmp``) that a writer killed mid-write (SIGKILL,
+    power loss: no ``finally`` ran) left in ``folder``: those whose process no longer runs on this machine.
+    Returns how many were removed. The finished files beside them are never touched."""
+    folder = Path(folder)
+    removed = 0
+    if not folder.is_dir():
+        return 0
+    for path in folder.iterdir():
+        match = _TEMPORARY.match(path.name)
+        if match and path.is_file() and not _running(int(match.group(1))):
+            with contextlib.suppress(OSError):
+                path.unlink()
+                removed += 1
+    return removed
 
 
 def _file_name(revision: str) -> str:

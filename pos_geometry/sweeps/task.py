@@ -1,4 +1,5 @@
-"""The work on one checkpoint: read its table (pinned to a commit), analyse it, say what went wrong.
+"""The work on one checkpoint: read its table, or a rotary model's q/k weights (pinned to a commit), analyse
+them, say what went wrong.
 
 :func:`run_checkpoint` is what an executor runs, locally or on a Dask worker. It is a pure function of
 its :class:`CheckpointTask` (a small picklable record): it writes nothing but the pos_geometry tensor
@@ -10,6 +11,7 @@ that worker's own environment (``HF_ENDPOINT``, ``HF_TOKEN``).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from pos_geometry.errors import (
     AccessDeniedError,
@@ -34,8 +36,10 @@ class CheckpointTask:
     """One checkpoint to read and analyse.
 
     ``repo_id`` at ``commit`` (resolved beforehand; None: resolve ``revision`` here), ``model_id`` for
-    provenance, ``row_offset`` leading rows that are not positions, ``key`` a tensor key (None: the
-    positional table), ``filename`` the weight file tried first, ``probe`` bytes of its first request.
+    provenance, ``config`` the analyses (its ``kind`` says whether a positional table or a rotary model's
+    q/k weights are read). Learned tables: ``row_offset`` leading rows that are not positions, ``key`` a
+    tensor key (None: the positional table), ``filename`` the weight file tried first, ``probe`` bytes of
+    its first request. ``keep_tables``: keep what was read in the pos_geometry tensor cache.
     """
 
     repo_id: str
@@ -81,8 +85,23 @@ def _read(task: CheckpointTask):
     return emb, commit
 
 
+def _learned(task: CheckpointTask) -> tuple[dict, dict, Any, str | None]:
+    emb, commit = _read(task)
+    metrics, arrays = analyse(emb, task.config)
+    return {"n_positions": emb.n_positions, "d_model": emb.d_model, **metrics}, arrays, emb.provenance, commit
+
+
+def _rotary(task: CheckpointTask) -> tuple[dict, dict, Any, str | None]:
+    from pos_geometry.sweeps.rotary import atlas_metrics, does_not_apply, read_atlas
+
+    atlas = read_atlas(task)
+    metrics, arrays = atlas_metrics(atlas)
+    return {**metrics, **does_not_apply(task.model_id)}, arrays, atlas.provenance, atlas.provenance.commit
+
+
 def run_checkpoint(task: CheckpointTask) -> Outcome:
-    """Read ``task``'s table and analyse it; a failure of the checkpoint is an outcome, not an exception.
+    """Read ``task``'s table (learned) or q/k weights (rotary) and analyse them; a failure of the checkpoint
+    is an outcome, not an exception.
 
     Missing, corrupt and non-finite checkpoints, and network failures, come back as records with their
     status and reason. Anything else that goes wrong is recorded as ``"error"`` with its type, so one
@@ -92,10 +111,10 @@ def run_checkpoint(task: CheckpointTask) -> Outcome:
 
     step = checkpoint_step(task.revision)
     commit = task.commit
+    work = _rotary if task.config.kind == "rotary" else _learned
     with count_transfers() as count:
         try:
-            emb, commit = _read(task)
-            metrics, arrays = analyse(emb, task.config)
+            metrics, arrays, provenance, commit = work(task)
         except PosGeometryError as exc:
             status = status_of(exc)
             reason = f"{type(exc).__name__}: {exc}"
@@ -114,17 +133,7 @@ def run_checkpoint(task: CheckpointTask) -> Outcome:
                     task.revision, step, "error", reason, commit, count.bytes_read, count.requests
                 )
             )
-    metrics = {"n_positions": emb.n_positions, "d_model": emb.d_model, **metrics}
     record = CheckpointRecord(
-        task.revision,
-        step,
-        "ok",
-        "",
-        commit,
-        count.bytes_read,
-        count.requests,
-        False,
-        metrics,
-        emb.provenance,
+        task.revision, step, "ok", "", commit, count.bytes_read, count.requests, False, metrics, provenance
     )
     return Outcome(record, arrays)

@@ -8,8 +8,6 @@ convention and weight layout), and saves it with ``save_pretrained``.
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -109,17 +107,6 @@ def _tiny_model(arch: str, directory: Path, plant: tuple[int, int, int, float] |
 @pytest.fixture
 def tiny_model() -> Callable:
     return _tiny_model
-
-
-# the loopback hub server lives beside tests/sources/conftest.py; register it for these tests too
-_HUB = "_pos_geometry_tests_hub_server"
-if _HUB not in sys.modules:
-    _spec = importlib.util.spec_from_file_location(
-        _HUB, Path(__file__).parents[1] / "sources" / "hub_server.py"
-    )
-    _module = importlib.util.module_from_spec(_spec)
-    sys.modules[_HUB] = _module
-    _spec.loader.exec_module(_module)
 
 
 @pytest.fixture

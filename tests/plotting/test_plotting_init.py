@@ -57,6 +57,7 @@ def _every_figure() -> dict:
         "plot_attention_offsets": lambda: plotting.plot_attention_offsets(_small_hidden()[1]),
         "plot_sweep_metrics": lambda: plotting.plot_sweep_metrics([_small_sweep(x), _small_sweep(1.5 * x)]),
         "plot_sweep_helix": lambda: plotting.plot_sweep_helix(_small_sweep(x)),
+        "plot_sweep_usage": lambda: plotting.plot_sweep_usage(_small_rotary_sweep()),
     }
 
 
@@ -114,6 +115,31 @@ def _small_sweep(x):
     return SweepResult(
         model="toy-run", repo_id="toy/run", revisions=tuple(r.revision for r in records), records=tuple(records),
         config=config, executor="none", store=str(store.root), bytes_read=0, requests=0, n_computed=3, n_resumed=0,
+    )  # fmt: skip
+
+
+def _small_rotary_sweep():
+    """A rotary SweepResult of two 'checkpoints' of the small atlas, stored like a sweep's."""
+    import tempfile
+
+    from pos_geometry.sweeps.metrics import SweepConfig
+    from pos_geometry.sweeps.record import CheckpointRecord, Outcome
+    from pos_geometry.sweeps.result import SweepResult
+    from pos_geometry.sweeps.rotary import atlas_metrics
+    from pos_geometry.sweeps.store import SweepStore
+
+    config = SweepConfig.make("all", kind="rotary")
+    store = SweepStore(tempfile.mkdtemp())
+    atlas = _small_atlas()
+    records = []
+    for step in (0, 100):
+        metrics, arrays = atlas_metrics(atlas)
+        record = CheckpointRecord(f"step{step}", step, "ok", metrics=metrics, provenance=atlas.provenance)
+        store.put(Outcome(record, arrays), config.fingerprint())
+        records.append(record)
+    return SweepResult(
+        model="toy-rope", repo_id="toy/rope", revisions=("step0", "step100"), records=tuple(records), config=config,
+        executor="none", store=str(store.root), bytes_read=0, requests=0, n_computed=2, n_resumed=0,
     )  # fmt: skip
 
 

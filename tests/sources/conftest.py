@@ -25,9 +25,7 @@ key="transformer.wpe.weight", vocab_size=None) -> Path``
 from __future__ import annotations
 
 import collections
-import importlib.util
 import json
-import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
@@ -38,28 +36,8 @@ from safetensors.torch import save_file
 
 HF_FORMATS = ("safetensors", "bin", "sharded-safetensors", "sharded-bin")
 
-HUB_SERVER_MODULE = "_pos_geometry_tests_hub_server"
-TORCH_PICKLES_MODULE = "_pos_geometry_tests_torch_pickles"
-
-
-def _register(module_name: str, filename: str) -> None:
-    """Load ``filename`` beside this file as the module ``module_name``.
-
-    Tests are not a package (importing ``tests`` is banned), so the test modules that serve a
-    fake hub ``import _pos_geometry_tests_hub_server as hub_server`` (and those that build
-    hand-made torch checkpoints ``import _pos_geometry_tests_torch_pickles``): pytest imports
-    this conftest before them, and the import finds the module registered here.
-    """
-    if module_name in sys.modules:
-        return
-    spec = importlib.util.spec_from_file_location(module_name, Path(__file__).with_name(filename))
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[module_name] = module
-    spec.loader.exec_module(module)
-
-
-_register(HUB_SERVER_MODULE, "hub_server.py")
-_register(TORCH_PICKLES_MODULE, "torch_pickles.py")
+# the loopback hub (hub_server.py) and the hand-made torch pickles (torch_pickles.py) beside this file are
+# registered as importable modules by tests/conftest.py, for every test folder
 
 
 def _write_safetensors(path: str | Path, tensors: Mapping[str, torch.Tensor], metadata=None) -> Path:

@@ -1,5 +1,6 @@
-"""A synthetic training run served by the loopback hub: GPT-2-shaped checkpoints whose positional table
-moves from a random initialisation to the real GPT-2 small table.
+"""Synthetic training runs served by the loopback hub: GPT-2-shaped checkpoints whose positional table
+moves from a random initialisation to the real GPT-2 small table (``training_run``), and a rotary run
+(``rotary_training_run``, a tiny GPT-NeoX: see ``rotary_run.py``).
 
 ``training_run`` (module scope) writes the checkpoints and starts the server; ``hub`` (per test) points
 huggingface_hub at it with fresh caches and an empty request log. The run is the repo
@@ -11,26 +12,15 @@ header is GPT-2's size, ~15 KB) with tiny tensors, except ``transformer.wpe.weig
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from dataclasses import dataclass, field
-from pathlib import Path
 
+import _pos_geometry_tests_hub_server as hub_server  # registered by tests/conftest.py
+import _pos_geometry_tests_rotary_run as rotary_run
 import numpy as np
 import pytest
 import torch
 from safetensors.torch import save_file
-
-_HUB = "_pos_geometry_tests_hub_server"
-if _HUB not in sys.modules:
-    _spec = importlib.util.spec_from_file_location(
-        _HUB, Path(__file__).parents[1] / "sources" / "hub_server.py"
-    )
-    _module = importlib.util.module_from_spec(_spec)
-    sys.modules[_HUB] = _module
-    _spec.loader.exec_module(_module)
-hub_server = sys.modules[_HUB]
 
 REPO = "test-crfm/gpt2-run"
 N_GOOD = 40
@@ -113,10 +103,8 @@ def training_run(tmp_path_factory, gpt2_wpe) -> TrainingRun:
         if step == NAN_STEP:
             table[7, 3] = np.nan
         save_file(gpt2_state(table), str(path))
-        if step == CORRUPT_STEP:  # a header length far past the end of the file
-            data = bytearray(path.read_bytes())
-            data[:8] = (10**12).to_bytes(8, "little")
-            path.write_bytes(bytes(data))
+        if step == CORRUPT_STEP:
+            rotary_run.corrupt_header(path)
         refs = (f"checkpoint-{step}", "main") if step == steps[-1] else (f"checkpoint-{step}",)
         run.commits[f"checkpoint-{step}"] = server.add_revision(
             REPO, {"config.json": root / "config.json", "model.safetensors": path}, refs=refs
@@ -131,3 +119,23 @@ def hub(training_run, monkeypatch, tmp_path) -> TrainingRun:
     training_run.server.fault = None
     training_run.server.clear_log()
     return training_run
+
+
+@pytest.fixture(scope="module")
+def rotary_training_run(tmp_path_factory):
+    """The rotary training run of ``tests/sweeps/rotary_run.py`` (a tiny GPT-NeoX as ``stepN`` branches), served."""
+    with hub_server.HubServer() as server:
+        yield rotary_run.build(server, tmp_path_factory.mktemp("rotary_run"))
+
+
+@pytest.fixture
+def dask_client():
+    """``(cluster, client)``: an in-process Dask ``LocalCluster`` (2 workers × 2 threads) and its client."""
+    distributed = pytest.importorskip("distributed")
+    with (
+        distributed.LocalCluster(
+            n_workers=2, threads_per_worker=2, processes=False, dashboard_address=None
+        ) as cluster,
+        distributed.Client(cluster) as client,
+    ):
+        yield cluster, client

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 
-import _pos_geometry_tests_hub_server as hub_server
+import _pos_geometry_tests_rotary_run as rotary_run  # swept()
 import numpy as np
 import pandas as pd
 import pytest
@@ -24,12 +24,10 @@ MISSING = "checkpoint-999999"
 def baseline(training_run, tmp_path_factory):
     """The cheap sweep of every served checkpoint plus one that does not exist, and the server's log of it."""
     tmp = tmp_path_factory.mktemp("baseline")
-    with pytest.MonkeyPatch.context() as mp:
-        hub_server.point_hub_at(mp, training_run.server, tmp)
-        training_run.server.clear_log()
-        result = sweep(training_run.repo, [*training_run.all, MISSING], analyses="cheap", out=tmp / "out")
-        log = training_run.server.requests()
-        yield result, log, tmp / "out"
+    result, log = rotary_run.swept(
+        training_run, tmp, [*training_run.all, MISSING], analyses="cheap", out=tmp / "out"
+    )
+    return result, log, tmp / "out"
 
 
 def _independent_drift(a: np.ndarray, b: np.ndarray) -> float:
@@ -150,19 +148,11 @@ def test_interrupted_sweep_resumes_without_refetching(hub, baseline, monkeypatch
     assert again.n_computed == 0 and not any(r.range for r in hub.server.requests())
 
 
-def test_dask_local_cluster_gives_identical_results(hub, baseline, tmp_path):
-    distributed = pytest.importorskip("distributed")
-    with (
-        distributed.LocalCluster(
-            n_workers=2, threads_per_worker=2, processes=False, dashboard_address=None
-        ) as cluster,
-        distributed.Client(cluster) as client,
-    ):
-        result = sweep(
-            hub.repo, [*hub.all, MISSING], analyses="cheap", executor=client, out=tmp_path / "dask"
-        )
-        by_address = sweep(hub.repo, list(hub.good[-3:]), analyses="cheap", executor=cluster.scheduler_address,
-                           store=tmp_path / "addr")  # fmt: skip
+def test_dask_local_cluster_gives_identical_results(hub, baseline, tmp_path, dask_client):
+    cluster, client = dask_client
+    result = sweep(hub.repo, [*hub.all, MISSING], analyses="cheap", executor=client, out=tmp_path / "dask")
+    by_address = sweep(hub.repo, list(hub.good[-3:]), analyses="cheap", executor=cluster.scheduler_address,
+                       store=tmp_path / "addr")  # fmt: skip
     assert result.executor.startswith("dask")
     pd.testing.assert_frame_equal(result.to_frame(), baseline[0].to_frame())
     for revision in hub.good[-3:]:

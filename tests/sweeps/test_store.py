@@ -44,3 +44,23 @@ def test_a_damaged_file_is_ignored(tmp_path):
     path = store.path("checkpoint-10")
     path.write_bytes(path.read_bytes()[:30])
     assert store.get("checkpoint-10", "fp") is None and store.arrays("checkpoint-10") == {}
+
+
+def test_a_killed_writers_temporary_is_removed_and_a_live_ones_kept(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    from pos_geometry.sweeps.store import remove_stale_temporaries
+
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()  # reaped: its pid runs nothing now
+    store = SweepStore(tmp_path)
+    store.put(ok_outcome(), "fp")
+    finished = store.path("checkpoint-10")
+    stale = tmp_path / f".{finished.name}.{dead.pid}-0a1b2c3d.tmp"
+    live = tmp_path / f".{finished.name}.{os.getpid()}-4e5f6a7b.tmp"
+    for path in (stale, live):
+        path.write_bytes(b"half a file")
+    assert remove_stale_temporaries(tmp_path) == 1
+    assert not stale.exists() and live.exists() and store.get("checkpoint-10", "fp") is not None
