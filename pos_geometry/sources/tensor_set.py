@@ -38,6 +38,7 @@ from pos_geometry.errors import (
     InvalidArgumentError,
     MissingTensorError,
     NotCachedError,
+    PosGeometryError,
 )
 from pos_geometry.sources import safetensors_format, torch_zip
 from pos_geometry.sources.byte_source import ByteSource, FileByteSource, read_into
@@ -388,6 +389,8 @@ class Checkpoint:
         repo, commit = str(self._repo_id), str(self.commit)
         try:
             path = store_tensor_stream(repo, commit, key, dtype=dtype, shape=shape, push=push, file=name)
+        except PosGeometryError:
+            raise  # the transfer failed (RemoteError is a ConnectionError): not a cache problem
         except OSError as exc:
             warnings.warn(
                 f"pos_geometry could not write its cache under {cache_dir()} ({exc}); {key!r} is read from "
