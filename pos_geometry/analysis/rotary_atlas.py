@@ -21,8 +21,9 @@ with head dimensions ``(a, b)`` (the pairing convention of the architecture), le
   plane completes a full cycle within the training context ``T`` (``2π/θ_i ≤ T``), the planes
   below Liu et al.'s (ICLR 2024) critical dimension.
 
-Summaries: ``short_share`` per head (share held by the critical planes) and ``layer_usage``
-(mean share over heads, per plane). Biases are not part of the atlas.
+Summaries: ``short_share`` per head (share held by the critical planes), ``layer_short_share`` per
+layer, and ``layer_usage`` (mean share over heads, per plane: usage versus wavelength). Biases are
+not part of the atlas.
 """
 
 from __future__ import annotations
@@ -93,6 +94,12 @@ class RotaryAtlas(Result):
     def shape(self) -> tuple[int, int, int]:
         """``(n_layers, n_heads, n_planes)``."""
         return tuple(self.qk_share.shape)  # type: ignore[return-value]
+
+    @property
+    def layer_short_share(self) -> torch.Tensor:
+        """``(n_layers,)`` the share of each layer's QK form in its short-wavelength (critical) planes,
+        averaged over heads; ``1 - layer_short_share`` is held by the long-wavelength planes."""
+        return self.layer_usage[:, self.critical].sum(-1)
 
     @property
     def dominant_plane(self) -> torch.Tensor:

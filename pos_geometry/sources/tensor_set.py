@@ -402,7 +402,7 @@ class Checkpoint:
             return None
         return _Opened(FileByteSource(path, name=f"{path} (pos_geometry cache)"))
 
-    def prefetch(self, keys: Iterable[str], *, workers: int = 2) -> None:
+    def prefetch(self, keys: Iterable[str], *, workers: int = 4) -> None:
         """Start streaming the remote tensors ``keys`` (in that order) into pos_geometry's cache in the
         background, at most ``workers`` at a time, each over one of huggingface_hub's keep-alive
         connections (the same shared client the checkpoint sweep's pool reads through).
