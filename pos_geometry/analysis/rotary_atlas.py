@@ -161,33 +161,40 @@ def _pair_rows(wide: torch.Tensor, planes: torch.Tensor) -> tuple[torch.Tensor, 
     return wide[first], wide[second]
 
 
-def _head_grams(
+def _head_sums(
     rows: torch.Tensor,
     planes: torch.Tensor,
     gain: torch.Tensor | None,
     device: torch.device,
-    work: _Workspace | None = None,
-) -> torch.Tensor:
-    """``(n_planes, 2, 2)`` float64 (CPU) Gram matrices of each plane's two rows of one head.
+    work: _Workspace,
+    norms: torch.Tensor,
+    cross: torch.Tensor,
+) -> None:
+    """One head's sums: ``norms`` (``(len(rows),)``) gets each row's norm, ``cross`` (``(n_planes,)``)
+    each plane's dot product of its two rows.
 
     ``rows``: ``(≥ rotary_dim, d_model)`` the head's rows (any float dtype, CPU); ``planes`` index
     them. The rows are widened to float32 on ``device`` (bfloat16 and float16 exactly) into a reused
-    buffer, the gain multiplied in, and only the plane blocks are computed: the squared norm of
-    every row and one dot product per plane, accumulated in float32 (torch's blocked sums: relative
-    error ~1e-7 for thousands of terms), then returned in float64.
+    buffer and the gain multiplied in; the sums accumulate in float32 (torch's blocked sums:
+    relative error ~1e-7 for thousands of terms). Four kernels per head, none allocating.
     """
-    work = work or _Workspace()
     wide = work.buffer("wide", tuple(rows.shape), device)
     wide.copy_(rows)
     if gain is not None:
         wide.mul_(gain.to(device=device, dtype=torch.float32))
     first, second = _pair_rows(wide, planes)
     product = work.buffer("product", tuple(first.shape), device)
-    cross = torch.mul(first, second, out=product).sum(-1)
-    aa = torch.linalg.vector_norm(first, dim=-1).square()
-    bb = torch.linalg.vector_norm(second, dim=-1).square()
-    grams = torch.stack((aa, cross, cross, bb), dim=-1).reshape(-1, 2, 2)
-    return grams.to("cpu", torch.float64)
+    torch.linalg.vector_norm(wide, dim=-1, out=norms)
+    torch.sum(torch.mul(first, second, out=product), dim=-1, out=cross)
+
+
+def _grams(norms: torch.Tensor, cross: torch.Tensor, planes: torch.Tensor) -> torch.Tensor:
+    """``(n_heads, n_planes, 2, 2)`` float64 (CPU) plane Gram matrices from the heads' row norms
+    ``(n_heads, rows)`` and plane dot products ``(n_heads, n_planes)``."""
+    squares = norms.to("cpu", torch.float64).square()
+    dots = cross.to("cpu", torch.float64)
+    aa, bb = squares[:, planes[:, 0]], squares[:, planes[:, 1]]
+    return torch.stack((aa, dots, dots, bb), dim=-1).reshape(*dots.shape, 2, 2)
 
 
 def _plane_grams(
@@ -196,7 +203,11 @@ def _plane_grams(
     """``(n, n_planes, 2, 2)`` float64 Gram matrices of each plane's two rows, for each of ``w``'s heads."""
     where = device if device is not None else torch.device("cpu")
     work = _Workspace()
-    return torch.stack([_head_grams(w[h], planes, gain, where, work) for h in range(w.shape[0])])
+    norms = torch.empty(w.shape[:2], dtype=torch.float32, device=where)
+    cross = torch.empty(w.shape[0], planes.shape[0], dtype=torch.float32, device=where)
+    for h in range(w.shape[0]):
+        _head_sums(w[h], planes, gain, where, work, norms[h], cross[h])
+    return _grams(norms, cross, planes)
 
 
 _THREADS_LOCK = threading.Lock()
@@ -311,10 +322,11 @@ def _reduce_layers(
             for which, n in counts.items():
                 key = reader.prepare(index, which)
                 keys += [key] if key not in keys else []
-                run = functools.partial(_reduce_heads, reader, index, which, gain, where)
-                shares = [range(part, n, workers) for part in range(workers)]
-                parts = list(mapper(run, shares, spaces))
-                grams[which] = torch.stack([parts[h % workers][h // workers] for h in range(n)])
+                norms = torch.empty(n, reader.rotary.rotary_dim, dtype=torch.float32, device=where)
+                cross = torch.empty(n, reader.planes.shape[0], dtype=torch.float32, device=where)
+                run = functools.partial(_reduce_heads, reader, index, which, gain, where, norms, cross)
+                list(mapper(run, [range(part, n, workers) for part in range(workers)], spaces))
+                grams[which] = _grams(norms, cross, reader.planes)
                 stored = dtype_name(spaces[0].rows.dtype) if spaces[0].rows is not None else stored
             stats.append(_plane_stats(grams["q"], grams["k"][kv_heads]))
     finally:
@@ -329,16 +341,16 @@ def _reduce_heads(
     which: str,
     gain: torch.Tensor | None,
     where: torch.device,
+    norms: torch.Tensor,
+    cross: torch.Tensor,
     heads: range,
     work: _Workspace,
-) -> list[torch.Tensor]:
-    """The ``(n_planes, 2, 2)`` Grams of ``heads`` of the ``which`` projection of layer ``index``, each
-    head's rows read into ``work``'s buffer (one thread's share of a tensor)."""
-    out = []
+) -> None:
+    """Fill rows ``heads`` of ``norms``/``cross`` (:func:`_head_sums`) for the ``which`` projection of layer
+    ``index``, each head's rows read into ``work``'s buffer (one thread's share of a tensor)."""
     for head in heads:
         work.rows, _ = reader.head_rows(index, which, head, out=work.rows)
-        out.append(_head_grams(work.rows, reader.planes, gain, where, work))
-    return out
+        _head_sums(work.rows, reader.planes, gain, where, work, norms[head], cross[head])
 
 
 def rotary_atlas(
