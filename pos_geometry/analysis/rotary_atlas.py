@@ -21,18 +21,22 @@ with head dimensions ``(a, b)`` (the pairing convention of the architecture), le
   plane completes a full cycle within the training context ``T`` (``2π/θ_i ≤ T``), the planes
   below Liu et al.'s (ICLR 2024) critical dimension.
 
-Summaries: ``short_share`` per head (share held by the critical planes) and ``layer_usage``
-(mean share over heads, per plane). Biases are not part of the atlas.
+Summaries: ``short_share`` per head (share held by the critical planes), ``layer_short_share`` per
+layer, and ``layer_usage`` (mean share over heads, per plane: usage versus wavelength). Biases are
+not part of the atlas.
 """
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import math
 import os
-from collections.abc import Sequence
+import threading
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-import numpy as np
 import torch
 
 from pos_geometry._device import resolve_device
@@ -92,6 +96,12 @@ class RotaryAtlas(Result):
         return tuple(self.qk_share.shape)  # type: ignore[return-value]
 
     @property
+    def layer_short_share(self) -> torch.Tensor:
+        """``(n_layers,)`` the share of each layer's QK form in its short-wavelength (critical) planes,
+        averaged over heads; ``1 - layer_short_share`` is held by the long-wavelength planes."""
+        return self.layer_usage[:, self.critical].sum(-1)
+
+    @property
     def dominant_plane(self) -> torch.Tensor:
         """``(n_layers, n_heads)`` long: the plane with the largest ``qk_share`` in each head."""
         return self.qk_share.argmax(dim=-1)
@@ -119,75 +129,72 @@ class RotaryAtlas(Result):
         ]
 
 
-def _rowdot(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """``(n,)``: the dot product of each row of ``a`` with the same row of ``b``. numpy's own loop,
-    not BLAS (``np.vecdot``/``np.dot`` would start OpenBLAS's thread pool: more memory, and
-    threads that fight over a busy machine's cores)."""
-    return np.einsum("pd,pd->p", a, b)
-
-
 class _Workspace:
-    """Buffers reused for every head of one atlas: a loop over hundreds of heads then allocates
+    """Buffers reused for every head one thread reduces: a loop over hundreds of heads then allocates
     nothing large (fresh multi-MiB blocks per head make glibc raise its mmap threshold and keep the
     freed blocks, which doubles the peak resident memory)."""
 
     def __init__(self) -> None:
         self.rows: torch.Tensor | None = None
-        self._np: dict[tuple[str, tuple[int, ...]], np.ndarray] = {}
+        self._buffers: dict[tuple[str, tuple[int, ...], torch.device], torch.Tensor] = {}
 
-    def array(self, name: str, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
-        buf = self._np.get((name, shape))
-        if buf is None or buf.dtype != dtype:
-            buf = self._np[(name, shape)] = np.empty(shape, dtype=dtype)
+    def buffer(self, name: str, shape: tuple[int, ...], device: torch.device) -> torch.Tensor:
+        """A float32 buffer of ``shape`` on ``device`` (the same one for the same name and shape)."""
+        buf = self._buffers.get((name, shape, device))
+        if buf is None:
+            buf = self._buffers[(name, shape, device)] = torch.empty(
+                shape, dtype=torch.float32, device=device
+            )
         return buf
 
 
-def _float64(rows: torch.Tensor, order: np.ndarray, work: _Workspace) -> np.ndarray:
-    """``rows[order]`` as a float64 numpy array (bfloat16 widened bit-exactly through its 16 high bits)."""
-    shape = (len(order), rows.shape[1])
-    wide = work.array("wide", shape, np.dtype(np.float64))
-    if rows.dtype == torch.bfloat16:
-        picked = np.take(
-            rows.view(torch.int16).numpy(), order, axis=0, out=work.array("i16", shape, np.dtype(np.int16))
-        )
-        bits = work.array("i32", shape, np.dtype(np.int32))
-        np.left_shift(picked, 16, out=bits, dtype=np.int32)
-        np.copyto(wide, bits.view(np.float32))
-    else:
-        np.copyto(wide, rows.numpy()[order])
-    return wide
+def _pair_rows(wide: torch.Tensor, planes: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(first, second)``, each ``(n_planes, d_model)``: the rows of ``wide`` each plane turns. Views
+    for the two pairings (rotate-half ``(i, i + n)``, interleaved ``(2i, 2i + 1)``), copies otherwise."""
+    n = planes.shape[0]
+    first, second = planes[:, 0], planes[:, 1]
+    if torch.equal(first, torch.arange(n)) and torch.equal(second, torch.arange(n, 2 * n)):
+        return wide[:n], wide[n : 2 * n]
+    if torch.equal(first, torch.arange(0, 2 * n, 2)) and torch.equal(second, first + 1):
+        pairs = wide[: 2 * n].view(n, 2, -1)
+        return pairs[:, 0], pairs[:, 1]
+    return wide[first], wide[second]
 
 
-def _head_grams(
+def _head_sums(
     rows: torch.Tensor,
     planes: torch.Tensor,
     gain: torch.Tensor | None,
     device: torch.device,
-    work: _Workspace | None = None,
-) -> torch.Tensor:
-    """``(n_planes, 2, 2)`` float64 (CPU) Gram matrices of each plane's two rows of one head.
+    work: _Workspace,
+    norms: torch.Tensor,
+    cross: torch.Tensor,
+) -> None:
+    """One head's sums: ``norms`` (``(len(rows),)``) gets each row's norm, ``cross`` (``(n_planes,)``)
+    each plane's dot product of its two rows.
 
     ``rows``: ``(≥ rotary_dim, d_model)`` the head's rows (any float dtype, CPU); ``planes`` index
-    them. Only the plane blocks are computed (``3 · n_planes`` dot products, not the head's whole
-    Gram). On the CPU (the reference) in numpy float64, single-threaded: each head is a few MiB, and
-    small multi-threaded kernels slow down by an order of magnitude on a busy machine. Elsewhere
-    with torch on ``device`` (float64; float32 where the device has none, e.g. MPS).
+    them. The rows are widened to float32 on ``device`` (bfloat16 and float16 exactly) into a reused
+    buffer and the gain multiplied in; the sums accumulate in float32 (torch's blocked sums:
+    relative error ~1e-7 for thousands of terms). Four kernels per head, none allocating.
     """
-    n_planes = planes.shape[0]
-    order = planes.T.reshape(-1)  # first rows of every plane, then their partners
-    if device.type == "cpu":
-        y = _float64(rows.detach().cpu(), order.numpy(), work or _Workspace())
-        if gain is not None:
-            y *= gain.detach().cpu().numpy().astype(np.float64)
-        a, b = y.reshape(2, n_planes, -1)
-        ab = _rowdot(a, b)
-        return torch.from_numpy(np.stack((_rowdot(a, a), ab, ab, _rowdot(b, b)), axis=-1).reshape(-1, 2, 2))
-    dtype = torch.float32 if device.type == "mps" else torch.float64
-    y = rows[order].to(device=device, dtype=dtype)
+    wide = work.buffer("wide", tuple(rows.shape), device)
+    wide.copy_(rows)
     if gain is not None:
-        y = y * gain.to(device=device, dtype=dtype)
-    pairs = y.reshape(2, n_planes, -1).transpose(0, 1)  # (n_planes, 2, d_model)
-    return torch.bmm(pairs, pairs.transpose(1, 2)).to("cpu", torch.float64)
+        wide.mul_(gain.to(device=device, dtype=torch.float32))
+    first, second = _pair_rows(wide, planes)
+    product = work.buffer("product", tuple(first.shape), device)
+    torch.linalg.vector_norm(wide, dim=-1, out=norms)
+    torch.sum(torch.mul(first, second, out=product), dim=-1, out=cross)
+
+
+def _grams(norms: torch.Tensor, cross: torch.Tensor, planes: torch.Tensor) -> torch.Tensor:
+    """``(n_heads, n_planes, 2, 2)`` float64 (CPU) plane Gram matrices from the heads' row norms
+    ``(n_heads, rows)`` and plane dot products ``(n_heads, n_planes)``."""
+    squares = norms.to("cpu", torch.float64).square()
+    dots = cross.to("cpu", torch.float64)
+    aa, bb = squares[:, planes[:, 0]], squares[:, planes[:, 1]]
+    return torch.stack((aa, dots, dots, bb), dim=-1).reshape(*dots.shape, 2, 2)
 
 
 def _plane_grams(
@@ -195,7 +202,42 @@ def _plane_grams(
 ) -> torch.Tensor:
     """``(n, n_planes, 2, 2)`` float64 Gram matrices of each plane's two rows, for each of ``w``'s heads."""
     where = device if device is not None else torch.device("cpu")
-    return torch.stack([_head_grams(w[h], planes, gain, where) for h in range(w.shape[0])])
+    work = _Workspace()
+    norms = torch.empty(w.shape[:2], dtype=torch.float32, device=where)
+    cross = torch.empty(w.shape[0], planes.shape[0], dtype=torch.float32, device=where)
+    for h in range(w.shape[0]):
+        _head_sums(w[h], planes, gain, where, work, norms[h], cross[h])
+    return _grams(norms, cross, planes)
+
+
+_THREADS_LOCK = threading.Lock()
+_THREADS_USERS = 0
+_THREADS_SAVED = 1
+
+
+@contextlib.contextmanager
+def _one_thread_per_kernel() -> Iterator[int]:
+    """Run torch's kernels single-threaded inside the block; yields the thread count torch had.
+
+    The atlas's kernels are small (one head: ~1 MiB); torch's intra-op threads must meet at a barrier
+    in each, which on a busy machine costs more than the kernel. The atlas parallelises over heads
+    with its own threads instead (each runs whole heads), and restores torch's setting after
+    (concurrent atlases share one save/restore).
+    """
+    global _THREADS_USERS, _THREADS_SAVED
+    with _THREADS_LOCK:
+        if _THREADS_USERS == 0:
+            _THREADS_SAVED = torch.get_num_threads()
+            torch.set_num_threads(1)
+        _THREADS_USERS += 1
+        saved = _THREADS_SAVED
+    try:
+        yield saved
+    finally:
+        with _THREADS_LOCK:
+            _THREADS_USERS -= 1
+            if _THREADS_USERS == 0:
+                torch.set_num_threads(_THREADS_SAVED)
 
 
 def plane_statistics(
@@ -250,6 +292,67 @@ def _does_not_apply(config: dict, model_id: str) -> NotApplicableError:
     )
 
 
+def _reduce_layers(
+    reader: QKReader,
+    chosen: tuple[int, ...],
+    kv_heads: torch.Tensor,
+    fold_norm: bool,
+    where: torch.device,
+    threads: int,
+) -> tuple[list[tuple[torch.Tensor, ...]], list[str], str]:
+    """Per layer, the :func:`_plane_stats` of its q/k heads; the keys read; the stored dtype.
+
+    Each head's rotating rows are read into a buffer of the thread that reduces them (on the CPU,
+    ``threads`` threads take every ``threads``-th head), so memory holds a few heads at a time."""
+    workers = max(1, min(threads, 4)) if where.type == "cpu" else 1
+    spaces = [_Workspace() for _ in range(workers)]
+    counts = {"q": reader.n_heads, "k": reader.n_kv_heads}
+    stats: list[tuple[torch.Tensor, ...]] = []
+    keys: list[str] = []
+    stored = ""
+    pool = ThreadPoolExecutor(workers, thread_name_prefix="pos_geometry-atlas") if workers > 1 else None
+    mapper = pool.map if pool is not None else map
+    try:
+        for index in chosen:
+            gain = None
+            if fold_norm:
+                gain, norm_key = reader.gain(index)
+                keys.append(norm_key)
+            grams = {}
+            for which, n in counts.items():
+                key = reader.prepare(index, which)
+                keys += [key] if key not in keys else []
+                norms = torch.empty(n, reader.rotary.rotary_dim, dtype=torch.float32, device=where)
+                cross = torch.empty(n, reader.planes.shape[0], dtype=torch.float32, device=where)
+                run = functools.partial(_reduce_heads, reader, index, which, gain, where, norms, cross)
+                list(mapper(run, [range(part, n, workers) for part in range(workers)], spaces))
+                grams[which] = _grams(norms, cross, reader.planes)
+                stored = dtype_name(spaces[0].rows.dtype) if spaces[0].rows is not None else stored
+            stats.append(_plane_stats(grams["q"], grams["k"][kv_heads]))
+    finally:
+        if pool is not None:
+            pool.shutdown()
+    return stats, keys, stored
+
+
+def _reduce_heads(
+    reader: QKReader,
+    index: int,
+    which: str,
+    gain: torch.Tensor | None,
+    where: torch.device,
+    norms: torch.Tensor,
+    cross: torch.Tensor,
+    heads: range,
+    work: _Workspace,
+) -> None:
+    """Fill rows ``heads`` of ``norms``/``cross`` (:func:`_head_sums`) for the ``which`` projection of layer
+    ``index``, each head's rows read into ``work``'s buffer (one thread's share of a tensor)."""
+    for head in heads:
+        work.rows, _ = reader.head_rows(index, which, head, out=work.rows)
+        _head_sums(work.rows, reader.planes, gain, where, work, norms[head], cross[head])
+
+
 def rotary_atlas(
     name_or_path: str | os.PathLike[str] | Checkpoint,
     *,
@@ -301,27 +404,9 @@ def rotary_atlas(
     reader = QKReader(checkpoint)
     chosen = reader.layers(layers)
     kv_heads = torch.arange(reader.n_heads) // (reader.n_heads // reader.n_kv_heads)
-    stats: list[tuple[torch.Tensor, ...]] = []
-    keys: list[str] = []
-    stored = ""
-    counts = {"q": reader.n_heads, "k": reader.n_kv_heads}
-    work = _Workspace()
-    for index in chosen:
-        gain = None
-        if fold_norm:
-            gain, norm_key = reader.gain(index)
-            keys.append(norm_key)
-        grams = {}
-        for which, n in counts.items():
-            per_head = []
-            for head in range(n):
-                rows, key = reader.head_rows(index, which, head, out=work.rows)
-                work.rows = rows
-                per_head.append(_head_grams(rows, reader.planes, gain, where, work))
-                stored = dtype_name(rows.dtype)
-            grams[which] = torch.stack(per_head)
-            keys += [key] if key not in keys else []
-        stats.append(_plane_stats(grams["q"], grams["k"][kv_heads]))
+    with checkpoint, _one_thread_per_kernel() as threads:
+        reader.prefetch(chosen)  # hub: the q/k tensors stream into the cache while earlier ones are reduced
+        stats, keys, stored = _reduce_layers(reader, chosen, kv_heads, fold_norm, where, threads)
     q_norm, k_norm, share, q_cos, k_cos = (torch.stack(s) for s in zip(*stats, strict=True))
     theta = inverse_frequencies(reader.rotary)
     wavelengths = 2 * math.pi / theta

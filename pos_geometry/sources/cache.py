@@ -258,16 +258,24 @@ def store_tensor_stream(
     *,
     dtype: torch.dtype,
     shape: tuple[int, ...],
-    fill: Callable[[int, memoryview], None],
+    fill: Callable[[int, memoryview], None] | None = None,
+    push: Callable[[Callable[[memoryview], object]], None] | None = None,
     file: str = "",
     available_keys: tuple[str, ...] = (),
 ) -> Path:
-    """Store a tensor that is not in memory: ``fill(offset, buffer)`` writes its bytes
-    ``[offset, offset + len(buffer))`` (as stored, little-endian) into ``buffer``, one
-    :data:`WRITE_CHUNK` at a time, e.g. from an HTTP range reader. Atomic as :func:`store_tensor`:
-    if ``fill`` raises, nothing is left behind. Returns the file written."""
+    """Store a tensor that is not in memory, from one of two kinds of producer:
+
+    * ``fill(offset, buffer)`` writes its bytes ``[offset, offset + len(buffer))`` (as stored,
+      little-endian) into ``buffer``, one :data:`WRITE_CHUNK` at a time;
+    * ``push(write)`` calls ``write(chunk)`` with every byte of the tensor, in order, in pieces of any
+      size (e.g. the body chunks of one HTTP range response, written on as they arrive: no buffer).
+
+    Atomic as :func:`store_tensor`: if the producer raises, or pushes more or fewer bytes than the
+    tensor has, nothing is left behind. Returns the file written."""
+    if (fill is None) == (push is None):
+        raise InvalidArgumentError("store_tensor_stream needs exactly one of fill= or push=.")
     meta = _meta(repo_id, commit, key, file, dtype_name(dtype), available_keys)
-    return _write(repo_id, commit, key, dtype, shape, meta, fill)
+    return _write(repo_id, commit, key, dtype, shape, meta, fill, push)
 
 
 def _write(
@@ -277,18 +285,34 @@ def _write(
     dtype: torch.dtype,
     shape: tuple[int, ...],
     meta: dict[str, str],
-    fill: Callable[[int, memoryview], None],
+    fill: Callable[[int, memoryview], None] | None,
+    push: Callable[[Callable[[memoryview], object]], None] | None = None,
 ) -> Path:
     path = _tensor_path(repo_id, commit, key)
     header = _header(key, dtype, shape, meta)
     nbytes = math.prod(shape) * dtype.itemsize
-    chunk = memoryview(bytearray(min(nbytes, WRITE_CHUNK)))
     with atomic_writer(path) as fh:
         fh.write(header)
-        for start in range(0, nbytes, WRITE_CHUNK):
-            part = chunk[: min(WRITE_CHUNK, nbytes - start)]
-            fill(start, part)
-            fh.write(part)
+        if push is not None:
+            written = 0
+
+            def write(chunk: memoryview) -> None:
+                nonlocal written
+                written += chunk.nbytes
+                if written > nbytes:
+                    raise InvalidArgumentError(f"more than the {nbytes} bytes of {key!r} were pushed.")
+                fh.write(chunk)
+
+            push(write)
+            if written != nbytes:
+                raise InvalidArgumentError(f"{written} of the {nbytes} bytes of {key!r} were pushed.")
+        else:
+            assert fill is not None
+            chunk = memoryview(bytearray(min(nbytes, WRITE_CHUNK)))
+            for start in range(0, nbytes, WRITE_CHUNK):
+                part = chunk[: min(WRITE_CHUNK, nbytes - start)]
+                fill(start, part)
+                fh.write(part)
     return path
 
 

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
@@ -246,22 +246,50 @@ class HttpByteSource:
         """``GET`` bytes ``[start, start + length)``; validates status, Content-Range and body length."""
         if length == 0:
             return b""
-        last = start + length - 1
+        self.requests += 1
+        _counted(0, 1)
+        with transport_errors(self.url):
+            return self._stream(start, length, self._range_headers(start, length))
+
+    def _range_headers(self, start: int, length: int) -> dict[str, Any]:
         headers: dict[str, Any] = {
             **(self.headers or {}),
-            "Range": f"bytes={start}-{last}",
+            "Range": f"bytes={start}-{start + length - 1}",
             "Accept-Encoding": "identity",
         }
         if self.etag and not self.etag.startswith("W/"):
             headers["If-Match"] = self.etag
+        return headers
+
+    def stream_to(self, offset: int, length: int, sink: Callable[[memoryview], object]) -> None:
+        """``GET`` bytes ``[offset, offset + length)`` in ONE ranged request and hand each body chunk to
+        ``sink`` as it arrives, in order (no joined copy: a caller writes them on, e.g. to a file).
+
+        Every check of :meth:`read` applies (status, ``Content-Range``, pinned ``ETag``/``If-Match``,
+        the body's exact length, the overall deadline); on a failure ``sink`` may have seen a prefix
+        of the bytes, so a caller writing a file must discard it (as the atomic cache writer does).
+        """
+        if offset < 0 or length < 0 or offset + length > self.size:
+            raise CheckpointFormatError(
+                f"{self.name!r} is truncated or corrupted: a read of {length} bytes at offset {offset} "
+                f"goes past its end ({self.size} bytes)."
+            )
+        if length == 0:
+            return
         self.requests += 1
         _counted(0, 1)
         with transport_errors(self.url):
-            return self._stream(start, length, headers)
+            for chunk in self._chunks(offset, length, self._range_headers(offset, length)):
+                sink(memoryview(chunk))
 
     def _stream(self, start: int, length: int, headers: dict[str, Any]) -> bytes:
+        return b"".join(self._chunks(start, length, headers))
+
+    def _chunks(self, start: int, length: int, headers: dict[str, Any]) -> Iterator[bytes]:
+        """The body chunks of one ranged ``GET`` of bytes ``[start, start + length)``, validated."""
         last = start + length - 1
         timeout = remaining(self.url, self.timeout)
+        received = 0
         with get_session().stream("GET", self.url, headers=headers, timeout=timeout) as response:
             if response.status_code == 200:
                 # The server ignored Range and is sending the whole file: leave without reading the body
@@ -291,8 +319,6 @@ class HttpByteSource:
                 )
             self._check_content_range(response.headers.get("Content-Range"), start, last)
             self._check_etag(response.headers.get("ETag"))
-            chunks: list[bytes] = []
-            received = 0
             for chunk in response.iter_bytes():
                 remaining(self.url)  # the overall deadline, checked as the body trickles in
                 received += len(chunk)
@@ -301,15 +327,14 @@ class HttpByteSource:
                         f"{self.name!r}: the server sent more than the {length} bytes asked for "
                         f"(bytes {start}-{last}); the transfer was stopped."
                     )
-                chunks.append(chunk)
-        self.bytes_read += received
-        _counted(received, 0)
+                self.bytes_read += len(chunk)
+                _counted(len(chunk), 0)
+                yield chunk
         if received != length:
             raise CheckpointFormatError(
                 f"{self.name!r}: the connection ended after {received} of the {length} bytes asked for "
                 f"(bytes {start}-{last}). Retry; if it persists, check the network or proxy."
             )
-        return b"".join(chunks)
 
     def _check_etag(self, etag: str | None) -> None:
         """Pin the file's version: every answer must carry the ETag of the first."""

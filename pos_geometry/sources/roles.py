@@ -254,6 +254,30 @@ class QKReader:
         """The checkpoint key holding the ``which`` (``"q"``/``"k"``) projection of layer ``index``."""
         return self._key(index, "qkv" if self.layout.qkv_key is not None else which)
 
+    def prefetch(self, layers: Sequence[int]) -> None:
+        """From the hub, start streaming the q/k tensors of ``layers`` (in reading order) into the cache in
+        the background (:meth:`Checkpoint.prefetch`); a no-op for local folders and cached tensors."""
+        keys = [self.key(index, which) for index in layers for which in ("q", "k")]
+        self.checkpoint.prefetch(keys)
+
+    def prepare(self, index: int, which: str) -> str:
+        """Check the stored shape of the tensor holding ``which`` of layer ``index`` and find (from the
+        hub: fetch) the file its rows are read from; returns its key. After this, :meth:`head_rows`
+        of that tensor may run in several threads at once."""
+        key = self.key(index, which)
+        if key not in self._checked:
+            _check_shape(
+                self.layout,
+                self.checkpoint.shape(key),
+                which,
+                self.n_heads,
+                self.n_kv_heads,
+                self.rotary.head_dim,
+            )
+            self._checked.add(key)
+        self.checkpoint.prepare_rows(key)
+        return key
+
     def head_rows(
         self, index: int, which: str, head: int, out: torch.Tensor | None = None
     ) -> tuple[torch.Tensor, str]:

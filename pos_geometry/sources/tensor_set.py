@@ -18,35 +18,38 @@ its tensors are read.
 
 from __future__ import annotations
 
+import contextvars
 import dataclasses
 import json
 import math
 import os
 import sys
 import warnings
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import torch
-from huggingface_hub import hf_hub_download
+from huggingface_hub import hf_hub_download, hf_hub_url
 
 from pos_geometry.errors import (
     CheckpointFormatError,
     InvalidArgumentError,
     MissingTensorError,
     NotCachedError,
+    PosGeometryError,
 )
 from pos_geometry.sources import safetensors_format, torch_zip
 from pos_geometry.sources.byte_source import ByteSource, FileByteSource, read_into
 from pos_geometry.sources.cache import cache_dir, cached_path, cached_tensor, store_tensor_stream
 from pos_geometry.sources.hf_cache import hf_cached_file
+from pos_geometry.sources.http import DEFAULT_READAHEAD, HttpByteSource
 from pos_geometry.sources.hub import (
     _hub_errors,
     _local_commit,
     _model_info,
     _remember,
-    _remote_source,
     read_config,
 )
 from pos_geometry.sources.hub import is_offline as _is_offline
@@ -84,6 +87,15 @@ class _PiecewiseReads:
         for start in range(0, view.nbytes, _PIECE):
             stop = min(start + _PIECE, view.nbytes)
             view[start:stop] = self.src.read(offset + start, stop - start)
+
+    def stream_to(self, offset: int, length: int, sink: Callable[[memoryview], object]) -> None:
+        """Bytes ``[offset, offset + length)`` in one request, each body chunk handed to ``sink`` as it arrives."""
+        stream = getattr(self.src, "stream_to", None)
+        if stream is not None:
+            stream(offset, length, sink)
+            return
+        for start in range(offset, offset + length, _PIECE):
+            sink(memoryview(self.src.read(start, min(_PIECE, offset + length - start))))
 
 
 class _Opened:
@@ -176,6 +188,9 @@ class Checkpoint:
     _weight_map: dict[str, str] | None = None
     _opened: dict[str, _Opened] = dataclasses.field(default_factory=dict)
     _cached: dict[str, _Opened] = dataclasses.field(default_factory=dict)
+    _pending: dict[str, Future[_Opened | None]] = dataclasses.field(default_factory=dict)
+    _pool: ThreadPoolExecutor | None = None
+    _rows_files: dict[str, _Opened] = dataclasses.field(default_factory=dict)
 
     # --- which file holds a key ---------------------------------------------------------------
     def _file_names(self) -> tuple[str, ...]:
@@ -240,8 +255,13 @@ class Checkpoint:
                         f"cache. Run once with network access, or `hf download {repo} {name} --revision {commit}`."
                     )
                 else:
-                    with _hub_errors(repo, self.revision, name):
-                        src = _PiecewiseReads(_remote_source(repo, commit, name))
+                    url = hf_hub_url(repo, name, revision=commit)
+                    with _hub_errors(repo, self.revision, name):  # one GET: size, ETag, CDN location, header
+                        src = _PiecewiseReads(
+                            HttpByteSource.open_first(
+                                url, DEFAULT_READAHEAD, name=f"{repo}@{commit[:10]}/{name}"
+                            )
+                        )
             self._opened[name] = _Opened(src)
         return self._opened[name]
 
@@ -327,33 +347,99 @@ class Checkpoint:
 
     def _rows_file(self, key: str) -> _Opened:
         """A file to read ``key``'s rows from: the local weight file, the cache entry, or (remote) the
-        cache entry after streaming the whole tensor into it in bounded pieces. If the cache cannot be
-        written, the rows are read remotely by range requests instead (with a warning)."""
+        cache entry after streaming the whole tensor into it (one range request, each chunk written on
+        as it arrives; started earlier by :meth:`prefetch` when asked). If the cache cannot be written,
+        the rows are read remotely by range requests instead (with a warning)."""
+        found = self._rows_files.get(key)
+        if found is None:
+            found = self._rows_files[key] = self._find_rows_file(key)
+        return found
+
+    def _find_rows_file(self, key: str) -> _Opened:
+        pending = self._pending.pop(key, None)
+        if pending is not None:
+            stored = pending.result()  # re-raises what the stream raised
+            if stored is not None:
+                self._cached[key] = stored
+                return stored
         cached = self._cache_entry(key)
         if cached is not None:
             return cached
         name, opened = self._located(key)
-        span = opened.span(key)
-        if not opened.remote or span is None:
+        if not opened.remote or opened.span(key) is None:
             return opened
-        dtype, shape, offset = span
+        return self._store(key, name, opened) or opened
 
-        def fill(start: int, buf: memoryview) -> None:
-            read_into(opened.src, offset + start, buf)
+    def prepare_rows(self, key: str) -> None:
+        """Find (and, from the hub, fetch into the cache) the file ``key``'s rows are read from, so that
+        later :meth:`read_rows` calls of ``key`` are safe from several threads at once."""
+        self._rows_file(key)
+
+    def _store(self, key: str, name: str, opened: _Opened) -> _Opened | None:
+        """Stream remote ``key`` into pos_geometry's cache in one range request; the cache entry, or None
+        (with a warning) when the cache cannot be written. Runs in prefetch threads for distinct keys."""
+        span = opened.span(key)
+        assert span is not None
+        dtype, shape, offset = span
+        nbytes = math.prod(shape) * dtype.itemsize
+
+        def push(write: Callable[[memoryview], object]) -> None:
+            opened.src.stream_to(offset, nbytes, write)  # type: ignore[attr-defined]
 
         repo, commit = str(self._repo_id), str(self.commit)
         try:
-            store_tensor_stream(repo, commit, key, dtype=dtype, shape=shape, fill=fill, file=name)
+            path = store_tensor_stream(repo, commit, key, dtype=dtype, shape=shape, push=push, file=name)
+        except PosGeometryError:
+            raise  # the transfer failed (RemoteError is a ConnectionError): not a cache problem
         except OSError as exc:
             warnings.warn(
                 f"pos_geometry could not write its cache under {cache_dir()} ({exc}); {key!r} is read from "
                 f"{self.location} directly and will be fetched again next time. Set POS_GEOMETRY_CACHE to a "
                 "writable directory.",
                 RuntimeWarning,
-                stacklevel=3,
+                stacklevel=4,
             )
-            return opened
-        return self._cache_entry(key) or opened
+            return None
+        return _Opened(FileByteSource(path, name=f"{path} (pos_geometry cache)"))
+
+    def prefetch(self, keys: Iterable[str], *, workers: int = 4) -> None:
+        """Start streaming the remote tensors ``keys`` (in that order) into pos_geometry's cache in the
+        background, at most ``workers`` at a time, each over one of huggingface_hub's keep-alive
+        connections (the same shared client the checkpoint sweep's pool reads through).
+        :meth:`read_rows` of such a key waits for its stream while the caller works on earlier
+        tensors. Local folders and cached tensors are skipped; the weight files' headers are read
+        here, in the calling thread. :meth:`close` (or leaving ``with checkpoint:``) cancels the
+        streams not yet started and waits for the running ones."""
+        if self._directory is not None:
+            return
+        jobs = []
+        for key in dict.fromkeys(keys):
+            if key in self._pending or self._cache_entry(key) is not None:
+                continue
+            name, opened = self._located(key)
+            if opened.remote and opened.span(key) is not None:
+                jobs.append((key, name, opened))
+        if not jobs:
+            return
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(max(1, workers), thread_name_prefix="pos_geometry-prefetch")
+        for key, name, opened in jobs:  # in a copy of this context: the load's deadline applies there too
+            context = contextvars.copy_context()
+            self._pending[key] = self._pool.submit(context.run, self._store, key, name, opened)
+
+    def close(self) -> None:
+        """Cancel the prefetches not yet started and wait for the running ones (each completes its
+        cache entry or leaves nothing: the cache writer is atomic)."""
+        pool, self._pool = self._pool, None
+        self._pending.clear()
+        if pool is not None:
+            pool.shutdown(wait=True, cancel_futures=True)
+
+    def __enter__(self) -> Checkpoint:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def shape(self, key: str) -> tuple[int, ...]:
         """The stored shape of ``key`` (read from a header; no tensor bytes)."""
@@ -367,19 +453,21 @@ class Checkpoint:
         when it has exactly that dtype and shape, else a new tensor).
 
         Only those rows' bytes are read from a local or cached safetensors file. From the hub the
-        whole tensor is first streamed into pos_geometry's cache (atomically, one
-        :data:`~pos_geometry.sources.cache.WRITE_CHUNK` in memory at a time), so every tensor is
-        fetched once, and the rows are then read from that file.
+        whole tensor is first streamed into pos_geometry's cache (atomically, in one range request
+        whose body chunks are written on as they arrive), so every tensor is fetched once, and the
+        rows are then read from that file. Once :meth:`prepare_rows` has run for ``key``, calls from
+        several threads at once are safe.
 
         Raises:
             InvalidArgumentError: the rows are not within the tensor.
             MissingTensorError, NotCachedError: as :meth:`read`.
         """
-        shape = self.shape(key)
+        src = self._rows_files.get(key)
+        shape = src.shape(key) if src is not None else self.shape(key)
         n = shape[0] if shape else 0
         if not 0 <= start <= stop <= n:
             raise InvalidArgumentError(f"rows [{start}, {stop}) are not within the {n} rows of {key!r}.")
-        return self._rows_file(key).read_rows(key, start, stop, out)
+        return (src or self._rows_file(key)).read_rows(key, start, stop, out)
 
 
 def _local(path: Path, revision: str | None, model_id: str | None) -> Checkpoint:

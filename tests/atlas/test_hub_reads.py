@@ -8,6 +8,7 @@ that reading "only the q/k bytes" is measurable: the server counts every byte it
 from __future__ import annotations
 
 import json
+import warnings
 
 import _pos_geometry_tests_hub_server as hub_server  # registered by conftest.py
 import pytest
@@ -145,3 +146,28 @@ def test_an_unwritable_cache_still_gives_the_rows_with_a_warning(hub, monkeypatc
     with pytest.warns(RuntimeWarning, match="could not write its cache"):
         rows = tensor_set.open_checkpoint(REPO).read_rows(key, 128, 256)
     torch.testing.assert_close(rows, tensors[key][128:256], rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("kind", ["drop", "short", "changed"])
+def test_a_failed_stream_leaves_nothing_in_the_cache_and_a_retry_reads_all(hub, kind, tmp_path):
+    """Both q/k tensors stream concurrently into the cache; a fault in their range requests raises a
+    typed error, leaves no file (complete or temporary) behind, and the next call fetches them."""
+    from pos_geometry.errors import PosGeometryError
+    from pos_geometry.sources.cache import cache_dir
+
+    server, _, tensors = hub
+    other = None
+    if kind == "changed":
+        other = tmp_path / "other.safetensors"
+        save_file({"x": torch.zeros(4)}, other)
+    server.fault = hub_server.Fault(kind, after=1, other=other)  # the header GET succeeds, the tensors do not
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a transfer failure is not reported as an unwritable cache
+        with pytest.raises(PosGeometryError):
+            rotary_atlas(REPO)
+    left = [p for p in cache_dir().rglob("*") if p.is_file() and "refs" not in p.parts]
+    assert left == []
+    server.fault = None
+    atlas = rotary_atlas(REPO)
+    q = tensors[LAYER + "self_attn.q_proj.weight"].double()
+    torch.testing.assert_close(atlas.q_norm[0, 0, 0], q[[0, 64]].norm(), rtol=2e-6, atol=0)

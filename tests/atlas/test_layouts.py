@@ -128,6 +128,7 @@ def test_atlas_result_contract(tiny_model, tmp_path):
         atlas.short_share + atlas.qk_share[..., ~atlas.critical].sum(-1),
         torch.ones(2, 4, dtype=torch.float64),
     )
+    torch.testing.assert_close(atlas.layer_short_share, atlas.short_share.mean(dim=1))
     assert "tiny-mistral" in atlas.summary()
     with pytest.raises(AttributeError):
         atlas.layers = (0,)
