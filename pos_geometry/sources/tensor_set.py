@@ -137,12 +137,12 @@ class _Opened:
         return safetensors_format.SAFETENSORS_DTYPES[code], shape, self._header.data_offset + begin
 
     def read_rows(self, key: str, start: int, stop: int, out: torch.Tensor | None = None) -> torch.Tensor:
-        """Rows ``[start, stop)`` of ``key`` along its first dimension: only their bytes (safetensors).
+        """Rows ``[start, stop)`` of ``key`` along its first dimension: only their bytes.
         ``out``, when it has the rows' dtype and shape (contiguous), is filled and returned instead of
         a new tensor (so a loop over heads reuses one buffer)."""
         span = self.span(key)
-        if span is None:  # a PyTorch zip tensor may be a strided view: read it, keep the rows
-            return self.read(key)[start:stop].clone()
+        if span is None:  # a PyTorch zip tensor (maybe a strided view): only the rows' bytes
+            return torch_zip.read_tensor(self.src, self._index, key, rows=(start, stop))
         dtype, shape, offset = span
         row = math.prod(shape[1:]) * dtype.itemsize
         rows_shape = (stop - start, *shape[1:])

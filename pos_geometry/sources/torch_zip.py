@@ -21,7 +21,7 @@ from typing import Any
 import torch
 
 from pos_geometry._describe import describe
-from pos_geometry.errors import CheckpointFormatError
+from pos_geometry.errors import CheckpointFormatError, InvalidArgumentError
 from pos_geometry.sources._pickle import FIX as _FIX
 from pos_geometry.sources._pickle import TensorRef, unpickle
 from pos_geometry.sources._zip import ZipEntry, check_member, read_directory, read_member, read_member_into
@@ -134,19 +134,33 @@ def _check_view(where: str, ref: TensorRef) -> int:
     return extent
 
 
-def read_tensor(src: ByteSource, index: TorchZipIndex, key: str) -> torch.Tensor:
+def read_tensor(
+    src: ByteSource, index: TorchZipIndex, key: str, rows: tuple[int, int] | None = None
+) -> torch.Tensor:
     """Read ``key``'s tensor from its storage record: only the bytes it spans (exactly its own
     bytes when it is contiguous). Views (``storage_offset``, strides) are honoured; the result
     is a contiguous CPU tensor in the stored dtype and shape.
+
+    ``rows=(start, stop)`` reads only rows ``[start, stop)`` of the first dimension, shape
+    ``(stop - start, *shape[1:])``: the view moved by ``start`` first-dimension strides, so
+    only those rows' bytes are read (one head of a fused projection, say).
 
     Raises:
         MissingTensorError: ``key`` is not in the state dict.
         CheckpointFormatError: the storage record is missing, compressed, or smaller than its storage;
             the view has zero or overlapping strides or runs past its storage.
+        InvalidArgumentError: ``rows`` is not within the tensor's first dimension.
     """
     select_key(index.tensors, key=key, source=src.name)
     ref = index.tensors[key]
     where = f"{src.name!r}: tensor {key!r}"
+    if rows is not None:
+        start, stop = rows
+        if not ref.shape or not 0 <= start <= stop <= ref.shape[0]:
+            raise InvalidArgumentError(
+                f"rows [{start}, {stop}) are not within the first dimension of {key!r} (shape {ref.shape})."
+            )
+        ref = ref._replace(offset=ref.offset + start * ref.stride[0], shape=(stop - start, *ref.shape[1:]))
     record = index.entries.get(f"{index.prefix}/data/{ref.storage}")
     if record is None:
         raise CheckpointFormatError(

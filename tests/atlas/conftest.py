@@ -57,7 +57,9 @@ def plane_rows(arch: str, config, head: int, plane: int, kv: bool) -> tuple[torc
     if arch == "gptj":
         dims = [2 * plane, 2 * plane + 1]  # rotate_every_two
     else:
-        rot = int(head_dim * getattr(config, "rotary_pct", 1.0)) if arch == "gpt_neox" else head_dim
+        # transformers 5 keeps GPT-NeoX's rotary_pct as rope_parameters["partial_rotary_factor"]
+        fraction = (config.rope_parameters or {}).get("partial_rotary_factor", 1.0)
+        rot = int(head_dim * fraction)
         dims = [plane, plane + rot // 2]  # rotate_half
     if arch == "gpt_neox":  # view(heads, 3 * head_dim): [q_h | k_h | v_h]
         base = head * 3 * head_dim + (head_dim if kv else 0)

@@ -171,3 +171,32 @@ def test_a_failed_stream_leaves_nothing_in_the_cache_and_a_retry_reads_all(hub, 
     atlas = rotary_atlas(REPO)
     q = tensors[LAYER + "self_attn.q_proj.weight"].double()
     torch.testing.assert_close(atlas.q_norm[0, 0, 0], q[[0, 64]].norm(), rtol=2e-6, atol=0)
+
+
+def test_a_pytorch_bin_checkpoint_sends_only_its_q_and_k_rows(served, monkeypatch, tmp_path):
+    """A repo that ships ``pytorch_model.bin`` (a torch zip, as the CRFM replicas and older Pythia
+    steps do): each head's rows are range-read from the zip record, so the bytes stay within the q/k
+    tensors plus headers, and the atlas equals the safetensors one."""
+    _, _, tensors = served
+    root = tmp_path / "bin"
+    root.mkdir()
+    torch.save(tensors, root / "pytorch_model.bin")
+    (root / "config.json").write_text(json.dumps(MISTRAL_CONFIG))
+    with hub_server.HubServer() as server:
+        server.add_revision(
+            "org/mistral-bin",
+            {"config.json": root / "config.json", "pytorch_model.bin": root / "pytorch_model.bin"},
+        )
+        hub_server.point_hub_at(monkeypatch, server, tmp_path / "home")
+        atlas = rotary_atlas("org/mistral-bin")
+        qk = [tensors[LAYER + f"self_attn.{p}_proj.weight"] for p in "qk"]
+        needed = sum(t.numel() * t.element_size() for t in qk)
+        assert needed <= server.bytes_sent <= needed + SLACK, (server.bytes_sent, needed)
+    assert atlas.shape == (1, 32, 64)
+    for name, heads in (("q", 32), ("k", 8)):  # rotate-half: plane i of a head is its rows i and i + 64
+        w = tensors[LAYER + f"self_attn.{name}_proj.weight"].double().reshape(heads, 2, 64, 4096)
+        expected = (w**2).sum((1, 3)).sqrt()
+        got = torch.as_tensor(getattr(atlas, f"{name}_norm")[0], dtype=torch.float64)
+        if name == "k":  # the atlas repeats each key head over its 4 query heads
+            got = got[::4]
+        torch.testing.assert_close(got, expected, rtol=1e-5, atol=0)

@@ -14,7 +14,12 @@ import numpy as np
 import pytest
 import torch
 
-from pos_geometry.errors import CheckpointFormatError, MissingTensorError, UnsafeCheckpointError
+from pos_geometry.errors import (
+    CheckpointFormatError,
+    InvalidArgumentError,
+    MissingTensorError,
+    UnsafeCheckpointError,
+)
 from pos_geometry.sources import torch_zip
 from pos_geometry.sources.byte_source import BytesSource, FileByteSource
 from pos_geometry.sources.tensor_record import tensor_from_bytes
@@ -73,6 +78,26 @@ def test_views_into_shared_storage_are_honoured(tmp_path: Path, write_torch_bin)
         assert torch.equal(out, expected) and out.shape == expected.shape and out.is_contiguous()
         if key in ("rows", "row", "scalar"):  # contiguous views read only their own bytes (+ a local header)
             assert src.bytes_read - before <= expected.numel() * 4 + 30 + 200
+
+
+@pytest.mark.parametrize("key", ["full", "rows", "cols", "t", "step"])
+def test_rows_of_a_view_read_only_their_bytes(tmp_path: Path, write_torch_bin, key: str) -> None:
+    """``rows=`` gives exactly ``tensor[start:stop]`` for any view, and a row-major view's rows
+    cost only their own bytes (one head of a fused projection, not the whole tensor)."""
+    base = torch.arange(64 * 48, dtype=torch.float32).reshape(64, 48)
+    views = {"full": base, "rows": base[10:40], "cols": base[:, 5:29], "t": base.t(), "step": base[::2, ::2]}
+    data = write_torch_bin(tmp_path / "v.pt", views).read_bytes()
+    expected = views[key]
+    for start, stop in [(0, 1), (3, 11), (expected.shape[0] - 5, expected.shape[0]), (4, 4)]:
+        src = BytesSource(data)
+        index = read_index(src)
+        before = src.bytes_read
+        out = read_tensor(src, index, key, rows=(start, stop))
+        assert torch.equal(out, expected[start:stop]) and out.shape == expected[start:stop].shape
+        if key in ("full", "rows"):
+            assert src.bytes_read - before <= (stop - start) * 48 * 4 + 30 + 200
+    with pytest.raises(InvalidArgumentError, match=r"rows \[5, 99\) are not within"):
+        read_tensor(BytesSource(data), read_index(BytesSource(data)), key, rows=(5, 99))
 
 
 def test_parameters_nested_dicts_and_prefix_from_file_stem(tmp_path: Path) -> None:
