@@ -78,6 +78,7 @@ def beside_shared(real_data_dir: Path, tmp_path: Path, monkeypatch: pytest.Monke
     monkeypatch.chdir(work)
     monkeypatch.setenv("POS_GEOMETRY_CACHE", str(tmp_path / "cache"))
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("COLUMNS", "200")  # rich tables unwrapped, as on a wide terminal
     return work
 
 

@@ -76,7 +76,9 @@ def test_stable_rank_is_compared_with_numpy_and_with_2_05(gpt2_wpe):
         "| GPT-2 small: positional stable rank | Song & Zhong (2023)" in md
         and f"| 2.05 | {oracle:.4f} |" in md
     )
-    assert "| 15 | 15 | screenot.adaptiveHardThresholding" in md or "| 15 | – | not measured: the authors'" in md
+    assert (
+        "| 15 | 15 | screenot.adaptiveHardThresholding" in md or "| 15 | – | not measured: the authors'" in md
+    )
 
 
 def test_without_the_folder_nothing_is_compared_and_nothing_fails(monkeypatch, tmp_path):
