@@ -113,7 +113,6 @@ def test_fit_overlay_follows_the_points_and_matches_the_fit() -> None:
     assert any(t.name.startswith("fitted helix") for t in plot_helix(pe, fit=True).data)
 
 
-@pytest.mark.slow
 def test_no_fitted_curve_unless_the_verdict_is_helix() -> None:
     # a random walk's top PCs are smooth sinusoids, but it is not a helix: its fit must not be drawn
     walk = np.cumsum(np.random.default_rng(3).normal(size=(256, 16)), axis=0)
