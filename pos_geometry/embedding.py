@@ -12,9 +12,10 @@ import dataclasses
 import io
 import json
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any, Literal
 
 import numpy as np
@@ -26,7 +27,7 @@ from pos_geometry._files import atomic_write
 from pos_geometry._version import __version__
 from pos_geometry.errors import CheckpointFormatError, InvalidArgumentError, NonFiniteError
 
-__all__ = ["Kind", "Provenance", "PositionalEmbedding", "TokenEmbedding", "KINDS"]
+__all__ = ["Kind", "Provenance", "PositionalEmbedding", "TokenEmbedding", "KINDS", "readable_name"]
 
 Kind = Literal["learned", "rotary", "sinusoidal", "hidden"]
 KINDS: tuple[str, ...] = ("learned", "rotary", "sinusoidal", "hidden")
@@ -49,6 +50,38 @@ def _freeze(value: Any) -> Any:
     if isinstance(value, list | tuple):
         return tuple(_freeze(v) for v in value)
     return value
+
+
+_TABLE_SUFFIXES = frozenset({".npy", ".npz", ".safetensors", ".bin", ".pt", ".pth", ".ckpt"})
+_GENERIC_STEM = re.compile(r"^(pytorch_model|model|weights|checkpoint)(-\d+-of-\d+)?$", re.IGNORECASE)
+_HF_SNAPSHOT = re.compile(r"(?:^|/)models--([^/]+)--([^/]+)/snapshots/[^/]+$")
+
+
+def readable_name(model_id: str) -> str:
+    """A name fit for a title: the model id itself, unless it is a local path.
+
+    A model-table name (``"gpt2"``) or hub repo id (``"EleutherAI/pythia-70m"``) is returned as is.
+    A local file gives its name without the suffix (``"../data/gpt2_small_wpe.npy"`` ->
+    ``"gpt2_small_wpe"``); a file with a generic name (``model.safetensors``,
+    ``pytorch_model-00001-of-00002.bin``) or a folder gives the folder's name; a Hugging Face cache
+    snapshot (``.../models--org--name/snapshots/<hash>``) gives ``"org/name"``.
+    """
+    text = model_id.replace("\\", "/")
+    path = PurePosixPath(text)
+    is_file = path.suffix.lower() in _TABLE_SUFFIXES
+    local = is_file or text.startswith(("/", ".", "~")) or (len(path.parts) > 2) or Path(model_id).exists()
+    if not local:
+        return model_id
+    if is_file and not _GENERIC_STEM.match(path.stem):
+        return path.stem
+    folder = path.parent if is_file else path
+    snapshot = _HF_SNAPSHOT.search(str(folder))
+    if snapshot:
+        return f"{snapshot[1]}/{snapshot[2]}"
+    name = (
+        folder.name if folder.name not in ("", ".", "..") else Path(str(folder)).expanduser().resolve().name
+    )
+    return name or model_id
 
 
 @dataclass(frozen=True)
@@ -116,6 +149,13 @@ class Provenance:
     def config_dict(self) -> dict[str, Any]:
         """The config fields as a plain dict."""
         return {k: v for k, v in self.config}
+
+    @property
+    def name(self) -> str:
+        """The model's name for titles and legends: :attr:`model_id`, or for a local file loaded without
+        a name, its file (or folder) name without the path (:func:`readable_name`); the path stays in
+        :attr:`source` and :attr:`model_id`."""
+        return readable_name(self.model_id)
 
     @property
     def label(self) -> str:

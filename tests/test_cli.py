@@ -70,10 +70,12 @@ def test_plot_writes_one_figure_per_model_and_a_grid(table_path: Path, tmp_path:
         assert float(turns[3]) > 0.99
     # each page is the helix of its own table: the title carries its variance of PC1–3
     ratio = PCA(3).fit(np.load(other).astype(np.float64)).explained_variance_ratio_.sum()
-    assert _html_title(out / "helix-2.html") == f"{other} · rows 0–255 · PC1–3: {100 * ratio:.1f}%"
+    # titled by the model's name (the file's), never its path; the path stays in the summary line
+    assert _html_title(out / "helix-2.html") == f"helix · rows 0–255 · PC1–3: {100 * ratio:.1f}%"
     assert "fitted helix" in (out / "helix-2.html").read_text(encoding="utf-8")
     grid = (out / "grid.html").read_text(encoding="utf-8")
     assert grid.count('"type":"scatter3d"') >= 2 and "scene2" in grid
+    assert str(tmp_path) not in grid and ".npy" not in grid  # subplot titles are names too
 
 
 def test_plot_device_auto_gives_the_same_numbers_as_cpu(table_path: Path, tmp_path: Path):
@@ -99,7 +101,8 @@ def test_plot_revision_reaches_the_title_and_file_name(tmp_path: Path):
     assert res.exit_code == 0, res.output
     assert _summary_lines(res.stdout)[0].startswith("pythia-70m@step1000: 2048×16 rotary, rows 0–255")
     title = _html_title(tmp_path / "pythia-70m_step1000.html")
-    assert title.startswith("pythia-70m @ step1000 · rows 0–255 · PC1–3: ")
+    assert title.startswith("pythia-70m @ step1000 (rotary table) · rows 0–255 · PC1–3: ")
+    assert "fitted helix" not in (tmp_path / "pythia-70m_step1000.html").read_text(encoding="utf-8")
     bad = runner.invoke(app, ["plot", "pythia-70m", "--revision", "step7", "--out", str(tmp_path)])
     assert bad.exit_code == 1
     assert "step7" in bad.stderr and "step4 or step8" in bad.stderr and "Traceback" not in bad.output

@@ -63,14 +63,22 @@ def test_stable_rank_is_compared_with_numpy_and_with_2_05(gpt2_wpe):
     assert by_quantity["GPT-2 small: top-3 variance share"].measured == pytest.approx(
         ev[:3].sum() / ev.sum(), rel=1e-6
     )
-    assert by_quantity["GPT-2 small: ScreeNOT rank"].measured is None
+    screenot = by_quantity["GPT-2 small: ScreeNOT rank"]
+    try:
+        import screenot as _  # noqa: F401 - the authors' package, an optional extra
+    except ImportError:
+        assert screenot.measured is None and "pos-geometry[screenot]" in screenot.how
+    else:  # their call on the same centred rows gives their published rank
+        assert screenot.measured == 15 == screenot.published.value and "k=20, strategy='i'" in screenot.how
     md = render_markdown([], [], [], out=REPO_ROOT, published=tuple(by_quantity.values()))
     assert "## Published vs measured" in md
     assert (
         "| GPT-2 small: positional stable rank | Song & Zhong (2023)" in md
         and f"| 2.05 | {oracle:.4f} |" in md
     )
-    assert "| 15 | – | not measured: pos_geometry does not implement ScreeNOT" in md
+    assert (
+        "| 15 | 15 | screenot.adaptiveHardThresholding" in md or "| 15 | – | not measured: the authors'" in md
+    )
 
 
 def test_without_the_folder_nothing_is_compared_and_nothing_fails(monkeypatch, tmp_path):

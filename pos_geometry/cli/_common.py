@@ -83,6 +83,18 @@ def out_dir(out: Path) -> Path:
     return out
 
 
+def figure_output(format: str, out: Path, *, create: bool = True) -> tuple[tuple[str, ...], Path]:
+    """``--format`` and ``--out`` of a command that writes figures, checked before any work: the
+    formats, a browser when a static one is asked for, and the folder (created unless ``create`` is
+    False, for commands that create it only when the first file is written)."""
+    from pos_geometry.plotting.export import find_browser
+
+    fmts = parse_formats(format)
+    if any(f != "html" for f in fmts):
+        find_browser()  # static formats need one: say so before any work is done
+    return fmts, out_dir(out) if create else check_out(out)
+
+
 def progress_bar() -> Progress:
     """A transient progress bar on stderr, shown only when stderr is a terminal."""
     console = err()

@@ -14,14 +14,12 @@ from pos_geometry.cli._common import (
     REVISION,
     WINDOW,
     analyze_all,
-    check_out,
+    figure_output,
     file_stems,
     finish,
     guard,
     load_all,
     out_console,
-    out_dir,
-    parse_formats,
     parse_layers,
     parse_window_text,
     progress,
@@ -47,16 +45,13 @@ def plot(
     """
 
     def run() -> None:
-        from pos_geometry.plotting.export import check_plotlyjs, find_browser, save_figure
+        from pos_geometry.plotting.export import check_plotlyjs, save_figure
         from pos_geometry.plotting.grid import plot_helix_grid
         from pos_geometry.plotting.helix3d import plot_helix
 
-        fmts = parse_formats(format)
         check_plotlyjs(plotlyjs)
         win = parse_window_text(window)
-        if any(f != "html" for f in fmts):
-            find_browser()  # static formats need one: say so before any work is done
-        folder = check_out(out)
+        fmts, folder = figure_output(format, out, create=False)
         loaded, failed = load_all(models, revision=revision, device=device, offline=offline)
         done, broken = analyze_all(loaded, win, ("helix",))
         failed += broken
@@ -70,9 +65,7 @@ def plot(
                         save_figure(view, folder / f"{stem}.{f}", format=f, plotlyjs=plotlyjs) for f in fmts
                     ]
                     advance(stem)
-                grid = plot_helix_grid(
-                    [a.pca for _, _, a in done], cols=min(3, len(done)), titles=[a.label for _, _, a in done]
-                )
+                grid = plot_helix_grid([a.pca for _, _, a in done], cols=min(3, len(done)))
                 written += [
                     save_figure(grid, folder / f"grid.{f}", format=f, plotlyjs=plotlyjs) for f in fmts
                 ]
@@ -109,15 +102,12 @@ def atlas(
     from pos_geometry.analysis.qk_atlas import qk_atlas
     from pos_geometry.analysis.rotary_atlas import RotaryAtlas
     from pos_geometry.plotting.atlas import plot_atlas_heatmap, plot_atlas_usage
-    from pos_geometry.plotting.export import find_browser, save_figure
+    from pos_geometry.plotting.export import save_figure
     from pos_geometry.plotting.position_qk import plot_position_qk_offsets, plot_position_qk_shares
 
     def run() -> None:
-        fmts = parse_formats(format)
         chosen = parse_layers(layers)
-        if any(f != "html" for f in fmts):
-            find_browser()
-        folder = out_dir(out)
+        fmts, folder = figure_output(format, out)
         results = []
         with progress("reading q/k weights", len(models)) as advance:
             for name in models:

@@ -11,10 +11,9 @@ import typer
 from pos_geometry.cli._common import (
     DEVICE,
     REVISION,
+    figure_output,
     guard,
     out_console,
-    out_dir,
-    parse_formats,
     parse_layers,
     progress_bar,
 )
@@ -84,14 +83,10 @@ def hidden(
         plot_hidden_trajectory,
         save_figure,
     )
-    from pos_geometry.plotting.export import find_browser
 
     def run() -> None:
-        fmts = parse_formats(format)
         chosen = parse_layers(layers)
-        if any(f != "html" for f in fmts):
-            find_browser()
-        folder = out_dir(out)
+        fmts, folder = figure_output(format, out)
         loaded = open_model(model, device=device, revision=revision).module
         common = {
             "seq_len": seq_len, "n_sequences": n_sequences, "batch_size": batch_size,

@@ -4,16 +4,18 @@ Every ``plot_*`` function returns a ``plotly.graph_objects.Figure`` and never sh
 importing this package changes no plotly setting. Titles say what was plotted: model and
 revision, the position window, and the variance share of the plotted components.
 :func:`save_figure` writes offline HTML or, through kaleido and a headless Chromium,
-PNG/SVG/PDF.
+PNG/SVG/PDF; in a notebook, :func:`use_static_fallback` adds a PNG to every displayed figure so
+it also shows on GitHub and nbviewer.
 """
 
 from pos_geometry.plotting.atlas import plot_atlas_head, plot_atlas_heatmap, plot_atlas_usage
 from pos_geometry.plotting.checkpoints import plot_checkpoints
 from pos_geometry.plotting.columns import plot_columns
-from pos_geometry.plotting.export import figure_to_html, find_browser, save_figure
+from pos_geometry.plotting.export import figure_to_html, figure_to_image, find_browser, save_figure
 from pos_geometry.plotting.grid import plot_helix_grid
 from pos_geometry.plotting.helix3d import block_means, plot_helix
 from pos_geometry.plotting.hidden import plot_attention_offsets, plot_hidden_metrics, plot_hidden_trajectory
+from pos_geometry.plotting.notebook import use_static_fallback
 from pos_geometry.plotting.position_qk import plot_position_qk_offsets, plot_position_qk_shares
 from pos_geometry.plotting.recurrence import plot_recurrence
 from pos_geometry.plotting.similarity import plot_similarity, plot_similarity_by_offset
@@ -25,6 +27,7 @@ from pos_geometry.plotting.variance import plot_explained_variance
 __all__ = [
     "block_means",
     "figure_to_html",
+    "figure_to_image",
     "find_browser",
     "plot_atlas_head",
     "plot_atlas_heatmap",
@@ -48,4 +51,5 @@ __all__ = [
     "plot_sweep_usage",
     "plot_token_positions",
     "save_figure",
+    "use_static_fallback",
 ]

@@ -1,8 +1,9 @@
 """Shared look and labels of every figure: titles, colours, dash styles, deterministic ids.
 
-A title always says what was plotted: the model and revision, the position window,
-and the share of variance the *plotted* components explain, e.g.
-``"gpt2 @ main · rows 1–1023 · PC1–3: 91.1%"``.
+A title always says what was plotted: the model and revision (a name, never a file path),
+what kind of table an analytic one is, the position window, and the share of variance the
+*plotted* components explain, e.g. ``"gpt2 @ main · rows 1–1023 · PC1–3: 91.1%"`` or
+``"pythia-70m @ main (rotary table) · rows 0–2047 · PC1–3: 29.1%"``.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ __all__ = [
     "base_layout",
     "components_label",
     "figure_id",
+    "kind_note",
     "model_label",
     "title_for",
     "variance_label",
@@ -48,11 +50,20 @@ FONT = {"family": "Helvetica, Arial, sans-serif", "size": 13}
 
 
 def model_label(prov: Provenance | None) -> str:
-    """``"gpt2 @ main"`` (revision omitted when unknown); ``"array"`` for bare arrays."""
+    """``"gpt2 @ main"`` (revision omitted when unknown); ``"array"`` for bare arrays. A local file
+    loaded without a name is named by its file, never its path (:attr:`Provenance.name`)."""
     if prov is None:
         return "array"
-    name = "array" if prov.model_id == "<array>" else prov.model_id
+    name = "array" if prov.model_id == "<array>" else prov.name
     return name if not prov.revision else f"{name} @ {prov.revision}"
+
+
+def kind_note(prov: Provenance | None) -> str:
+    """``" (rotary table)"`` for an analytic table whose name does not already say so, else ``""``:
+    a rotary or sinusoidal table is shown as what it is, not as a learned matrix."""
+    if prov is None or prov.kind not in ("rotary", "sinusoidal") or prov.kind in prov.name.lower():
+        return ""
+    return f" ({prov.kind} table)"
 
 
 def window_label(window: tuple[int, int]) -> str:
@@ -94,7 +105,7 @@ def title_for(
 ) -> str:
     """Join model, window and variance into one title: ``"gpt2 @ main · rows 1–1023 · PC1–3: 91.1%"``."""
     parts = [prefix] if prefix else []
-    parts.append(model_label(prov))
+    parts.append(model_label(prov) + kind_note(prov))
     if window is not None:
         parts.append(window_label(window))
     if ratios is not None and components is not None:

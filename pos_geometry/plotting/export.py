@@ -39,6 +39,7 @@ __all__ = [
     "PLOTLYJS_MODES",
     "STATIC_SIZE_META",
     "figure_to_html",
+    "figure_to_image",
     "find_browser",
     "save_figure",
     "write_plotlyjs",
@@ -276,8 +277,25 @@ def save_figure(
         if plotlyjs == "directory":
             write_plotlyjs(path.parent)
     else:
-        hint_w, hint_h = _static_size(fig)
-        w = int(width or fig.layout.width or hint_w or DEFAULT_WIDTH)
-        h = int(height or fig.layout.height or hint_h or DEFAULT_HEIGHT)
-        data = _render_static(fig, fmt, w, h, scale, find_browser(browser))
+        data = figure_to_image(fig, fmt, width=width, height=height, scale=scale, browser=browser)
     return atomic_write(path, data)
+
+
+def figure_to_image(
+    fig: go.Figure,
+    format: str = "png",
+    *,
+    width: int | None = None,
+    height: int | None = None,
+    scale: float = 1,
+    browser: str | os.PathLike[str] | None = None,
+) -> bytes:
+    """The bytes of ``fig`` as a static image (``format`` one of PNG/SVG/PDF/JPEG/WebP), rendered by
+    kaleido in the browser :func:`find_browser` finds; sizes as in :func:`save_figure`."""
+    fmt = _format_for(Path(f"figure.{format}"), format)
+    if fmt == "html":
+        raise InvalidArgumentError("figure_to_image makes static images; use figure_to_html for HTML.")
+    hint_w, hint_h = _static_size(fig)
+    w = int(width or fig.layout.width or hint_w or DEFAULT_WIDTH)
+    h = int(height or fig.layout.height or hint_h or DEFAULT_HEIGHT)
+    return _render_static(fig, fmt, w, h, scale, find_browser(browser))

@@ -20,7 +20,7 @@ from pos_geometry.errors import InvalidArgumentError
 from pos_geometry.plotting._data import as_numpy, check_components, pca_of, provenance_of, split_items
 from pos_geometry.plotting._style import POSITION_COLORSCALE, base_layout, components_label, title_for
 from pos_geometry.plotting.export import DEFAULT_WIDTH, LINKED_SCENES_META, STATIC_SIZE_META
-from pos_geometry.plotting.helix3d import DEFAULT_CAMERA, helix_traces, scene_axes
+from pos_geometry.plotting.helix3d import DEFAULT_CAMERA, GRID_CAMERA, helix_traces, scene_aspect, scene_axes
 
 __all__ = ["plot_helix_grid"]
 
@@ -94,9 +94,9 @@ def plot_helix_grid(
             fig.add_trace(tr, row=r + 1, col=c + 1)
         name = "scene" if i == 0 else f"scene{i + 1}"
         scenes.append(name)
-        scene: dict[str, Any] = {**scene_axes(res, comps), "aspectmode": "data"}
+        scene: dict[str, Any] = {**scene_axes(res, comps, small=True), **scene_aspect(res, comps)}
         if link_cameras:
-            scene["camera"] = DEFAULT_CAMERA
+            scene["camera"] = GRID_CAMERA if cols > 1 else DEFAULT_CAMERA  # one column: room for the default
         fig.update_layout({name: scene})
     fig.update_layout(
         base_layout(

@@ -27,9 +27,12 @@ from pos_geometry.plotting._style import (
     title_for,
 )
 
-__all__ = ["block_means", "helix_curve", "helix_traces", "plot_helix", "scene_axes"]
+__all__ = ["block_means", "helix_curve", "helix_traces", "plot_helix", "scene_aspect", "scene_axes"]
 
 DEFAULT_CAMERA = {"eye": {"x": 1.6, "y": 1.6, "z": 0.9}, "up": {"x": 0, "y": 0, "z": 1}}
+GRID_CAMERA = {"eye": {"x": 2.0, "y": 2.0, "z": 1.1}, "up": {"x": 0, "y": 0, "z": 1}}
+"""Farther out than :data:`DEFAULT_CAMERA`: a small scene draws its tick labels and axis titles
+outside the box, and WebGL clips whatever falls outside the scene's domain."""
 
 
 def helix_curve(fit: HelixFit, positions: Any) -> np.ndarray:
@@ -71,14 +74,28 @@ def block_means(x: Any, size: int = 32) -> tuple[np.ndarray, np.ndarray]:
     return means, centres
 
 
-def scene_axes(res: PCAResult, components: Sequence[int]) -> dict[str, Any]:
-    """Scene axis titles ``"PC1 (72.4%)"`` for the plotted components."""
+def scene_axes(res: PCAResult, components: Sequence[int], *, small: bool = False) -> dict[str, Any]:
+    """Scene axes for the plotted components: titles ``"PC1 (72.4%)"`` on all three axes; ``small``
+    (a scene in a grid) uses fewer ticks and smaller fonts so labels neither crowd nor get clipped."""
     ratios = as_numpy(res.explained_variance_ratio_)
     names = ("xaxis", "yaxis", "zaxis")
+    style: dict[str, Any] = {"nticks": 5, "tickfont": {"size": 11}} if small else {"nticks": 7}
+    font = {"size": 12} if small else {}
     return {
-        ax: {"title": {"text": f"PC{c + 1} ({100 * ratios[c]:.1f}%)"}}
+        ax: {"title": {"text": f"PC{c + 1} ({100 * ratios[c]:.1f}%)", "font": font}, **style}
         for ax, c in zip(names, components, strict=True)
     }
+
+
+def scene_aspect(res: PCAResult, components: Sequence[int], *, floor: float = 0.4) -> dict[str, Any]:
+    """The box's proportions: each axis as long as its data range relative to the longest (true
+    geometry, like ``aspectmode="data"``), but never shorter than ``floor``, so a flat trajectory does
+    not inflate the other two axes out of the scene (plotly's ``"data"`` keeps the volume, not the
+    longest side, and a flat table's box then spills over its domain)."""
+    xyz = as_numpy(res.coordinates)[:, list(components)]
+    span = np.ptp(xyz, axis=0) if xyz.shape[0] else np.ones(3)
+    ratio = np.maximum(span / max(float(span.max()), np.finfo(np.float64).tiny), floor)
+    return {"aspectmode": "manual", "aspectratio": dict(zip("xyz", (float(r) for r in ratio), strict=True))}
 
 
 def helix_traces(
@@ -243,7 +260,7 @@ def plot_helix(
     auto = title_for(provenance_of(res), tuple(res.window), as_numpy(res.explained_variance_ratio_), comps)
     layout = base_layout(
         title if title is not None else auto,
-        scene={**scene_axes(res, comps), "aspectmode": "data", "camera": DEFAULT_CAMERA},
+        scene={**scene_axes(res, comps), **scene_aspect(res, comps), "camera": DEFAULT_CAMERA},
         legend={"x": 0.0, "y": 0.0, "xanchor": "left", "yanchor": "bottom"},
         margin={"l": 0, "r": 0, "t": 60, "b": 0},
     )

@@ -1,9 +1,11 @@
 """Power spectra of the periodicity analysis, with the significant periods marked.
 
-Series (from :func:`~pos_geometry.analysis.periodicity.periodicity`): ``"mean_similarity"``
-(the mean-similarity-by-offset curve) and ``"PC1"``, ``"PC2"``... (the PCA coordinates).
-Each is the normalised tapered power against period (positions, log axis). Every peak with
-a permutation p-value ≤ ``alpha`` gets a marker and a label ``"PC1: P=601.7 p=0.005"``.
+Series (from :func:`~pos_geometry.analysis.periodicity.periodicity`): the mean-similarity-by-offset
+curve and ``"PC1"``, ``"PC2"``... (the PCA coordinates). Each is the normalised tapered power
+against period (positions, log axis), drawn over the range of periods that carry power. Every peak
+with a p-value ≤ ``alpha`` gets a marker in its series' colour and one legend entry
+``"PC1 peak: period 530.3 ± 2.1, p = 0.005"``: labels live in the legend, so close peaks never
+crowd each other or cross arrows.
 """
 
 from __future__ import annotations
@@ -19,14 +21,24 @@ from pos_geometry.errors import InvalidArgumentError
 from pos_geometry.plotting._data import as_numpy, periodicity_of
 from pos_geometry.plotting._style import base_layout, title_for
 
-__all__ = ["peak_label", "plot_spectrum"]
+__all__ = ["log_ticks", "peak_label", "period_range", "plot_spectrum", "series_label"]
 
 _SERIES_LABEL = {"mean_similarity": "mean similarity by offset"}
+_COLORS = ("#636efa", "#ef553b", "#00cc96", "#ab63fa", "#ffa15a", "#19d3f3", "#ff6692", "#b6e880")
+_SYMBOLS = ("circle", "square", "diamond", "triangle-up", "cross", "star", "x", "pentagon")
+_VISIBLE = 0.005
+"""Power below this share of the tallest drawn curve is not worth axis room."""
+
+
+def series_label(series: str) -> str:
+    """A series in words: ``"mean_similarity"`` -> ``"mean similarity by offset"``; ``"PC1"`` stays."""
+    return _SERIES_LABEL.get(series, series)
 
 
 def peak_label(peak: PeriodPeak) -> str:
-    """``"P=520.9 p=0.005"``: a peak's period (positions) and permutation p-value."""
-    return f"P={peak.period:.1f} p={peak.p_value:.3g}"
+    """``"period 520.9 ± 2.1, p = 0.005"``: a peak's period (positions), its standard error and p-value."""
+    spread = f" ± {peak.period_std:.2g}" if np.isfinite(peak.period_std) and peak.period_std > 0 else ""
+    return f"period {peak.period:.1f}{spread}, p = {peak.p_value:.3g}"
 
 
 def _series(res: PeriodicityResult) -> dict[str, tuple[np.ndarray, np.ndarray]]:
@@ -36,6 +48,35 @@ def _series(res: PeriodicityResult) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     for i in range(pc_power.shape[0]):
         out[f"PC{i + 1}"] = (pc_periods, pc_power[i])
     return out
+
+
+def period_range(
+    curves: Sequence[tuple[np.ndarray, np.ndarray]], marks: Sequence[float], longest: float
+) -> tuple[float, float]:
+    """The periods to show ``(lo, hi)``: every period up to ``longest`` (the window's length) where a
+    curve holds at least ``_VISIBLE`` of the tallest curve's power, and every marked period, with a
+    small margin on the log axis."""
+    top = max(float(np.max(power)) for _, power in curves)
+    every = [float(p) for periods, _ in curves for p in periods if p <= longest]
+    shown = [
+        float(p)
+        for periods, power in curves
+        for p in periods[(power >= _VISIBLE * top) & (periods <= longest)]
+    ]
+    shown += [float(m) for m in marks]
+    lo, hi = min(shown or every), max(shown or every)
+    lo, hi = max(min(every), lo / 1.25), min(longest, max(hi * 1.25, lo * 4))
+    return lo, hi
+
+
+def log_ticks(lo: float, hi: float) -> list[float]:
+    """Round periods (1, 2, 3, 5 times a power of ten) inside ``[lo, hi]``, for a readable log axis."""
+    ticks = [
+        m * 10.0**e
+        for e in range(int(np.floor(np.log10(lo))), int(np.ceil(np.log10(hi))) + 1)
+        for m in (1, 2, 3, 5)
+    ]
+    return [t for t in ticks if lo <= t <= hi]
 
 
 def plot_spectrum(
@@ -57,8 +98,10 @@ def plot_spectrum(
         title: replaces ``"Spectra · model @ rev · rows a–b · α=0.01"``.
 
     Returns:
-        a ``Figure``: one ``Scatter`` line per series (x = period, log scale; y = share of power),
-        one marker trace of significant peaks, and one annotation ``"series: P=… p=…"`` per significant peak.
+        a ``Figure``: one ``Scatter`` line per series (x = period, log scale, limited to the periods
+        that carry power; y = share of power), then one marker trace per significant peak in its
+        series' colour, named ``"<series> peak: period … ± …, p = …"`` (the label is the legend
+        entry: no annotations), then optionally one trace of the insignificant peaks.
     """
     res = periodicity_of(x, window=window, **periodicity_kwargs)
     available = _series(res)
@@ -67,66 +110,71 @@ def plot_spectrum(
     if unknown or not wanted:
         raise InvalidArgumentError(f"series must be among {list(available)}; got {series!r}.")
     fig = go.Figure()
+    color = {name: _COLORS[list(available).index(name) % len(_COLORS)] for name in wanted}
     for name in wanted:
         periods, power = available[name]
+        label = series_label(name)
         fig.add_trace(
             go.Scatter(
                 x=periods,
                 y=power,
                 mode="lines",
-                name=_SERIES_LABEL.get(name, name),
-                hovertemplate=f"{name}<br>period %{{x:.1f}}<br>power %{{y:.4f}}<extra></extra>",
+                name=label,
+                line={"color": color[name]},
+                hovertemplate=f"{label}<br>period %{{x:.1f}}<br>power %{{y:.4f}}<extra></extra>",
             )
         )
     peaks = [p for p in res.peaks if p.series in wanted]
-    for significant in (True, False) if show_insignificant else (True,):
-        chosen = [p for p in peaks if p.significant == significant]
-        if not chosen:
-            continue
+    significant = sorted(
+        (p for p in peaks if p.significant), key=lambda p: (wanted.index(p.series), p.period)
+    )
+    for i, p in enumerate(significant):
+        label = f"{series_label(p.series)} peak: {peak_label(p)}"
         fig.add_trace(
             go.Scatter(
-                x=[p.period for p in chosen],
-                y=[p.power_fraction for p in chosen],
+                x=[p.period],
+                y=[p.power_fraction],
                 mode="markers",
-                name=f"significant (p ≤ {res.alpha:g})" if significant else "not significant",
+                name=label,
+                legendgroup="peaks",
+                legendgrouptitle={"text": f"significant (p ≤ {res.alpha:g})"} if i == 0 else None,
                 marker={
-                    "size": 10,
-                    "symbol": "circle" if significant else "circle-open",
-                    "color": "black" if significant else "grey",
+                    "size": 11,
+                    "symbol": _SYMBOLS[i % len(_SYMBOLS)],
+                    "color": color[p.series],
+                    "line": {"color": "black", "width": 1.5},
                 },
-                customdata=[[p.series, p.p_value] for p in chosen],
+                hovertemplate=label + "<extra></extra>",
+            )
+        )
+    hollow = [p for p in peaks if not p.significant] if show_insignificant else []
+    if hollow:
+        fig.add_trace(
+            go.Scatter(
+                x=[p.period for p in hollow],
+                y=[p.power_fraction for p in hollow],
+                mode="markers",
+                name="not significant",
+                marker={"size": 9, "symbol": "circle-open", "color": "grey"},
+                customdata=[[series_label(p.series), p.p_value] for p in hollow],
                 hovertemplate="%{customdata[0]}: period %{x:.1f}, p = %{customdata[1]:.3g}<extra></extra>",
             )
         )
-    mid = 0.5 * (np.log10(2) + np.log10(res.n_positions))
-    top = max(float(np.max(available[name][1])) for name in wanted)
-    significant_peaks = [q for q in peaks if q.significant]
-    for i, p in enumerate(significant_peaks):  # labels stacked above the curves so close peaks don't collide
-        fig.add_annotation(
-            x=np.log10(p.period),
-            y=p.power_fraction,
-            text=f"{p.series}: {peak_label(p)}",
-            showarrow=True,
-            arrowhead=2,
-            ax=-140 if np.log10(p.period) > mid else 140,
-            ay=top * (1.08 + 0.09 * i),
-            ayref="y",
-            bgcolor="rgba(255,255,255,0.8)",
-        )
+    curves = [available[name] for name in wanted]
+    top = max(float(np.max(power)) for _, power in curves)
+    lo, hi = period_range(curves, [p.period for p in [*significant, *hollow]], float(res.n_positions))
     auto = title_for(res.provenance, tuple(res.window), prefix="Spectra") + f" · α={res.alpha:g}"
     fig.update_layout(
         base_layout(
             title if title is not None else auto,
             xaxis={
-                "title": {"text": "period (positions)"},
+                "title": {"text": "period (positions, log scale)"},
                 "type": "log",
-                "range": [np.log10(2), np.log10(res.n_positions)],
+                "range": [float(np.log10(lo)), float(np.log10(hi))],
+                "tickvals": log_ticks(lo, hi),
             },
-            yaxis={
-                "title": {"text": "share of power"},
-                "range": [0, top * (1.12 + 0.09 * len(significant_peaks))],
-            },
-            legend={"x": 0.01, "y": 0.99, "xanchor": "left", "yanchor": "top"},
+            yaxis={"title": {"text": "share of power"}, "range": [0, top * 1.08], "rangemode": "tozero"},
+            legend={"tracegroupgap": 12},
         )
     )
     return fig

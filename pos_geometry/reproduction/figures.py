@@ -16,6 +16,7 @@ import plotly.graph_objects as go
 from pos_geometry.analysis.pca import PCAResult
 from pos_geometry.analysis.pipeline import Analysis
 from pos_geometry.embedding import PositionalEmbedding, TokenEmbedding
+from pos_geometry.plotting._style import model_label
 from pos_geometry.plotting.columns import plot_columns
 from pos_geometry.plotting.grid import plot_helix_grid
 from pos_geometry.plotting.helix3d import block_means, plot_helix
@@ -101,7 +102,6 @@ def blog_figures(
             plot_helix_grid(
                 [a.pca for a in found],
                 cols=min(3, len(found)),
-                titles=[a.label for a in found],
                 title="The GPT-2 family's positional tables in PC1–3",
             ),
             f"{len(found)} of the nine GPT-2s (four OpenAI sizes, five Stanford CRFM replicas), one scene each, "
@@ -109,7 +109,10 @@ def blog_figures(
         )
     compared = [*([gpt2[1]] if gpt2 is not None else []), *learned, *rotary, *reference]
     if compared:
-        labels = [f"{a.label} ({a.provenance.kind}, {a.n_positions}×{a.d_model})" for a in compared]
+        labels = [
+            f"{model_label(a.provenance)} ({a.provenance.kind}, {a.n_positions}×{a.d_model})"
+            for a in compared
+        ]
         figs["explained_variance"] = (
             plot_explained_variance(
                 [a.pca for a in compared], labels=labels, title="Cumulative explained variance"
@@ -133,7 +136,6 @@ def blog_figures(
             plot_helix_grid(
                 [a.pca for a in rotary],
                 cols=len(rotary),
-                titles=[f"{a.label}: rotary table" for a in rotary],
                 title="Rotary models have no learned positional matrix: their exact rotary tables",
             ),
             "Pythia and Mistral shown as what they are: the cos/sin tables of their rotary embeddings, built from "

@@ -9,6 +9,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import torch
+
 from pos_geometry.analysis.pca import PCAResult, pca
 from pos_geometry.embedding import PositionalEmbedding
 from pos_geometry.reference import PublishedValue, published_value
@@ -47,7 +49,10 @@ def published_vs_measured(
     * the post's top-3 variance share: exact PCA over the rows it names (all 1024), centred over positions;
     * Song & Zhong's layer-0 positional stable rank ``Σ s_j² / s_1²``: of the rows they used (1..511),
       centred over positions (their ``pos`` at layer 0 is that table up to sampling noise);
-    * their ScreeNOT rank: not measured (pos_geometry does not implement ScreeNOT).
+    * their ScreeNOT rank: the rank the authors' own package (``screenot``, Donoho, Gavish & Romanov;
+      the optional extra ``pos-geometry[screenot]``) returns for the same centred rows with Song & Zhong's
+      call ``adaptiveHardThresholding(pos, k=20, strategy="i")``; not measured when it is not installed
+      (ScreeNOT is not re-implemented here).
     Reference files that are absent (an installed package without its checkout) give no rows.
     ``fits``: exact PCAs of ``gpt2`` already made (centred over positions); one whose window is the one
     needed is reused instead of decomposing the table again.
@@ -81,6 +86,34 @@ def published_vs_measured(
             out.append(Comparison("GPT-2 small: positional stable rank", srank, float(value), how))
     screenot = published_value("song_zhong_2023", "gpt2_pos_screenot_rank_layer0")
     if screenot is not None:
-        how = "not measured: pos_geometry does not implement ScreeNOT (Donoho, Gavish & Romanov)"
-        out.append(Comparison("GPT-2 small: ScreeNOT rank", screenot, None, how))
+        out.append(_screenot(gpt2, screenot, missing))
     return tuple(out)
+
+
+SCREENOT_K, SCREENOT_STRATEGY = 20, "i"
+"""Song & Zhong's call: ``adaptiveHardThresholding(pos, k=20, strategy='i')`` (src/utils/metrics.py)."""
+
+
+def _screenot(gpt2: PositionalEmbedding | None, published: PublishedValue, missing: str) -> Comparison:
+    """The ScreeNOT rank of the centred rows Song & Zhong used, from the authors' package."""
+    quantity = "GPT-2 small: ScreeNOT rank"
+    if gpt2 is None:
+        return Comparison(quantity, published, None, missing)
+    try:
+        from screenot import adaptiveHardThresholding
+    except ImportError:
+        how = (
+            "not measured: the authors' ScreeNOT package is not installed (pip install 'pos-geometry[screenot]'); "
+            "it is not re-implemented here"
+        )
+        return Comparison(quantity, published, None, how)
+    start, stop = published.rows or (1, 512)
+    rows = gpt2.matrix[start:stop].detach().to("cpu", torch.float64).numpy()
+    _, threshold, rank = adaptiveHardThresholding(
+        rows - rows.mean(axis=0), SCREENOT_K, strategy=SCREENOT_STRATEGY
+    )
+    how = (
+        f"screenot.adaptiveHardThresholding(rows {start}..{stop - 1} centred over positions, k={SCREENOT_K}, "
+        f"strategy='{SCREENOT_STRATEGY}') (the authors' package): threshold {float(threshold):.4g}"
+    )
+    return Comparison(quantity, published, float(rank), how)

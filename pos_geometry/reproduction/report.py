@@ -65,7 +65,13 @@ def _published(published: Sequence[Comparison]) -> list[str]:
     for c in published:
         p = c.published
         value = f"~{p.value:g}" if p.approximate else f"{p.value:g}"
-        measured = f"{c.measured:.4f}" if c.measured is not None else "–"
+        measured = (
+            "–"
+            if c.measured is None
+            else f"{c.measured:g}"
+            if float(c.measured).is_integer()
+            else f"{c.measured:.4f}"
+        )
         where = f"{p.where} ({p.verified})" if p.verified else p.where
         lines.append(
             f"| {c.quantity} | {_cell(p.source)} | {value} | {measured} | {_cell(c.how)} | {_cell(where)} |"

@@ -117,3 +117,25 @@ def test_load_rejects_foreign_file(tmp_path):
     np.savez(f, something=np.zeros(3))
     with pytest.raises(CheckpointFormatError, match="not a pos_geometry embedding file"):
         PositionalEmbedding.load(f)
+
+
+@pytest.mark.parametrize(
+    ("model_id", "name"),
+    [
+        ("gpt2", "gpt2"),
+        ("EleutherAI/pythia-70m", "EleutherAI/pythia-70m"),  # a hub repo id stays whole
+        ("../shared/data/real/gpt2_small_wpe.npy", "gpt2_small_wpe"),
+        ("helix.npy", "helix"),
+        ("/models/my-gpt/model.safetensors", "my-gpt"),  # a generic file name: its folder
+        ("/models/my-gpt/pytorch_model-00001-of-00002.bin", "my-gpt"),
+        ("/models/my-gpt", "my-gpt"),
+        ("/hf/hub/models--openai-community--gpt2/snapshots/0123abc", "openai-community/gpt2"),
+        ("C:\\tables\\wpe.npy", "wpe"),
+    ],
+)
+def test_readable_name_is_a_name_not_a_path(model_id: str, name: str) -> None:
+    from pos_geometry.embedding import readable_name
+
+    assert readable_name(model_id) == name
+    prov = Provenance(model_id, "learned", model_id)
+    assert prov.name == name and prov.model_id == model_id  # the path stays in the provenance

@@ -113,6 +113,42 @@ def test_fit_overlay_follows_the_points_and_matches_the_fit() -> None:
     assert any(t.name.startswith("fitted helix") for t in plot_helix(pe, fit=True).data)
 
 
+def test_no_fitted_curve_unless_the_verdict_is_helix() -> None:
+    # a random walk's top PCs are smooth sinusoids, but it is not a helix: its fit must not be drawn
+    walk = np.cumsum(np.random.default_rng(3).normal(size=(256, 16)), axis=0)
+    res = pca(embedding(walk), n_components=3)
+    fit = fit_helix(res, n_surrogates=19, alpha=0.05)
+    assert fit.verdict != "helix"
+    fig = plot_helix(res, fit=fit)
+    assert not [t for t in fig.data if "fitted" in (t.name or "")]
+    assert [t.name for t in fig.data] == ["positions", "consecutive positions"]
+
+
+def test_titles_name_the_model_never_its_path(tmp_path: Path) -> None:
+    from pos_geometry import load
+
+    path = tmp_path / "nested" / "my_table.npy"
+    path.parent.mkdir()
+    np.save(path, synthetic_helix())
+    pe = load(str(path))
+    assert pe.provenance.model_id == str(path) and str(path) in pe.provenance.source  # provenance keeps it
+    title = plot_helix(pe).layout.title.text
+    assert title.startswith("my_table · rows 0–255 · PC1–3: ") and str(tmp_path) not in title
+    named = load(str(path), model_id="gpt2-copy")
+    assert plot_helix(named).layout.title.text.startswith("gpt2-copy · rows 0–255")
+
+
+def test_rotary_table_is_titled_as_one_and_gets_no_helix() -> None:
+    from pos_geometry import analyze, load
+
+    rope = load("pythia-70m", n_positions=256)
+    a = analyze(rope, analyses=("helix",))
+    assert a.helix is None and "rotary" in a.notes["helix"]  # analytic tables get no helix fit
+    fig = plot_helix(a.pca, fit=a.helix)
+    assert fig.layout.title.text.startswith("pythia-70m @ main (rotary table) · rows 0–255")
+    assert [t.name for t in fig.data] == ["positions", "consecutive positions"]
+
+
 def test_extra_points_are_projected_into_the_full_table_basis() -> None:
     x = synthetic_helix()
     means, centres = block_means(x, 32)

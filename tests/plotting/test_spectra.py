@@ -9,6 +9,10 @@ from pos_geometry.errors import InvalidArgumentError
 from pos_geometry.plotting.spectra import peak_label, plot_spectrum
 
 
+def _peak_marks(fig):
+    return [t for t in fig.data if t.mode == "markers" and t.legendgroup == "peaks"]
+
+
 def test_spectra_and_significant_peaks(periodic_result) -> None:
     res = periodic_result
     fig = plot_spectrum(res)
@@ -21,17 +25,42 @@ def test_spectra_and_significant_peaks(periodic_result) -> None:
     significant = [p for p in res.peaks if p.significant]
     assert significant, "the synthetic period-32 table must have significant peaks"
     assert all(abs(p.period - 32) < 0.5 for p in significant)
-    (marks,) = [t for t in fig.data if t.mode == "markers"]
-    np.testing.assert_allclose(marks.x, [p.period for p in significant])
-    np.testing.assert_allclose(marks.y, [p.power_fraction for p in significant])
-    texts = [a.text for a in fig.layout.annotations]
-    assert texts == [f"{p.series}: P={p.period:.1f} p={p.p_value:.3g}" for p in significant]
-    assert all("P=32.0" in t for t in texts)
-    # annotations on a log axis are placed at log10(period)
-    np.testing.assert_allclose(
-        [a.x for a in fig.layout.annotations], np.log10([p.period for p in significant])
+    marks = _peak_marks(fig)
+    assert sorted((t.x[0], t.y[0]) for t in marks) == sorted(
+        (p.period, p.power_fraction) for p in significant
     )
+    # each peak is labelled once, in the legend, in words, in its series' colour: no arrows to cross
+    assert fig.layout.annotations == ()
+    colour = {t.name: t.line.color for t in lines}
+    for t in marks:
+        series, _, rest = t.name.partition(" peak: ")
+        assert series in colour and t.marker.color == colour[series]
+        assert rest.startswith("period 32.0") and ", p = " in rest
+    assert len({t.marker.symbol for t in marks}) == len(marks)
     assert fig.layout.title.text == "Spectra · toy-periodic @ v1 · rows 0–159 · α=0.05"
+
+
+def test_no_internal_key_anywhere(periodic_result) -> None:
+    fig = plot_spectrum(periodic_result, show_insignificant=True)
+    assert "mean_similarity" not in fig.to_json()
+
+
+def test_period_axis_fits_the_data(periodic_result) -> None:
+    res = periodic_result
+    fig = plot_spectrum(res)
+    lo, hi = (10**v for v in fig.layout.xaxis.range)
+    lo, hi = lo * (1 - 1e-9), hi * (1 + 1e-9)  # the log10 round trip
+    # never beyond the window, and every period holding ≥ 0.5% of the tallest curve's power is shown
+    assert hi <= res.n_positions * (1 + 1e-8)
+    curves = [(res.offset_periods.numpy(), res.offset_spectrum.numpy())]
+    curves += [(res.pc_periods.numpy(), row) for row in res.pc_spectrum.numpy()]
+    top = max(power.max() for _, power in curves)
+    carrying = np.concatenate(
+        [periods[(power >= 0.005 * top) & (periods <= res.n_positions)] for periods, power in curves]
+    )
+    assert lo <= carrying.min() and carrying.max() <= hi
+    assert lo >= carrying.min() / 1.3  # no empty decade below the data
+    assert all(lo <= v <= hi for v in fig.layout.xaxis.tickvals)
 
 
 def test_series_selection_and_insignificant_peaks(periodic_result) -> None:
@@ -39,13 +68,13 @@ def test_series_selection_and_insignificant_peaks(periodic_result) -> None:
     assert [t.name for t in fig.data if t.mode == "lines"] == ["PC3"]
     pc3 = [p for p in periodic_result.peaks if p.series == "PC3"]
     assert pc3 and not any(p.significant for p in pc3)  # PC3 is noise
-    (hollow,) = [t for t in fig.data if t.mode == "markers"]
+    (hollow,) = [t for t in fig.data if t.mode == "markers"]  # PC3 has no significant peak
     assert hollow.name == "not significant" and len(hollow.x) == len(pc3)
     assert fig.layout.annotations == ()
 
 
 def test_peak_label_and_errors(periodic_result) -> None:
-    assert peak_label(periodic_result.peaks[0]).startswith("P=32.0 p=")
+    assert peak_label(periodic_result.peaks[0]).startswith("period 32.0")
     with pytest.raises(InvalidArgumentError, match="series must be among"):
         plot_spectrum(periodic_result, series="PC9")
 
@@ -54,5 +83,10 @@ def test_gpt2_period_is_marked(gpt2_wpe) -> None:
     # PC1 and PC2 of GPT-2's whole table turn with a period of 530–572 positions, above the red-noise
     # background fitted to each series: with 19 surrogates both reach the smallest p (0.05).
     fig = plot_spectrum(gpt2_wpe, series=["PC1", "PC2"], n_surrogates=19, alpha=0.05)
-    texts = [a.text for a in fig.layout.annotations]
-    assert texts and all(t.startswith(("PC1: P=", "PC2: P=")) and "p=0.05" in t for t in texts)
+    names = [t.name for t in _peak_marks(fig)]
+    assert names and all(
+        n.startswith(("PC1 peak: period 5", "PC2 peak: period 5")) and "p = 0.05" in n for n in names
+    )
+    # the axis spans the helix's periods (hundreds of positions), not the empty range down to 2
+    lo, hi = (10**v for v in fig.layout.xaxis.range)
+    assert 100 < lo < 400 and hi <= 1024 * (1 + 1e-9)

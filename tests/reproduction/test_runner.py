@@ -95,6 +95,13 @@ def test_report_files(run):
         assert len(text) < 2_000_000
         assert (f.files[0].parent / "plotly.min.js").stat().st_size > 1_000_000
         assert f"figures/{f.stem}.html" in md
+        # titles, subplot titles and legends name models, never the file they were read from
+        texts = re.findall(r'"(?:text|name)":"((?:[^"\\]|\\.)*)"', text)
+        assert texts and not [t for t in texts if ".npy" in t or str(result.out.parent) in t], f.stem
+    pages = {f.stem: f.files[0].read_text() for f in result.figures}
+    # a fitted curve only where the verdict supports one: GPT-2's helix, never the rotary tables
+    assert '"name":"fitted helix (helix' in pages["gpt2_helix"]
+    assert "fitted helix" not in pages["rotary_tables"] and "(rotary table)" in pages["rotary_tables"]
     assert not list(result.out.rglob(".*tmp"))  # nothing half-written
     summary = result.summary_text()
     assert "variance_3d" in summary and "fetch gpt2-xl" in summary
