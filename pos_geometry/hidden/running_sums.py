@@ -1,7 +1,7 @@
 """Streamed sums behind the decomposition ``h[c, t] = μ + pos[t] + ctx[c] + resid[c, t]``.
 
 For one layer, hidden states arrive a batch of contexts at a time, ``(batch, seq_len, d_model)``.
-:class:`PositionSums` keeps, in float64 on the states' device,
+:class:`PositionSums` keeps, in float64 on the states' device (the CPU for MPS, which has no float64),
 
 * ``shift``: the first context's mean over positions ``(d_model,)`` (a reference subtracted before
   summing, so the sums stay small and the final subtractions lose no precision even when the
@@ -29,10 +29,15 @@ from dataclasses import dataclass
 
 import torch
 
-__all__ = ["PositionSums", "Decomposition"]
+__all__ = ["PositionSums", "Decomposition", "accumulator_device"]
 
 _CHUNK = 1 << 20
 """Values (8 MiB in float64) converted at a time: whole batches of short contexts, one long context."""
+
+
+def accumulator_device(device: torch.device) -> torch.device:
+    """Where float64 sums of states on ``device`` are kept: that device, except MPS (no float64) -> CPU."""
+    return torch.device("cpu") if device.type == "mps" else device
 
 
 @dataclass(frozen=True, eq=False)
@@ -72,14 +77,15 @@ class PositionSums:
         """Fold in ``hidden`` ``(batch, seq_len, d_model)`` (any float dtype, any device)."""
         hidden = hidden.detach()
         b, t, d = hidden.shape
+        acc = accumulator_device(hidden.device)
         if self.shift is None:
-            self.shift = hidden[0].to(torch.float64).mean(dim=0)
-            zeros = lambda *shape: torch.zeros(*shape, dtype=torch.float64, device=hidden.device)  # noqa: E731
+            self.shift = hidden[0].to(acc, torch.float64).mean(dim=0)
+            zeros = lambda *shape: torch.zeros(*shape, dtype=torch.float64, device=acc)  # noqa: E731
             self.s1, self.sq, self.m_sum, self.mm = zeros(t, d), zeros(t), zeros(d), zeros(d, d)
-        means = torch.empty(b, d, dtype=torch.float64, device=hidden.device)
+        means = torch.empty(b, d, dtype=torch.float64, device=acc)
         step = max(1, _CHUNK // (t * d))
         for i in range(0, b, step):  # a few contexts at a time: the float64 copy stays near _CHUNK values
-            x = hidden[i : i + step].to(torch.float64).sub_(self.shift)
+            x = hidden[i : i + step].to(acc, torch.float64).sub_(self.shift)
             self.s1 += x.sum(dim=0)
             self.sq += torch.linalg.vector_norm(x, dim=2).square_().sum(dim=0)
             torch.mean(x, dim=1, out=means[i : i + step])
