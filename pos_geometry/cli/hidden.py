@@ -52,7 +52,9 @@ def hidden(
     n_sequences: int | None = typer.Option(
         None, "--n-sequences", help="Contexts to read (random default: 64)."
     ),
-    batch_size: int = typer.Option(8, "--batch-size", help="Contexts per forward pass."),
+    batch_size: int | None = typer.Option(
+        None, "--batch-size", help="Contexts per forward pass (default: 2048 tokens per pass on a CPU)."
+    ),
     random_state: int = typer.Option(0, "--random-state", help="Seed of the random-token default."),
     attention: bool = typer.Option(
         True, "--attention/--no-attention", help="Also measure attention by offset."
@@ -71,12 +73,12 @@ def hidden(
 
     Writes ``metrics.json`` (the full result, provenance included) and ``metrics.csv`` (one row per
     layer), ``attention.json``, and the figures ``metrics``, ``trajectory`` (3D, one slider step
-    per layer), ``attention_logit`` and ``attention_probability``. The attention pass covers blocks
-    ``0..n_layers-1`` of the chosen layers.
+    per layer), ``attention_logit`` and ``attention_probability``. One forward pass reads both: the
+    hidden states, and the attention of the blocks among the chosen layers (layer i < n_layers is
+    block i's input).
     """
     from pos_geometry._files import atomic_write
-    from pos_geometry.hidden import attention_by_offset, hidden_positions
-    from pos_geometry.hidden.model import open_model
+    from pos_geometry.hidden import hidden_positions
     from pos_geometry.plotting import (
         plot_attention_offsets,
         plot_hidden_metrics,
@@ -87,21 +89,14 @@ def hidden(
     def run() -> None:
         chosen = parse_layers(layers)
         fmts, folder = figure_output(format, out)
-        loaded = open_model(model, device=device, revision=revision).module
-        common = {
-            "seq_len": seq_len, "n_sequences": n_sequences, "batch_size": batch_size,
-            "random_state": random_state, "revision": revision,
-        }  # fmt: skip
         with progress_bar() as bar:
-            task = bar.add_task("hidden states", total=None)
-            update = lambda done, total: bar.update(task, completed=done, total=total)  # noqa: E731
-            result = hidden_positions(loaded, corpus, layers=chosen, progress=update, **common)
-            att = None
-            if attention:
-                blocks = [i for i in result.layers if i < int(result.provenance.config_dict["n_layers"])]
-                if blocks:
-                    bar.update(task, description="attention by offset", completed=0)
-                    att = attention_by_offset(loaded, corpus, layers=blocks, progress=update, **common)
+            task = bar.add_task("hidden states" + (" and attention" if attention else ""), total=None)
+            result = hidden_positions(
+                model, corpus, layers=chosen, batch_size=batch_size, device=device, attention=attention,
+                seq_len=seq_len, n_sequences=n_sequences, random_state=random_state, revision=revision,
+                progress=lambda done, total: bar.update(task, completed=done, total=total),
+            )  # fmt: skip
+        att = result.attention
         written = [
             atomic_write(folder / "metrics.json", result.to_json(allow_nan=False, indent=1)),
             atomic_write(folder / "metrics.csv", _csv(result.metrics_rows())),

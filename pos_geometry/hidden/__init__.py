@@ -3,7 +3,8 @@
 The data flow::
 
     model (name, folder or loaded) + corpus (token ids, .npy, text, or the random default)
-      -> forward hooks on the blocks (forward.py), batch by batch
+      -> checked once, batch size chosen (run.py)
+      -> forward hooks on the blocks (forward.py), batch by batch, one pass for everything asked
       -> running sums per layer (running_sums.py)  -> pos[t], μ, context scatter
       -> metrics per layer (metrics.py)            -> HiddenPositions (decomposition.py)
       -> probe attention function (offsets.py)     -> AttentionByOffset (attention.py)

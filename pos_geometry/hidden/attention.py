@@ -20,9 +20,10 @@ architecture's pairing from :mod:`pos_geometry.registry.attention` and the (scal
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Unpack
 
 import numpy as np
 
@@ -30,12 +31,12 @@ from pos_geometry._dtypes import dtype_name
 from pos_geometry.analysis._results import Result
 from pos_geometry.embedding import Provenance
 from pos_geometry.errors import InvalidArgumentError
-from pos_geometry.hidden.decomposition import base_config, check_batch_size, check_layers, prepare
 from pos_geometry.hidden.forward import run_batches
 from pos_geometry.hidden.model import LoadedModel
 from pos_geometry.hidden.offsets import OffsetSums, probing
+from pos_geometry.hidden.run import Run, RunOptions, check_layers, start
 
-__all__ = ["AttentionByOffset", "attention_by_offset"]
+__all__ = ["AttentionByOffset", "attention_by_offset", "OffsetCollector", "check_max_offset"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -132,87 +133,100 @@ def _rotary_planes(loaded: LoadedModel) -> tuple[Any, np.ndarray | None, str]:
     return planes, wavelengths, "measured"
 
 
+def check_max_offset(max_offset: int | None) -> None:
+    if max_offset is not None and (
+        isinstance(max_offset, bool) or not isinstance(max_offset, int) or max_offset < 0
+    ):
+        raise InvalidArgumentError(f"max_offset must be None or an int >= 0; got {max_offset!r}.")
+
+
+class OffsetCollector:
+    """The running sums of ``blocks``' attention during one pass, and the result they make.
+
+    ``with collector.probing(): ...`` runs the model's attention through the probe
+    (:mod:`~pos_geometry.hidden.offsets`) while the forward passes of the corpus run inside.
+    """
+
+    def __init__(self, loaded: LoadedModel, blocks: tuple[int, ...]) -> None:
+        self.loaded, self.blocks = loaded, blocks
+        self.planes, self.wavelengths, self.status = _rotary_planes(loaded)
+        self.sums = {block: OffsetSums(self.planes) for block in blocks}
+
+    def probing(self) -> AbstractContextManager[None]:
+        collectors = {m: self.sums[b].update for b in self.blocks for m in self.loaded.blocks[b].modules()}
+        return probing(self.loaded.module, collectors)
+
+    def result(self, run: Run, max_offset: int | None) -> AttentionByOffset:
+        """The :class:`AttentionByOffset` of everything folded in so far."""
+        sums, chosen = self.sums, self.blocks
+        t = run.corpus.seq_len
+        offsets = np.arange(-(t - 1), t)  # column Δ + T - 1 of the sums holds offset Δ
+        count = sums[chosen[0]].count.cpu().numpy()
+        keep = count > 0
+        if max_offset is not None:
+            keep &= np.abs(offsets) <= max_offset
+
+        def stack(name: str) -> np.ndarray:
+            return np.stack([getattr(sums[layer], name).cpu().numpy()[:, keep] for layer in chosen])
+
+        counts = count[keep]
+        q_norm = k_norm = usage = None
+        if self.planes is not None:
+            n_tok = sums[chosen[0]].n_tokens
+            q_norm = np.stack([sums[layer].q_norm.cpu().numpy() for layer in chosen]) / n_tok
+            k_norm = np.stack([sums[layer].k_norm.cpu().numpy() for layer in chosen]) / n_tok
+            product = q_norm * k_norm
+            usage = product / product.sum(axis=-1, keepdims=True)
+        loaded = self.loaded
+        provenance = Provenance(
+            model_id=loaded.model_id,
+            kind="hidden",
+            source=f"{loaded.model_id}: attention of {len(chosen)} block(s) of {loaded.blocks_path}",
+            revision=loaded.revision,
+            config={**run.config(), "layers": chosen, "max_offset": max_offset},
+            original_dtype=dtype_name(next(loaded.module.parameters()).dtype),
+            processing=("attention_by_offset",),
+        )
+        return AttentionByOffset(
+            layers=chosen,
+            offsets=offsets[keep].astype(np.int64),
+            mean_probability=stack("prob") / counts,
+            mean_logit=stack("logit") / counts,
+            counts=counts.round().astype(np.int64),
+            rotary_status=self.status,
+            q_plane_norm=q_norm,
+            k_plane_norm=k_norm,
+            plane_usage=usage,
+            wavelengths=self.wavelengths,
+            n_sequences=run.corpus.n_sequences,
+            seq_len=t,
+            corpus=run.corpus.description,
+            provenance=provenance,
+        )
+
+
 def attention_by_offset(
     model: Any,
     tokens: Any = None,
     *,
     layers: Sequence[int] | int | None = None,
-    batch_size: int = 8,
-    device: Any = "auto",
     max_offset: int | None = None,
-    seq_len: int | None = None,
-    n_sequences: int | None = None,
-    random_state: int = 0,
-    tokenizer: Any = None,
-    revision: str | None = None,
-    progress: Callable[[int, int], None] | None = None,
+    batch_size: int | None = None,
+    device: Any = "auto",
+    **options: Unpack[RunOptions],
 ) -> AttentionByOffset:
     """Mean attention probability and pre-softmax logit versus offset for every head of ``layers``.
 
-    Arguments as in :func:`pos_geometry.hidden_positions`, except ``layers``: block indices in
+    Arguments as in :func:`pos_geometry.hidden_positions` (``options``:
+    :class:`~pos_geometry.hidden.run.RunOptions`), except ``layers``: block indices in
     ``0..n_layers-1`` (default all). ``max_offset`` keeps ``|Δ| ≤ max_offset`` in the result (the
     sums are over every offset either way). The model runs its own projections, rotary embedding
     and mask; only the attention product is recomputed (see :mod:`pos_geometry.hidden.offsets`).
+    ``hidden_positions(..., attention=True)`` measures this in the same pass as the hidden states.
     """
-    batch_size = check_batch_size(batch_size)
-    if max_offset is not None and (
-        isinstance(max_offset, bool) or not isinstance(max_offset, int) or max_offset < 0
-    ):
-        raise InvalidArgumentError(f"max_offset must be None or an int >= 0; got {max_offset!r}.")
-    loaded, corpus = prepare(
-        model, tokens, device=device, revision=revision, seq_len=seq_len, n_sequences=n_sequences,
-        random_state=random_state, tokenizer=tokenizer,
-    )  # fmt: skip
-    chosen = check_layers(layers, loaded.n_layers - 1)
-    planes, wavelengths, status = _rotary_planes(loaded)
-    sums = {layer: OffsetSums(planes) for layer in chosen}
-    collectors = {m: sums[layer].update for layer in chosen for m in loaded.blocks[layer].modules()}
-    with probing(loaded.module, collectors):
-        run_batches(loaded, corpus, batch_size=batch_size, through_block=max(chosen), progress=progress)
-    t = corpus.seq_len
-    offsets = np.arange(-(t - 1), t)  # column Δ + T - 1 of the sums holds offset Δ
-    count = sums[chosen[0]].count.cpu().numpy()
-    keep = count > 0
-    if max_offset is not None:
-        keep &= np.abs(offsets) <= max_offset
-    offsets = offsets[keep]
-
-    def stack(name: str) -> np.ndarray:
-        return np.stack([getattr(sums[layer], name).cpu().numpy()[:, keep] for layer in chosen])
-
-    counts = count[keep]
-    mean_probability = stack("prob") / counts
-    mean_logit = stack("logit") / counts
-    q_norm = k_norm = usage = None
-    if planes is not None:
-        n_tok = sums[chosen[0]].n_tokens
-        q_norm = np.stack([sums[layer].q_norm.cpu().numpy() for layer in chosen]) / n_tok
-        k_norm = np.stack([sums[layer].k_norm.cpu().numpy() for layer in chosen]) / n_tok
-        product = q_norm * k_norm
-        usage = product / product.sum(axis=-1, keepdims=True)
-    config = base_config(loaded, corpus)
-    provenance = Provenance(
-        model_id=loaded.model_id,
-        kind="hidden",
-        source=f"{loaded.model_id}: attention of {len(chosen)} block(s) of {loaded.blocks_path}",
-        revision=loaded.revision,
-        config={**config, "layers": chosen, "max_offset": max_offset},
-        original_dtype=dtype_name(next(loaded.module.parameters()).dtype),
-        processing=("attention_by_offset",),
-    )
-    return AttentionByOffset(
-        layers=chosen,
-        offsets=offsets.astype(np.int64),
-        mean_probability=mean_probability,
-        mean_logit=mean_logit,
-        counts=counts.round().astype(np.int64),
-        rotary_status=status,
-        q_plane_norm=q_norm,
-        k_plane_norm=k_norm,
-        plane_usage=usage,
-        wavelengths=wavelengths,
-        n_sequences=corpus.n_sequences,
-        seq_len=t,
-        corpus=corpus.description,
-        provenance=provenance,
-    )
+    check_max_offset(max_offset)
+    run = start(model, tokens, batch_size=batch_size, device=device, options=options)
+    collector = OffsetCollector(run.loaded, check_layers(layers, run.loaded.n_layers - 1))
+    with collector.probing():
+        run_batches(run, through_block=max(collector.blocks))
+    return collector.result(run, max_offset)

@@ -15,10 +15,12 @@ same transformers model and adds its own hook layer, so it brings nothing here b
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+import contextlib
+import dataclasses
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any
+from typing import Any, Unpack
 
 import numpy as np
 import torch
@@ -27,13 +29,13 @@ from pos_geometry._dtypes import dtype_name
 from pos_geometry.analysis._results import Result
 from pos_geometry.embedding import PositionalEmbedding, Provenance
 from pos_geometry.errors import InvalidArgumentError
-from pos_geometry.hidden.corpus import Corpus, make_corpus
+from pos_geometry.hidden.attention import AttentionByOffset, OffsetCollector, check_max_offset
 from pos_geometry.hidden.forward import hook_point, run_batches
 from pos_geometry.hidden.metrics import METRIC_NAMES, layer_metrics
-from pos_geometry.hidden.model import LoadedModel, open_model, positional_kind
+from pos_geometry.hidden.run import Run, RunOptions, check_layers, start
 from pos_geometry.hidden.running_sums import PositionSums
 
-__all__ = ["HiddenPositions", "hidden_positions", "check_layers", "check_batch_size"]
+__all__ = ["HiddenPositions", "hidden_positions"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -58,6 +60,8 @@ class HiddenPositions(Result):
         corpus: the corpus description (the random default says so).
         positional_encoding: how position enters the model: ``"learned"``, ``"rotary"`` or ``"none"``.
         provenance: the model, revision, corpus and what was computed (kind ``"hidden"``).
+        attention: the :class:`AttentionByOffset` measured in the same pass (``attention=``), else
+            None; not written by ``to_dict`` (it has its own).
     """
 
     layers: tuple[int, ...]
@@ -73,6 +77,7 @@ class HiddenPositions(Result):
     corpus: str
     positional_encoding: str
     provenance: Provenance
+    attention: AttentionByOffset | None = field(default=None, metadata={"serialize": False})
 
     def metric(self, name: str) -> np.ndarray:
         """``(n_layers_read,)`` values of one metric (see :data:`METRIC_NAMES`)."""
@@ -107,80 +112,14 @@ class HiddenPositions(Result):
         ]
 
 
-def check_layers(layers: Sequence[int] | int | None, n_layers: int) -> tuple[int, ...]:
-    """Sorted unique layer indices in ``0..n_layers`` (negative ones count from ``n_layers + 1``)."""
-    if layers is None:
-        return tuple(range(n_layers + 1))
-    items = [layers] if isinstance(layers, int) else list(layers)
-    out = []
-    for layer in items:
-        if isinstance(layer, bool) or not isinstance(layer, int | np.integer):
-            raise InvalidArgumentError(f"layers must be ints; got {layer!r} ({type(layer).__name__}).")
-        index = int(layer) + (n_layers + 1 if layer < 0 else 0)
-        if not 0 <= index <= n_layers:
-            raise InvalidArgumentError(
-                f"layer {layer} is out of range: this model has layers 0..{n_layers} (0 = embedding output, "
-                f"{n_layers} = last block's output)."
-            )
-        out.append(index)
-    if not out:
-        raise InvalidArgumentError("layers is empty; pass None for every layer.")
-    return tuple(sorted(set(out)))
-
-
-def check_batch_size(batch_size: int) -> int:
-    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-        raise InvalidArgumentError(f"batch_size must be an int >= 1; got {batch_size!r}.")
-    return batch_size
-
-
-def prepare(
-    model: Any,
-    tokens: Any,
-    *,
-    device: Any,
-    revision: str | None,
-    seq_len: int | None,
-    n_sequences: int | None,
-    random_state: int,
-    tokenizer: Any,
-) -> tuple[LoadedModel, Corpus]:
-    """The loaded model and its corpus (a text corpus uses ``tokenizer`` or the model folder's own)."""
-    loaded = open_model(model, device=device, revision=revision)
-    if tokenizer is None and tokens is not None and loaded.tokenizer_source is not None:
-        from pathlib import Path
-
-        if isinstance(tokens, str | Path) and Path(tokens).suffix.lower() != ".npy":
-            try:
-                import transformers
-
-                tokenizer = transformers.AutoTokenizer.from_pretrained(loaded.tokenizer_source)
-            except (OSError, ValueError):
-                tokenizer = None
-    corpus = make_corpus(
-        tokens,
-        vocab_size=loaded.vocab_size,
-        context_length=loaded.context_length,
-        seq_len=seq_len,
-        n_sequences=n_sequences,
-        random_state=random_state,
-        tokenizer=tokenizer,
-    )
-    return loaded, corpus
-
-
-def base_config(loaded: LoadedModel, corpus: Corpus) -> dict[str, Any]:
-    """The provenance config fields every hidden-state result shares."""
-    return {
-        "model_type": loaded.model_type,
-        "n_layers": loaded.n_layers,
-        "d_model": loaded.d_model,
-        "positional_encoding": positional_kind(loaded.config),
-        "corpus": corpus.description,
-        "corpus_source": corpus.source,
-        "n_sequences": corpus.n_sequences,
-        "seq_len": corpus.seq_len,
-    }
+def _attention_blocks(
+    attention: bool | Sequence[int] | int, chosen: tuple[int, ...], n_layers: int
+) -> tuple[int, ...]:
+    if attention is True:
+        return tuple(layer for layer in chosen if layer < n_layers)
+    if attention is False or attention is None:
+        return ()
+    return check_layers(attention, n_layers - 1)
 
 
 def hidden_positions(
@@ -188,16 +127,13 @@ def hidden_positions(
     tokens: Any = None,
     *,
     layers: Sequence[int] | int | None = None,
-    batch_size: int = 8,
+    batch_size: int | None = None,
     device: Any = "auto",
     n_components: int = 3,
     n_frequencies: int = 10,
-    seq_len: int | None = None,
-    n_sequences: int | None = None,
-    random_state: int = 0,
-    tokenizer: Any = None,
-    revision: str | None = None,
-    progress: Callable[[int, int], None] | None = None,
+    attention: bool | Sequence[int] | int = False,
+    max_offset: int | None = None,
+    **options: Unpack[RunOptions],
 ) -> HiddenPositions:
     """Decompose each layer's hidden states into position, context and residual parts (streamed).
 
@@ -207,64 +143,73 @@ def hidden_positions(
         tokens: ``(n_sequences, seq_len)`` int token ids (array or tensor), a ``.npy`` file of them,
             a text file (tokenised with the model's tokenizer), or None for the offline default:
             random tokens drawn with ``random_state``, labelled so in every provenance.
-        layers: layer indices in ``0..n_layers`` (default all); 0 is the embedding output.
-        batch_size: contexts per forward pass; memory does not depend on the number of contexts.
+        layers: layer indices in ``0..n_layers`` (default all; negative ones count from the end);
+            layer ``i < n_layers`` is the residual stream entering block ``i`` (0 = the embedding
+            output), layer ``n_layers`` the last block's output before the final norm.
+        batch_size: contexts per forward pass (default: 2048 tokens per pass on a CPU, 16384 on an
+            accelerator); memory does not depend on the number of contexts.
         device: ``"auto"`` (CUDA, MPS, else CPU) or a device; a loaded model stays where it is.
         n_components: ``k`` of the top-k ratio and of the subspaces compared.
         n_frequencies: size of the low-frequency DCT block of the smoothness metric.
-        seq_len, n_sequences: corpus shape (defaults: the model's context capped at 1024; 64 contexts
-            for the random default; all contexts of arrays and files).
-        progress: called with ``(contexts done, total)`` after each batch.
+        attention: also measure :func:`~pos_geometry.attention_by_offset` in the same forward pass:
+            True for the blocks among ``layers`` (layer ``i < n_layers`` is block ``i``'s input),
+            or block indices; the result is ``result.attention`` (None when there is no block).
+        max_offset: as in :func:`~pos_geometry.attention_by_offset`.
+        **options: :class:`~pos_geometry.hidden.run.RunOptions`: ``seq_len``, ``n_sequences``
+            (corpus shape; defaults: the model's context capped at 1024, 64 contexts for the random
+            default, all contexts of arrays and files), ``random_state``, ``tokenizer``,
+            ``revision``, ``progress`` (called with ``(contexts done, total)`` after each batch).
 
     Returns:
         :class:`HiddenPositions`; ``result.positional[layer]`` is ``pos[t]`` ``(seq_len, d_model)``
         float32, a :class:`PositionalEmbedding` of kind ``"hidden"``.
     """
-    batch_size = check_batch_size(batch_size)
-    if isinstance(n_components, bool) or not isinstance(n_components, int) or n_components < 1:
-        raise InvalidArgumentError(f"n_components must be an int >= 1; got {n_components!r}.")
-    if isinstance(n_frequencies, bool) or not isinstance(n_frequencies, int) or n_frequencies < 1:
-        raise InvalidArgumentError(f"n_frequencies must be an int >= 1; got {n_frequencies!r}.")
-    loaded, corpus = prepare(
-        model, tokens, device=device, revision=revision, seq_len=seq_len, n_sequences=n_sequences,
-        random_state=random_state, tokenizer=tokenizer,
-    )  # fmt: skip
-    chosen = check_layers(layers, loaded.n_layers)
+    for name, value in (("n_components", n_components), ("n_frequencies", n_frequencies)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise InvalidArgumentError(f"{name} must be an int >= 1; got {value!r}.")
+    check_max_offset(max_offset)
+    run = start(model, tokens, batch_size=batch_size, device=device, options=options)
+    chosen = check_layers(layers, run.loaded.n_layers)
+    blocks = _attention_blocks(attention, chosen, run.loaded.n_layers)
     sums = {layer: PositionSums() for layer in chosen}
-    run_batches(
-        loaded, corpus, batch_size=batch_size, hidden_layers=chosen,
-        on_hidden=lambda layer, h: sums[layer].update(h), progress=progress,
-    )  # fmt: skip
-    config = base_config(loaded, corpus)
+    collector = OffsetCollector(run.loaded, blocks) if blocks else None
+    with collector.probing() if collector is not None else contextlib.nullcontext():
+        run_batches(
+            run, hidden_layers=chosen, on_hidden=lambda layer, h: sums[layer].update(h),
+            through_block=max(blocks, default=-1),
+        )  # fmt: skip
+    result = _result(run, chosen, sums, n_components=n_components, n_frequencies=n_frequencies)
+    if collector is None:
+        return result
+    return dataclasses.replace(result, attention=collector.result(run, max_offset))
+
+
+def _result(
+    run: Run, chosen: tuple[int, ...], sums: dict[int, PositionSums], *, n_components: int, n_frequencies: int
+) -> HiddenPositions:
+    """The :class:`HiddenPositions` of the finished sums of ``chosen``."""
+    loaded, corpus = run.loaded, run.corpus
+    config = run.config()
     stored = dtype_name(next(loaded.module.parameters()).dtype)
+    points = tuple(hook_point(loaded, layer) for layer in chosen)
+
+    def provenance(source: str, **fields: Any) -> Provenance:
+        return Provenance(
+            model_id=loaded.model_id, kind="hidden", source=f"{loaded.model_id}: residual stream at {source}",
+            revision=loaded.revision, config={**config, **fields}, original_dtype=stored,
+            processing=("mean_over_contexts", "center_positions"),
+        )  # fmt: skip
+
     positional: dict[int, PositionalEmbedding] = {}
     rows: list[dict[str, Any]] = []
     means = []
-    points = tuple(hook_point(loaded, layer) for layer in chosen)
     for layer, point in zip(chosen, points, strict=True):
         dec = sums.pop(layer).finish()
         rows.append(layer_metrics(dec, n_components=n_components, n_frequencies=n_frequencies))
         means.append(dec.grand_mean)
-        prov = Provenance(
-            model_id=loaded.model_id,
-            kind="hidden",
-            source=f"{loaded.model_id}: residual stream at {point}",
-            revision=loaded.revision,
-            config={**config, "layer": layer, "hook_point": point},
-            original_dtype=stored,
-            processing=("mean_over_contexts", "center_positions"),
-        )
+        prov = provenance(point, layer=layer, hook_point=point)
         positional[layer] = PositionalEmbedding(dec.positional.to(torch.float32), prov)
     k = min(n_components, corpus.seq_len - 1, loaded.d_model)
-    provenance = Provenance(
-        model_id=loaded.model_id,
-        kind="hidden",
-        source=f"{loaded.model_id}: residual stream at {len(chosen)} layer(s) of {loaded.blocks_path}",
-        revision=loaded.revision,
-        config={**config, "layers": chosen, "hook_points": points},
-        original_dtype=stored,
-        processing=("mean_over_contexts", "center_positions"),
-    )
     return HiddenPositions(
         layers=chosen,
         positional=MappingProxyType(positional),
@@ -278,5 +223,7 @@ def hidden_positions(
         seq_len=corpus.seq_len,
         corpus=corpus.description,
         positional_encoding=config["positional_encoding"],
-        provenance=provenance,
+        provenance=provenance(
+            f"{len(chosen)} layer(s) of {loaded.blocks_path}", layers=chosen, hook_points=points
+        ),
     )

@@ -23,8 +23,8 @@ from typing import Any
 
 import torch
 
-from pos_geometry.hidden.corpus import Corpus
 from pos_geometry.hidden.model import LoadedModel
+from pos_geometry.hidden.run import Run
 
 __all__ = ["run_batches", "hook_point"]
 
@@ -51,20 +51,19 @@ def _first_tensor(value: Any) -> torch.Tensor:
 
 
 def run_batches(
-    loaded: LoadedModel,
-    corpus: Corpus,
+    run: Run,
     *,
-    batch_size: int,
     hidden_layers: Iterable[int] = (),
     on_hidden: Callable[[int, torch.Tensor], None] | None = None,
     through_block: int = -1,
-    progress: Callable[[int, int], None] | None = None,
 ) -> None:
-    """Run every context of ``corpus``; call ``on_hidden(layer, states (batch, seq_len, d_model))``.
+    """Run every context of ``run.corpus``, ``run.batch_size`` at a time, under ``torch.inference_mode``;
+    call ``on_hidden(layer, states (batch, seq_len, d_model))`` and then ``run.progress(done, total)``.
 
     ``through_block``: the last block that must run completely (for attention statistics); the
     forward is cut after it or after the deepest hidden layer, whichever comes later.
     """
+    loaded, corpus, batch_size, progress = run.loaded, run.corpus, run.batch_size, run.progress
     n = loaded.n_layers
     layers = sorted(set(hidden_layers))
     # positions along the forward: block i's input is 2i, its output 2i + 1

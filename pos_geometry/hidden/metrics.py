@@ -61,15 +61,18 @@ def _top_eig(scatter: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def dct_smoothness(pos: np.ndarray, n_frequencies: int) -> float:
-    """Share of ``‖DCT2(pos posᵀ)‖²`` in the lowest ``n_frequencies × n_frequencies`` coefficients."""
-    from scipy.fft import dctn
+    """Share of ``‖DCT2(pos posᵀ)‖²`` in the lowest ``n_frequencies × n_frequencies`` coefficients.
 
-    gram = pos @ pos.T
-    coefficients = dctn(gram, type=2, norm="ortho")
-    energy = np.square(coefficients)
-    total = energy.sum()
-    k = min(n_frequencies, gram.shape[0])
-    return float(energy[:k, :k].sum() / total) if total > 0 else float("nan")
+    The 2-D orthonormal DCT of the Gram matrix is ``C G Cᵀ = (C pos)(C pos)ᵀ`` (``C`` the ``T × T``
+    DCT-II matrix), and ``‖G‖_F² = ‖posᵀ pos‖_F²``, so only ``pos`` is transformed, along positions:
+    ``O(T log T × d_model)`` instead of a ``T × T`` Gram matrix and its 2-D transform.
+    """
+    from scipy.fft import dct
+
+    k = min(n_frequencies, pos.shape[0])
+    low = dct(pos, type=2, norm="ortho", axis=0)[:k]  # (k, d_model): the lowest frequencies of C pos
+    total = float(np.square(pos.T @ pos).sum())
+    return float(np.square(low @ low.T).sum() / total) if total > 0 else float("nan")
 
 
 def principal_angles(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -79,12 +82,11 @@ def principal_angles(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def _top_k_ratio(pos: np.ndarray, k: int) -> float:
+    """PCA's top-``k`` explained-variance ratio of the rows of ``pos`` (re-centred)."""
     centred = pos - pos.mean(axis=0)
-    values = np.linalg.eigvalsh(
-        centred.T @ centred if centred.shape[0] > centred.shape[1] else centred @ centred.T
-    )
-    values = np.sort(values.clip(min=0.0))[::-1]
-    total = values.sum()
+    gram = centred.T @ centred if centred.shape[0] > centred.shape[1] else centred @ centred.T
+    values, _ = _top_eig(gram, k)
+    total = float(np.square(centred).sum())  # the trace: Σ of all eigenvalues
     return float(values[:k].sum() / total) if total > 0 else float("nan")
 
 

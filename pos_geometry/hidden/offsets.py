@@ -24,6 +24,7 @@ from typing import Any
 import torch
 
 from pos_geometry.errors import NotApplicableError
+from pos_geometry.hidden.running_sums import accumulator_device
 
 __all__ = ["OffsetSums", "diagonal_sums", "probing", "PROBE_NAME"]
 
@@ -65,20 +66,22 @@ class OffsetSums:
         """Fold in one batch: ``logits``/``probs`` ``(b, h, T, T)``, ``allowed`` ``(b, 1, T, T)`` bool,
         ``q`` and ``k`` ``(b, h, T, head_dim)`` (k already expanded to the query heads)."""
         b, h, t, _ = logits.shape
+        acc = accumulator_device(logits.device)
         if self.prob is None:
-            zeros = lambda *shape: torch.zeros(*shape, dtype=torch.float64, device=logits.device)  # noqa: E731
+            zeros = lambda *shape: torch.zeros(*shape, dtype=torch.float64, device=acc)  # noqa: E731
             self.prob, self.logit, self.count = zeros(h, 2 * t - 1), zeros(h, 2 * t - 1), zeros(2 * t - 1)
+        f64 = lambda x: x.to(acc, torch.float64)  # noqa: E731
         for i in range(b):  # one context at a time: the skewed copy is (h, T, 2T) floats
             keep = allowed[i].expand(h, t, t)
-            self.prob += diagonal_sums(torch.where(keep, probs[i].float(), 0.0)).double()
-            self.logit += diagonal_sums(torch.where(keep, logits[i].float(), 0.0)).double()
-            self.count += diagonal_sums(allowed[i, 0].float()).double()
+            self.prob += f64(diagonal_sums(torch.where(keep, probs[i].float(), 0.0)))
+            self.logit += f64(diagonal_sums(torch.where(keep, logits[i].float(), 0.0)))
+            self.count += f64(diagonal_sums(allowed[i, 0].float()))
         if self.planes is not None:
             a, c = self.planes[:, 0].to(q.device), self.planes[:, 1].to(q.device)
 
             def plane_norms(x: torch.Tensor) -> torch.Tensor:
                 x = x.float()
-                return torch.sqrt(x[..., a].square() + x[..., c].square()).sum(dim=(0, 2)).double()
+                return f64(torch.sqrt(x[..., a].square() + x[..., c].square()).sum(dim=(0, 2)))
 
             qn, kn = plane_norms(q), plane_norms(k)
             self.q_norm = qn if self.q_norm is None else self.q_norm + qn

@@ -1,17 +1,19 @@
 """Streamed sums behind the decomposition ``h[c, t] = μ + pos[t] + ctx[c] + resid[c, t]``.
 
 For one layer, hidden states arrive a batch of contexts at a time, ``(batch, seq_len, d_model)``.
-:class:`PositionSums` keeps, in float64 on the states' device,
+:class:`PositionSums` keeps, in float64 on the states' device (the CPU for MPS, which has no float64),
 
-* ``shift[t]``: the first batch's position means (a reference subtracted before summing, so the
-  sums stay small and the final subtractions lose no precision even when the residual stream has
-  a large mean);
-* ``s1[t] = Σ_c (h[c, t] - shift[t])``, ``(seq_len, d_model)``;
-* ``sq[t] = Σ_c ‖h[c, t] - shift[t]‖²``, ``(seq_len,)``;
-* ``m[c] = mean_t (h[c, t] - shift[t])`` folded into ``Σ_c m[c]`` ``(d_model,)`` and
-  ``Σ_c m[c] m[c]ᵀ`` ``(d_model, d_model)``;
+* ``shift``: the first context's mean over positions ``(d_model,)`` (a reference subtracted before
+  summing, so the sums stay small and the final subtractions lose no precision even when the
+  residual stream has a large common mean);
+* ``s1[t] = Σ_c (h[c, t] - shift)``, ``(seq_len, d_model)``;
+* ``sq[t] = Σ_c ‖h[c, t] - shift‖²``, ``(seq_len,)``;
+* ``m[c] = mean_t (h[c, t] - shift)`` folded into ``Σ_c m[c]`` ``(d_model,)`` and
+  ``Σ_c m[c] m[c]ᵀ`` ``(d_model, d_model)`` (one ``(batch, d)ᵀ (batch, d)`` product per batch);
 
 so memory is ``O(seq_len × d_model + d_model²)`` per layer whatever the number of contexts ``C``.
+A batch is converted to float64 a few contexts at a time (about 2²⁰ values, at least one
+context): the transient copy is never ``(batch, seq_len, d_model)`` for long contexts.
 :meth:`PositionSums.finish` returns the two-way decomposition (balanced, so the parts are orthogonal
 and their sums of squares add up):
 
@@ -27,7 +29,15 @@ from dataclasses import dataclass
 
 import torch
 
-__all__ = ["PositionSums", "Decomposition"]
+__all__ = ["PositionSums", "Decomposition", "accumulator_device"]
+
+_CHUNK = 1 << 20
+"""Values (8 MiB in float64) converted at a time: whole batches of short contexts, one long context."""
+
+
+def accumulator_device(device: torch.device) -> torch.device:
+    """Where float64 sums of states on ``device`` are kept: that device, except MPS (no float64) -> CPU."""
+    return torch.device("cpu") if device.type == "mps" else device
 
 
 @dataclass(frozen=True, eq=False)
@@ -65,33 +75,35 @@ class PositionSums:
 
     def update(self, hidden: torch.Tensor) -> None:
         """Fold in ``hidden`` ``(batch, seq_len, d_model)`` (any float dtype, any device)."""
-        h = hidden.detach().to(torch.float64)
+        hidden = hidden.detach()
+        b, t, d = hidden.shape
+        acc = accumulator_device(hidden.device)
         if self.shift is None:
-            self.shift = h.mean(dim=0)
-            t, d = self.shift.shape
-            self.s1 = torch.zeros(t, d, dtype=torch.float64, device=h.device)
-            self.sq = torch.zeros(t, dtype=torch.float64, device=h.device)
-            self.m_sum = torch.zeros(d, dtype=torch.float64, device=h.device)
-            self.mm = torch.zeros(d, d, dtype=torch.float64, device=h.device)
-        x = h - self.shift
-        self.s1 += x.sum(dim=0)
-        self.sq += x.square().sum(dim=(0, 2))
-        m = x.mean(dim=1)
-        self.m_sum += m.sum(dim=0)
-        self.mm += m.T @ m
-        self.n += h.shape[0]
+            self.shift = hidden[0].to(acc, torch.float64).mean(dim=0)
+            zeros = lambda *shape: torch.zeros(*shape, dtype=torch.float64, device=acc)  # noqa: E731
+            self.s1, self.sq, self.m_sum, self.mm = zeros(t, d), zeros(t), zeros(d), zeros(d, d)
+        means = torch.empty(b, d, dtype=torch.float64, device=acc)
+        step = max(1, _CHUNK // (t * d))
+        for i in range(0, b, step):  # a few contexts at a time: the float64 copy stays near _CHUNK values
+            x = hidden[i : i + step].to(acc, torch.float64).sub_(self.shift)
+            self.s1 += x.sum(dim=0)
+            self.sq += torch.linalg.vector_norm(x, dim=2).square_().sum(dim=0)
+            torch.mean(x, dim=1, out=means[i : i + step])
+        self.m_sum += means.sum(dim=0)
+        self.mm.addmm_(means.T, means)
+        self.n += b
 
     def finish(self) -> Decomposition:
         """The decomposition of every context seen so far."""
         if self.shift is None or self.n < 2:
             raise ValueError("PositionSums needs at least 2 contexts")
-        n, (t, _) = self.n, self.shift.shape
+        n, (t, _) = self.n, self.s1.shape
         pos_mean = self.shift + self.s1 / n  # mean_c h[c, t]
         mu = pos_mean.mean(dim=0)
         pos = pos_mean - mu
-        # Σ_c ‖h - μ‖² at each t, from the shifted sums: Σ‖x‖² + 2 (shift - μ)·s1 + n ‖shift - μ‖²
+        # Σ_{c,t} ‖h - μ‖² from the shifted sums: Σ‖x‖² + 2 (shift - μ)·Σ_t s1[t] + n T ‖shift - μ‖²
         off = self.shift - mu
-        total = float((self.sq + 2 * (off * self.s1).sum(dim=1) + n * off.square().sum(dim=1)).sum())
+        total = float(self.sq.sum() + 2 * off @ self.s1.sum(dim=0) + n * t * off.square().sum())
         m_bar = self.m_sum / n
         scatter = self.mm - n * torch.outer(m_bar, m_bar)
         positional_ss = float(n * pos.square().sum())

@@ -95,3 +95,27 @@ def test_a_planted_rotary_plane_makes_the_logit_oscillate_at_its_wavelength(tiny
     assert r2 > 0.95
     unplanted = pg.attention_by_offset(tiny_llama(), np.full((2, 128), 7), layers=[layer])
     assert amplitude > 20 * _sinusoid(*unplanted.profile(layer, head), wavelengths[plane])[1]  # factor² = 64
+
+
+def test_one_pass_with_hidden_positions_equals_the_two_separate_calls(tiny_gpt2):
+    tokens = np.random.default_rng(6).integers(0, 50, size=(5, 20))
+    calls = []
+    handle = tiny_gpt2.register_forward_pre_hook(lambda module, args: calls.append(1))
+    try:
+        both = pg.hidden_positions(
+            tiny_gpt2, tokens, layers=[1, 2], batch_size=2, attention=True, max_offset=9
+        )
+        assert len(calls) == 3  # ceil(5 / 2) forward passes, not twice that
+        alone = pg.hidden_positions(tiny_gpt2, tokens, layers=[1, 2], batch_size=2)
+        att = pg.attention_by_offset(tiny_gpt2, tokens, layers=[1], batch_size=2, max_offset=9)
+    finally:
+        handle.remove()
+    assert both.attention is not None and both.attention.layers == (1,)  # layer 2 is the last block's output
+    for name in ("offsets", "counts", "mean_probability", "mean_logit"):
+        np.testing.assert_allclose(getattr(both.attention, name), getattr(att, name), atol=1e-6, err_msg=name)
+    for layer in (1, 2):  # the probe's eager arithmetic vs the model's own attention: float rounding only
+        np.testing.assert_allclose(both.positional[layer].numpy(), alone.positional[layer].numpy(), atol=1e-5)
+    assert "attention" not in json.loads(both.to_json(allow_nan=False))
+    explicit = pg.hidden_positions(tiny_gpt2, tokens, layers=[2], attention=[0, 1], batch_size=5)
+    assert explicit.attention.layers == (0, 1)
+    assert pg.hidden_positions(tiny_gpt2, tokens, layers=[2], attention=True).attention is None

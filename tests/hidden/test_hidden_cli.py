@@ -6,6 +6,7 @@ import csv
 import json
 
 import numpy as np
+import transformers
 from typer.testing import CliRunner
 
 import pos_geometry as pg
@@ -13,14 +14,21 @@ from pos_geometry.cli import app
 from pos_geometry.hidden import METRIC_NAMES
 
 
-def test_hidden_writes_metrics_attention_and_figures(tiny_gpt2, tmp_path):
+def test_hidden_writes_metrics_attention_and_figures(tiny_gpt2, tmp_path, monkeypatch):
     tiny_gpt2.save_pretrained(tmp_path / "model")
+    calls = []
+    forward = transformers.GPT2Model.forward
+    monkeypatch.setattr(
+        transformers.GPT2Model, "forward", lambda *a, **k: calls.append(1) or forward(*a, **k)
+    )
     tokens = np.random.default_rng(0).integers(0, 50, size=(5, 24))
     np.save(tmp_path / "ids.npy", tokens)
     out = tmp_path / "out"
     args = ["hidden", str(tmp_path / "model"), "--corpus", str(tmp_path / "ids.npy"), "--layers", "0,2"]
     result = CliRunner().invoke(app, [*args, "--out", str(out), "--batch-size", "2", "--save-tables"])
     assert result.exit_code == 0, result.output
+    assert len(calls) == 3  # one pass over 5 contexts in batches of 2 reads hidden states and attention
+    monkeypatch.undo()
     files = {p.name for p in out.iterdir()}
     assert {"metrics.json", "metrics.csv", "attention.json", "metrics.html", "trajectory.html"} <= files
     assert {"attention_logit.html", "attention_probability.html", "positional"} <= files

@@ -1,0 +1,140 @@
+"""The argument handling every hidden-state function shares: model, corpus, batch, device, progress.
+
+:func:`hidden_positions` and :func:`attention_by_offset` both take a model, token contexts and the
+:class:`RunOptions` below; :func:`start` checks them once and returns a :class:`Run`: the loaded
+model, its corpus, the batch size, and the provenance fields every result built on it records.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypedDict
+
+import numpy as np
+import torch
+
+from pos_geometry.errors import InvalidArgumentError
+from pos_geometry.hidden.corpus import Corpus, make_corpus
+from pos_geometry.hidden.model import LoadedModel, open_model, positional_kind
+
+__all__ = ["RunOptions", "Run", "start", "check_layers", "TOKENS_PER_BATCH"]
+
+TOKENS_PER_BATCH = {"cpu": 2048, "other": 16384}
+"""The default batch: contexts of ``seq_len`` tokens filling this many tokens (at least one context).
+On a CPU throughput is flat beyond a couple of thousand tokens per pass while activation memory
+grows with the batch; on an accelerator larger passes keep it busy."""
+
+
+class RunOptions(TypedDict, total=False):
+    """Keyword options shared by :func:`~pos_geometry.hidden_positions` and :func:`~pos_geometry.attention_by_offset`.
+
+    * ``seq_len``, ``n_sequences``: corpus shape (defaults: the model's context capped at 1024;
+      64 contexts for the random default; all contexts of arrays and files);
+    * ``random_state``: seed of the random-token default (0);
+    * ``tokenizer``: tokenises a text corpus (default: the model folder's own, when it has one);
+    * ``revision``: the revision of a model named by the model table or a hub repo id;
+    * ``progress``: called with ``(contexts done, total)`` after each batch.
+    """
+
+    seq_len: int | None
+    n_sequences: int | None
+    random_state: int
+    tokenizer: Any
+    revision: str | None
+    progress: Callable[[int, int], None] | None
+
+
+@dataclass(frozen=True, eq=False)
+class Run:
+    """A model ready to run over its corpus, ``batch_size`` contexts at a time."""
+
+    loaded: LoadedModel
+    corpus: Corpus
+    batch_size: int
+    progress: Callable[[int, int], None] | None
+
+    def config(self) -> dict[str, Any]:
+        """The provenance config fields every hidden-state result shares."""
+        loaded, corpus = self.loaded, self.corpus
+        return {
+            "model_type": loaded.model_type,
+            "n_layers": loaded.n_layers,
+            "d_model": loaded.d_model,
+            "positional_encoding": positional_kind(loaded.config),
+            "corpus": corpus.description,
+            "corpus_source": corpus.source,
+            "n_sequences": corpus.n_sequences,
+            "seq_len": corpus.seq_len,
+        }
+
+
+def check_layers(layers: Sequence[int] | int | None, n_layers: int) -> tuple[int, ...]:
+    """Sorted unique layer indices in ``0..n_layers`` (negative ones count from ``n_layers + 1``)."""
+    if layers is None:
+        return tuple(range(n_layers + 1))
+    items = [layers] if isinstance(layers, int) else list(layers)
+    out = []
+    for layer in items:
+        if isinstance(layer, bool) or not isinstance(layer, int | np.integer):
+            raise InvalidArgumentError(f"layers must be ints; got {layer!r} ({type(layer).__name__}).")
+        index = int(layer) + (n_layers + 1 if layer < 0 else 0)
+        if not 0 <= index <= n_layers:
+            raise InvalidArgumentError(
+                f"layer {layer} is out of range: this model has layers 0..{n_layers} (0 = embedding output, "
+                f"{n_layers} = last block's output)."
+            )
+        out.append(index)
+    if not out:
+        raise InvalidArgumentError("layers is empty; pass None for every layer.")
+    return tuple(sorted(set(out)))
+
+
+def _check_int(name: str, value: Any, *, minimum: int, optional: bool) -> None:
+    if optional and value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        allowed = "None or " if optional else ""
+        raise InvalidArgumentError(f"{name} must be {allowed}an int >= {minimum}; got {value!r}.")
+
+
+def start(model: Any, tokens: Any, *, batch_size: int | None, device: Any, options: RunOptions) -> Run:
+    """Check the shared arguments, load the model and build the corpus (see :class:`RunOptions`).
+
+    ``batch_size`` None: :data:`TOKENS_PER_BATCH` tokens per pass on the model's device.
+    """
+    unknown = sorted(set(options) - set(RunOptions.__annotations__))
+    if unknown:
+        raise TypeError(
+            f"unexpected keyword argument(s) {', '.join(unknown)}; known: "
+            f"batch_size, device, {', '.join(RunOptions.__annotations__)}."
+        )
+    _check_int("batch_size", batch_size, minimum=1, optional=True)
+    _check_int("random_state", options.get("random_state", 0), minimum=0, optional=False)
+    loaded = open_model(model, device=device, revision=options.get("revision"))
+    tokenizer = options.get("tokenizer")
+    if tokenizer is None and loaded.tokenizer_source is not None and _is_text(tokens):
+        try:
+            import transformers
+
+            tokenizer = transformers.AutoTokenizer.from_pretrained(loaded.tokenizer_source)
+        except (OSError, ValueError):
+            tokenizer = None
+    corpus = make_corpus(
+        tokens,
+        vocab_size=loaded.vocab_size,
+        context_length=loaded.context_length,
+        seq_len=options.get("seq_len"),
+        n_sequences=options.get("n_sequences"),
+        random_state=options.get("random_state", 0),
+        tokenizer=tokenizer,
+    )
+    if batch_size is None:
+        budget = TOKENS_PER_BATCH["cpu" if torch.device(loaded.device).type == "cpu" else "other"]
+        batch_size = max(1, min(corpus.n_sequences, budget // corpus.seq_len))
+    return Run(loaded, corpus, batch_size, options.get("progress"))
+
+
+def _is_text(tokens: Any) -> bool:
+    return isinstance(tokens, str | Path) and Path(tokens).suffix.lower() != ".npy"
