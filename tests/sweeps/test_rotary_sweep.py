@@ -79,7 +79,8 @@ def test_rotary_sweep_equals_the_atlas_of_each_revision(hub, baseline):
         assert "top3_ratio" not in m and "helix_period" not in m  # no learned-table numbers
         # the planted head's shares, from the served file read by safetensors
         own = _independent_share(hub.weights(record.revision)[key], rotary_run.HEAD, rotary_run.PLANE)
-        np.testing.assert_allclose(atlas.qk_share[rotary_run.LAYER, rotary_run.HEAD].numpy(), own, rtol=1e-9)
+        # the atlas reduces in float32 (its float64 oracle, tests/atlas/test_values.py, allows rtol 2e-6)
+        np.testing.assert_allclose(atlas.qk_share[rotary_run.LAYER, rotary_run.HEAD].numpy(), own, rtol=1e-6)
         shares.append(own[rotary_run.PLANE])
     # the planted long-wavelength plane takes over: its share rises, the short-wavelength share falls
     assert np.all(np.diff(shares) > 0) and shares[-1] > 0.8
