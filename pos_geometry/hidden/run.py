@@ -21,10 +21,11 @@ from pos_geometry.hidden.model import LoadedModel, open_model, positional_kind
 
 __all__ = ["RunOptions", "Run", "start", "check_layers", "TOKENS_PER_BATCH"]
 
-TOKENS_PER_BATCH = {"cpu": 2048, "other": 16384}
+TOKENS_PER_BATCH = {"cpu": 1024, "other": 16384}
 """The default batch: contexts of ``seq_len`` tokens filling this many tokens (at least one context).
-On a CPU throughput is flat beyond a couple of thousand tokens per pass while activation memory
-grows with the batch; on an accelerator larger passes keep it busy."""
+On a CPU throughput is flat beyond about a thousand tokens per pass while activation memory grows
+with the batch (GPT-2 small, 16 x 1024 tokens: one context per pass 24.7 s and 416 MiB above the
+loaded model, two per pass 23.8 s and 730 MiB); on an accelerator larger passes keep it busy."""
 
 
 class RunOptions(TypedDict, total=False):

@@ -25,12 +25,12 @@ def test_auto_device_loads_where_resolve_device_says_and_progress_counts_every_c
     assert resolve_device("auto").type in ("cuda", "mps", "cpu")
 
 
-def test_default_batch_fills_2048_tokens_on_a_cpu(tiny_gpt2):
+def test_default_batch_fills_1024_tokens_on_a_cpu(tiny_gpt2):
     seen = []
     pg.hidden_positions(
         tiny_gpt2, n_sequences=40, seq_len=100, layers=[0], progress=lambda d, t: seen.append(d)
     )
-    assert seen == [20, 40]  # 2048 // 100 = 20 contexts per pass
+    assert seen == [10, 20, 30, 40]  # 1024 // 100 = 10 contexts per pass
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
