@@ -254,16 +254,8 @@ class QKReader:
         """The checkpoint key holding the ``which`` (``"q"``/``"k"``) projection of layer ``index``."""
         return self._key(index, "qkv" if self.layout.qkv_key is not None else which)
 
-    def prefetch(self, layers: Sequence[int]) -> None:
-        """From the hub, start streaming the q/k tensors of ``layers`` (in reading order) into the cache in
-        the background (:meth:`Checkpoint.prefetch`); a no-op for local folders and cached tensors."""
-        keys = [self.key(index, which) for index in layers for which in ("q", "k")]
-        self.checkpoint.prefetch(keys)
-
-    def prepare(self, index: int, which: str) -> str:
-        """Check the stored shape of the tensor holding ``which`` of layer ``index`` and find (from the
-        hub: fetch) the file its rows are read from; returns its key. After this, :meth:`head_rows`
-        of that tensor may run in several threads at once."""
+    def _checked_key(self, index: int, which: str) -> str:
+        """The key of ``which`` of layer ``index``, its stored shape checked against the layout (once)."""
         key = self.key(index, which)
         if key not in self._checked:
             _check_shape(
@@ -275,6 +267,19 @@ class QKReader:
                 self.rotary.head_dim,
             )
             self._checked.add(key)
+        return key
+
+    def prefetch(self, layers: Sequence[int]) -> None:
+        """From the hub, start streaming the q/k tensors of ``layers`` (in reading order) into the cache in
+        the background (:meth:`Checkpoint.prefetch`); a no-op for local folders and cached tensors."""
+        keys = [self.key(index, which) for index in layers for which in ("q", "k")]
+        self.checkpoint.prefetch(keys)
+
+    def prepare(self, index: int, which: str) -> str:
+        """Check the stored shape of the tensor holding ``which`` of layer ``index`` and find (from the
+        hub: fetch) the file its rows are read from; returns its key. After this, :meth:`head_rows`
+        of that tensor may run in several threads at once."""
+        key = self._checked_key(index, which)
         self.checkpoint.prepare_rows(key)
         return key
 
@@ -286,17 +291,7 @@ class QKReader:
         ``"k"``). Only those rows' bytes are read from a local or cached safetensors file, so memory
         holds one head at a time; the rotation planes index these rows (:attr:`planes`). ``out``: a
         buffer to read into when it has the rows' dtype and shape (see ``Checkpoint.read_rows``)."""
-        key = self.key(index, which)
-        if key not in self._checked:
-            _check_shape(
-                self.layout,
-                self.checkpoint.shape(key),
-                which,
-                self.n_heads,
-                self.n_kv_heads,
-                self.rotary.head_dim,
-            )
-            self._checked.add(key)
+        key = self._checked_key(index, which)
         start = _head_start(self.layout, which, head, self.n_heads, self.rotary.head_dim)
         return self.checkpoint.read_rows(key, start, start + self.rotary.rotary_dim, out), key
 
