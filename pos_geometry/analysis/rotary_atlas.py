@@ -49,7 +49,7 @@ from pos_geometry.registry import kind_from_config
 from pos_geometry.sources.roles import QKReader
 from pos_geometry.sources.tensor_set import Checkpoint, open_checkpoint
 
-__all__ = ["RotaryAtlas", "rotary_atlas", "plane_statistics"]
+__all__ = ["RotaryAtlas", "rotary_atlas", "plane_statistics", "usage_summaries"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -353,6 +353,13 @@ def _reduce_heads(
         _head_sums(work.rows, reader.planes, gain, where, work, norms[head], cross[head])
 
 
+def usage_summaries(share: torch.Tensor, critical: torch.Tensor) -> dict[str, torch.Tensor]:
+    """The atlas's summaries of ``qk_share`` ``(n_layers, n_heads, n_planes)``: ``short_share``
+    ``(n_layers, n_heads)``, the share held by the ``critical`` planes ``(n_planes,)`` bool, and
+    ``layer_usage`` ``(n_layers, n_planes)``, the mean share over each layer's heads."""
+    return {"short_share": share[..., critical].sum(-1), "layer_usage": share.mean(dim=1)}
+
+
 def rotary_atlas(
     name_or_path: str | os.PathLike[str] | Checkpoint,
     *,
@@ -440,8 +447,7 @@ def rotary_atlas(
         k_pair_cosine=k_cos,
         wavelengths=wavelengths,
         critical=critical,
-        short_share=share[..., critical].sum(-1),
-        layer_usage=share.mean(dim=1),
+        **usage_summaries(share, critical),
         layers=chosen,
         kv_heads=tuple(kv_heads.tolist()),
         context_length=context,

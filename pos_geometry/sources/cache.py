@@ -49,6 +49,7 @@ __all__ = [
     "cached_table",
     "cached_tensor",
     "clear",
+    "commit_dir",
     "is_commit",
     "store_ref",
     "store_tensor",
@@ -104,9 +105,14 @@ def _safe_name(text: str) -> str:
     return name
 
 
-def _tensor_path(repo_id: str, commit: str, key: str) -> Path:
+def commit_dir(repo_id: str, commit: str) -> Path:
+    """The folder holding ``repo_id``'s cached tensors at ``commit`` (a 40-hex commit; it may not exist yet)."""
     _check_commit(commit)
-    return _repo_dir(repo_id) / commit / (_safe_name(key) + _SUFFIX)
+    return _repo_dir(repo_id) / commit
+
+
+def _tensor_path(repo_id: str, commit: str, key: str) -> Path:
+    return commit_dir(repo_id, commit) / (_safe_name(key) + _SUFFIX)
 
 
 def _load(path: Path, repo_id: str, commit: str, key: str | None) -> TensorRecord | None:
@@ -177,8 +183,7 @@ def cached_table(
     """
     if key is not None:
         return cached_tensor(repo_id, commit, key)
-    _check_commit(commit)
-    folder = _repo_dir(repo_id) / commit
+    folder = commit_dir(repo_id, commit)
     if not folder.is_dir():
         return None
     found: dict[str, Path] = {}

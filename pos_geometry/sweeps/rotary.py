@@ -87,12 +87,8 @@ def does_not_apply(model_id: str) -> dict[str, Any]:
     }
 
 
-def _mean(x: np.ndarray) -> float | None:
-    x = x[np.isfinite(x)]
-    return float(x.mean()) if x.size else None
-
-
-def _extreme(x: np.ndarray, how: Any) -> float | None:
+def _finite(x: np.ndarray, how: Any = np.mean) -> float | None:
+    """``how`` (mean, min, max) of the finite entries of ``x``; None when there are none."""
     x = x[np.isfinite(x)]
     return float(how(x)) if x.size else None
 
@@ -126,16 +122,16 @@ def atlas_metrics(atlas: Any) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
         "n_layers": n_layers, "n_heads": n_heads, "n_kv_heads": len(set(atlas.kv_heads)), "n_planes": n_planes,
         "context_length": int(atlas.context_length), "critical_dimension": int(atlas.critical_dimension),
         "pairing": atlas.pairing,
-        "short_share": _mean(short), "short_share_min": _extreme(short, np.min),
-        "short_share_max": _extreme(short, np.max),
-        "q_pair_cosine_abs": _mean(np.abs(a["q_pair_cosine"])), "k_pair_cosine_abs": _mean(np.abs(a["k_pair_cosine"])),
-        "q_plane_norm": _mean(a["q_norm"]), "k_plane_norm": _mean(a["k_norm"]),
+        "short_share": _finite(short), "short_share_min": _finite(short, np.min),
+        "short_share_max": _finite(short, np.max),
+        "q_pair_cosine_abs": _finite(np.abs(a["q_pair_cosine"])), "k_pair_cosine_abs": _finite(np.abs(a["k_pair_cosine"])),
+        "q_plane_norm": _finite(a["q_norm"]), "k_plane_norm": _finite(a["k_norm"]),
         "top_plane": top, "top_plane_wavelength": None if top is None else float(a["wavelengths"][top]),
         "top_plane_share": None if top is None else float(usage[top]),
-        "effective_planes": _mean(np.exp(entropy)),
+        "effective_planes": _finite(np.exp(entropy)),
     }  # fmt: skip
     for row, layer in enumerate(atlas.layers):
-        metrics[f"layer{layer}_short_share"] = _mean(short[row])
+        metrics[f"layer{layer}_short_share"] = _finite(short[row])
     arrays = {
         **{name: a[name] for name in ATLAS_ARRAYS},
         "critical": atlas.critical.detach().cpu().numpy().astype(np.uint8),
@@ -151,7 +147,7 @@ def usage_drift(a: np.ndarray, b: np.ndarray) -> float | None:
     if a.shape != b.shape:
         return None
     tv = 0.5 * np.abs(np.asarray(a, np.float64) - np.asarray(b, np.float64)).sum(axis=-1)
-    return _mean(tv)
+    return _finite(tv)
 
 
 def add_usage_drift(shares: Sequence[np.ndarray | None], names: Sequence[str]) -> list[dict[str, Any]]:
@@ -169,7 +165,7 @@ def _cache_folder(repo_id: str, commit: str | None) -> Path | None:
 
     if commit is None or not cache.is_commit(commit):
         return None
-    return cache._tensor_path(repo_id, commit, "x").parent
+    return cache.commit_dir(repo_id, commit)
 
 
 def read_atlas(task: Any) -> Any:
@@ -208,13 +204,12 @@ def rebuild_atlas(arrays: dict[str, np.ndarray], metrics: dict[str, Any], proven
     """A :class:`~pos_geometry.analysis.rotary_atlas.RotaryAtlas` from a stored checkpoint's arrays."""
     import torch
 
-    from pos_geometry.analysis.rotary_atlas import RotaryAtlas
+    from pos_geometry.analysis.rotary_atlas import RotaryAtlas, usage_summaries
 
     t = {name: torch.from_numpy(arrays[name]) for name in ATLAS_ARRAYS}
     critical = torch.from_numpy(arrays["critical"].astype(bool))
-    share = t["qk_share"]
     return RotaryAtlas(
-        **t, critical=critical, short_share=share[..., critical].sum(-1), layer_usage=share.mean(dim=1),
+        **t, critical=critical, **usage_summaries(t["qk_share"], critical),
         layers=tuple(int(i) for i in arrays["layers"]), kv_heads=tuple(int(i) for i in arrays["kv_heads"]),
         context_length=int(metrics["context_length"]), critical_dimension=int(metrics["critical_dimension"]),
         fold_norm="fold_norm" in provenance.processing, pairing=str(metrics["pairing"]), provenance=provenance,
