@@ -249,11 +249,12 @@ def store_tensor(repo_id: str, commit: str, record: TensorRecord) -> Path:
     tensor = record.tensor.detach().to("cpu").contiguous()
     raw = memoryview(tensor.reshape(-1).view(torch.uint8).numpy()) if tensor.numel() else memoryview(b"")
 
-    def fill(offset: int, buffer: memoryview) -> None:
-        buffer[:] = raw[offset : offset + buffer.nbytes]
+    def push(write: Callable[[memoryview], object]) -> None:
+        for offset in range(0, raw.nbytes, WRITE_CHUNK):
+            write(raw[offset : offset + WRITE_CHUNK])
 
     meta = _meta(repo_id, commit, record.key, record.file, record.dtype, record.available_keys)
-    return _write(repo_id, commit, record.key, tensor.dtype, tuple(tensor.shape), meta, fill)
+    return _write(repo_id, commit, record.key, tensor.dtype, tuple(tensor.shape), meta, push)
 
 
 def store_tensor_stream(
@@ -279,8 +280,19 @@ def store_tensor_stream(
     tensor has, nothing is left behind. Returns the file written."""
     if (fill is None) == (push is None):
         raise InvalidArgumentError("store_tensor_stream needs exactly one of fill= or push=.")
+    if fill is not None:
+        nbytes = math.prod(shape) * dtype.itemsize
+        produce = fill
+
+        def push(write: Callable[[memoryview], object]) -> None:  # fill a reused buffer, write it on
+            chunk = memoryview(bytearray(min(nbytes, WRITE_CHUNK)))
+            for start in range(0, nbytes, WRITE_CHUNK):
+                part = chunk[: min(WRITE_CHUNK, nbytes - start)]
+                produce(start, part)
+                write(part)
+
     meta = _meta(repo_id, commit, key, file, dtype_name(dtype), available_keys)
-    return _write(repo_id, commit, key, dtype, shape, meta, fill, push)
+    return _write(repo_id, commit, key, dtype, shape, meta, push)
 
 
 def _write(
@@ -290,34 +302,27 @@ def _write(
     dtype: torch.dtype,
     shape: tuple[int, ...],
     meta: dict[str, str],
-    fill: Callable[[int, memoryview], None] | None,
-    push: Callable[[Callable[[memoryview], object]], None] | None = None,
+    push: Callable[[Callable[[memoryview], object]], None],
 ) -> Path:
+    """Write the cache file of ``key`` atomically: the header, then every byte ``push`` hands to its
+    ``write`` (exactly the tensor's size, or nothing is left behind)."""
     path = _tensor_path(repo_id, commit, key)
     header = _header(key, dtype, shape, meta)
     nbytes = math.prod(shape) * dtype.itemsize
     with atomic_writer(path) as fh:
         fh.write(header)
-        if push is not None:
-            written = 0
+        written = 0
 
-            def write(chunk: memoryview) -> None:
-                nonlocal written
-                written += chunk.nbytes
-                if written > nbytes:
-                    raise InvalidArgumentError(f"more than the {nbytes} bytes of {key!r} were pushed.")
-                fh.write(chunk)
+        def write(chunk: memoryview) -> None:
+            nonlocal written
+            written += chunk.nbytes
+            if written > nbytes:
+                raise InvalidArgumentError(f"more than the {nbytes} bytes of {key!r} were pushed.")
+            fh.write(chunk)
 
-            push(write)
-            if written != nbytes:
-                raise InvalidArgumentError(f"{written} of the {nbytes} bytes of {key!r} were pushed.")
-        else:
-            assert fill is not None
-            chunk = memoryview(bytearray(min(nbytes, WRITE_CHUNK)))
-            for start in range(0, nbytes, WRITE_CHUNK):
-                part = chunk[: min(WRITE_CHUNK, nbytes - start)]
-                fill(start, part)
-                fh.write(part)
+        push(write)
+        if written != nbytes:
+            raise InvalidArgumentError(f"{written} of the {nbytes} bytes of {key!r} were pushed.")
     return path
 
 
