@@ -307,8 +307,8 @@ def report(
         "after the other, bytes dropped: no parsing, no cache, no arithmetic.",
         "- Fresh subprocess per run, imports excluded; peak RSS = VmHWM above the RSS after imports; rchar counts "
         "`read` calls (not mmap faults: transformers' file-backed pages show in RssFile). Loopback: a Hub-API "
-        "server on 127.0.0.1 (Python's http.server, in the benchmark's process), empty caches, bytes = everything "
-        "the server wrote. Time: the fastest of *reps* runs; peak: the smallest.",
+        "server on 127.0.0.1 (Python's http.server with TCP_NODELAY as production servers set it, in the "
+        "benchmark's process), empty caches, bytes = everything the server wrote. Time: the fastest of *reps* runs; peak: the smallest.",
         "",
         "| where | method | time s | peak RSS MiB | RssFile MiB | rchar MiB | bytes sent MiB | Σ‖W_q‖² | reps |",
         "|---|---|---|---|---|---|---|---|---|",
@@ -342,25 +342,25 @@ def report(
                 f"transformers in this run; the atlas takes {ours['call_s'] / raw['call_s']:.2f}× that floor."
             )
     lines.append(
-        "- How pos_geometry reads: one head's rotating rows at a time (1 MiB of bf16 here) by file offset into a "
-        "reused buffer, widened to float32 by torch, reduced to its planes' 2 × 2 Gram matrices (squared norm of "
-        "each row, one dot product per plane; float32 sums, ~5e-7 relative to float64) and dropped. Heads are "
-        "split over as many Python threads as torch has intra-op threads, with torch's own kernels "
-        "single-threaded for the call (per-kernel thread barriers cost more than a 1 MiB kernel on a busy "
-        "machine). Over the hub, four background threads stream the q/k tensors into pos_geometry's cache, each "
-        "tensor one range request whose body chunks are written on as they arrive (atomic temp file + fsync + "
-        "rename), while the main thread reduces the tensors already there; each weight file is opened with one "
-        "GET (size, ETag, header) pinned to the resolved commit."
+        "- How pos_geometry reads: each q/k tensor is visited head by head: a head's rotating rows (1 MiB of bf16 "
+        "here) land in a reused buffer, are widened to float32 by torch, reduced to their planes' 2 × 2 Gram "
+        "matrices (squared norm of each row, one dot product per plane; float32 sums, ~5e-7 relative to float64) "
+        "and dropped. Locally the rows are read by file offset. Over the hub each tensor is ONE range request "
+        "whose body is copied into the head buffer as it arrives, each head reduced as soon as it is complete "
+        "(no cache file is written and nothing is read back); at least two tensors stream at once (as many as "
+        "torch has threads, at most 4), one per thread, with torch's own kernels single-threaded for the call. "
+        "The per-tensor sums (a few KiB) are kept in pos_geometry's cache, so a second atlas of the commit reads "
+        "nothing. Each weight file is opened with one GET (size, ETag, header) pinned to the resolved commit; "
+        "the shard headers are fetched concurrently."
     )
     lines.append(
         "- What bounds the ratios: over the network both sides pay per byte, and q/k are 1/11.9 of the bytes, so at "
         "equal cost per byte the time ratio would be 11.9×; ≥ 20× needs the atlas to handle a byte ≥ 20/11.9 = 1.7× "
-        "faster than transformers' download does. The raw-transfer row is the floor for our bytes; the rest of the "
-        "atlas's hub time is the fixed requests (repo info, config.json, shard index, one GET per shard header: "
-        "~0.15 s), writing and fsyncing the 320 MiB of cache entries (~0.35 s of I/O, overlapped across the four "
-        "streams) and reading them back for the arithmetic (~0.15 s, overlapped except for the last tensors). On a "
-        "local folder transformers maps the bf16 safetensors without copying, while the atlas reads and widens all "
-        "q/k bytes. Timings on this shared 2-core machine swing several-fold with the load average shown above."
+        "faster than transformers' download does (which writes the whole repo into the HF cache, then loads it). "
+        "The raw-transfer row is the floor for our bytes; the rest of the atlas's hub time is the fixed requests "
+        "(repo info, config.json, shard index, the shard headers) and the arithmetic that the two cores share with "
+        "the server. On a local folder transformers maps the bf16 safetensors without copying, while the atlas "
+        "reads and widens all q/k bytes. Timings on this 2-core machine swing with the load average shown above."
     )
     return "\n".join(lines) + "\n"
 

@@ -28,20 +28,16 @@ not part of the atlas.
 
 from __future__ import annotations
 
-import contextlib
-import functools
 import math
 import os
-import threading
-from collections.abc import Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
 
 from pos_geometry._device import resolve_device
-from pos_geometry._dtypes import dtype_name
 from pos_geometry.analysis._results import Result
+from pos_geometry.analysis.plane_sums import grams, layer_sums, one_thread_per_kernel, plane_grams
 from pos_geometry.embedding import Provenance
 from pos_geometry.encodings.rotary import inverse_frequencies, scaling_fields
 from pos_geometry.errors import NoLearnedTableError, NotApplicableError
@@ -50,6 +46,9 @@ from pos_geometry.sources.roles import QKReader
 from pos_geometry.sources.tensor_set import Checkpoint, open_checkpoint
 
 __all__ = ["RotaryAtlas", "rotary_atlas", "plane_statistics", "usage_summaries"]
+
+MIN_STREAMS = 2
+"""A hub atlas runs at least this many range requests at once (one q/k tensor each), however few cores."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -129,117 +128,6 @@ class RotaryAtlas(Result):
         ]
 
 
-class _Workspace:
-    """Buffers reused for every head one thread reduces: a loop over hundreds of heads then allocates
-    nothing large (fresh multi-MiB blocks per head make glibc raise its mmap threshold and keep the
-    freed blocks, which doubles the peak resident memory)."""
-
-    def __init__(self) -> None:
-        self.rows: torch.Tensor | None = None
-        self._buffers: dict[tuple[str, tuple[int, ...], torch.device], torch.Tensor] = {}
-
-    def buffer(self, name: str, shape: tuple[int, ...], device: torch.device) -> torch.Tensor:
-        """A float32 buffer of ``shape`` on ``device`` (the same one for the same name and shape)."""
-        buf = self._buffers.get((name, shape, device))
-        if buf is None:
-            buf = self._buffers[(name, shape, device)] = torch.empty(
-                shape, dtype=torch.float32, device=device
-            )
-        return buf
-
-
-def _pair_rows(wide: torch.Tensor, planes: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """``(first, second)``, each ``(n_planes, d_model)``: the rows of ``wide`` each plane turns. Views
-    for the two pairings (rotate-half ``(i, i + n)``, interleaved ``(2i, 2i + 1)``), copies otherwise."""
-    n = planes.shape[0]
-    first, second = planes[:, 0], planes[:, 1]
-    if torch.equal(first, torch.arange(n)) and torch.equal(second, torch.arange(n, 2 * n)):
-        return wide[:n], wide[n : 2 * n]
-    if torch.equal(first, torch.arange(0, 2 * n, 2)) and torch.equal(second, first + 1):
-        pairs = wide[: 2 * n].view(n, 2, -1)
-        return pairs[:, 0], pairs[:, 1]
-    return wide[first], wide[second]
-
-
-def _head_sums(
-    rows: torch.Tensor,
-    planes: torch.Tensor,
-    gain: torch.Tensor | None,
-    device: torch.device,
-    work: _Workspace,
-    norms: torch.Tensor,
-    cross: torch.Tensor,
-) -> None:
-    """One head's sums: ``norms`` (``(len(rows),)``) gets each row's norm, ``cross`` (``(n_planes,)``)
-    each plane's dot product of its two rows.
-
-    ``rows``: ``(≥ rotary_dim, d_model)`` the head's rows (any float dtype, CPU); ``planes`` index
-    them. The rows are widened to float32 on ``device`` (bfloat16 and float16 exactly) into a reused
-    buffer and the gain multiplied in; the sums accumulate in float32 (torch's blocked sums:
-    relative error ~1e-7 for thousands of terms). Four kernels per head, none allocating.
-    """
-    wide = work.buffer("wide", tuple(rows.shape), device)
-    wide.copy_(rows)
-    if gain is not None:
-        wide.mul_(gain.to(device=device, dtype=torch.float32))
-    first, second = _pair_rows(wide, planes)
-    product = work.buffer("product", tuple(first.shape), device)
-    torch.linalg.vector_norm(wide, dim=-1, out=norms)
-    torch.sum(torch.mul(first, second, out=product), dim=-1, out=cross)
-
-
-def _grams(norms: torch.Tensor, cross: torch.Tensor, planes: torch.Tensor) -> torch.Tensor:
-    """``(n_heads, n_planes, 2, 2)`` float64 (CPU) plane Gram matrices from the heads' row norms
-    ``(n_heads, rows)`` and plane dot products ``(n_heads, n_planes)``."""
-    squares = norms.to("cpu", torch.float64).square()
-    dots = cross.to("cpu", torch.float64)
-    aa, bb = squares[:, planes[:, 0]], squares[:, planes[:, 1]]
-    return torch.stack((aa, dots, dots, bb), dim=-1).reshape(*dots.shape, 2, 2)
-
-
-def _plane_grams(
-    w: torch.Tensor, planes: torch.Tensor, gain: torch.Tensor | None, device: torch.device | None = None
-) -> torch.Tensor:
-    """``(n, n_planes, 2, 2)`` float64 Gram matrices of each plane's two rows, for each of ``w``'s heads."""
-    where = device if device is not None else torch.device("cpu")
-    work = _Workspace()
-    norms = torch.empty(w.shape[:2], dtype=torch.float32, device=where)
-    cross = torch.empty(w.shape[0], planes.shape[0], dtype=torch.float32, device=where)
-    for h in range(w.shape[0]):
-        _head_sums(w[h], planes, gain, where, work, norms[h], cross[h])
-    return _grams(norms, cross, planes)
-
-
-_THREADS_LOCK = threading.Lock()
-_THREADS_USERS = 0
-_THREADS_SAVED = 1
-
-
-@contextlib.contextmanager
-def _one_thread_per_kernel() -> Iterator[int]:
-    """Run torch's kernels single-threaded inside the block; yields the thread count torch had.
-
-    The atlas's kernels are small (one head: ~1 MiB); torch's intra-op threads must meet at a barrier
-    in each, which on a busy machine costs more than the kernel. The atlas parallelises over heads
-    with its own threads instead (each runs whole heads), and restores torch's setting after
-    (concurrent atlases share one save/restore).
-    """
-    global _THREADS_USERS, _THREADS_SAVED
-    with _THREADS_LOCK:
-        if _THREADS_USERS == 0:
-            _THREADS_SAVED = torch.get_num_threads()
-            torch.set_num_threads(1)
-        _THREADS_USERS += 1
-        saved = _THREADS_SAVED
-    try:
-        yield saved
-    finally:
-        with _THREADS_LOCK:
-            _THREADS_USERS -= 1
-            if _THREADS_USERS == 0:
-                torch.set_num_threads(_THREADS_SAVED)
-
-
 def plane_statistics(
     q: torch.Tensor,
     k: torch.Tensor,
@@ -259,8 +147,8 @@ def plane_statistics(
     float64 through the ``2 × 2`` Gram matrices of each plane's rows.
     """
     where = resolve_device(device)
-    gq = _plane_grams(q, planes, gain, where)
-    gk = _plane_grams(k, planes, gain, where)
+    gq = plane_grams(q, planes, gain, where)
+    gk = plane_grams(k, planes, gain, where)
     return _plane_stats(gq, gk[kv_heads] if kv_heads is not None else gk)
 
 
@@ -290,67 +178,6 @@ def _does_not_apply(config: dict, model_id: str) -> NotApplicableError:
         f"the rotary frequency atlas does not apply to {model_id!r}: {why}, not from rotary embeddings, so "
         "no query/key plane turns with position. Use pos_geometry.load and pos_geometry.pca for learned tables."
     )
-
-
-def _reduce_layers(
-    reader: QKReader,
-    chosen: tuple[int, ...],
-    kv_heads: torch.Tensor,
-    fold_norm: bool,
-    where: torch.device,
-    threads: int,
-) -> tuple[list[tuple[torch.Tensor, ...]], list[str], str]:
-    """Per layer, the :func:`_plane_stats` of its q/k heads; the keys read; the stored dtype.
-
-    Each head's rotating rows are read into a buffer of the thread that reduces them (on the CPU,
-    ``threads`` threads take every ``threads``-th head), so memory holds a few heads at a time."""
-    workers = max(1, min(threads, 4)) if where.type == "cpu" else 1
-    spaces = [_Workspace() for _ in range(workers)]
-    counts = {"q": reader.n_heads, "k": reader.n_kv_heads}
-    stats: list[tuple[torch.Tensor, ...]] = []
-    keys: list[str] = []
-    stored = ""
-    pool = ThreadPoolExecutor(workers, thread_name_prefix="pos_geometry-atlas") if workers > 1 else None
-    mapper = pool.map if pool is not None else map
-    try:
-        for index in chosen:
-            gain = None
-            if fold_norm:
-                gain, norm_key = reader.gain(index)
-                keys.append(norm_key)
-            grams = {}
-            for which, n in counts.items():
-                key = reader.prepare(index, which)
-                keys += [key] if key not in keys else []
-                norms = torch.empty(n, reader.rotary.rotary_dim, dtype=torch.float32, device=where)
-                cross = torch.empty(n, reader.planes.shape[0], dtype=torch.float32, device=where)
-                run = functools.partial(_reduce_heads, reader, index, which, gain, where, norms, cross)
-                list(mapper(run, [range(part, n, workers) for part in range(workers)], spaces))
-                grams[which] = _grams(norms, cross, reader.planes)
-                stored = dtype_name(spaces[0].rows.dtype) if spaces[0].rows is not None else stored
-            stats.append(_plane_stats(grams["q"], grams["k"][kv_heads]))
-    finally:
-        if pool is not None:
-            pool.shutdown()
-    return stats, keys, stored
-
-
-def _reduce_heads(
-    reader: QKReader,
-    index: int,
-    which: str,
-    gain: torch.Tensor | None,
-    where: torch.device,
-    norms: torch.Tensor,
-    cross: torch.Tensor,
-    heads: range,
-    work: _Workspace,
-) -> None:
-    """Fill rows ``heads`` of ``norms``/``cross`` (:func:`_head_sums`) for the ``which`` projection of layer
-    ``index``, each head's rows read into ``work``'s buffer (one thread's share of a tensor)."""
-    for head in heads:
-        work.rows, _ = reader.head_rows(index, which, head, out=work.rows)
-        _head_sums(work.rows, reader.planes, gain, where, work, norms[head], cross[head])
 
 
 def usage_summaries(share: torch.Tensor, critical: torch.Tensor) -> dict[str, torch.Tensor]:
@@ -392,9 +219,11 @@ def rotary_atlas(
         NotApplicableError: the model has no rotary embeddings (GPT-2, BERT, ALiBi models ...).
         InvalidArgumentError: ``device`` is unknown or unavailable.
 
-    Memory holds one head's rotating rows at a time: each head's rows are read from the
-    checkpoint (or from pos_geometry's cache, into which a hub tensor is streamed once) by
-    offset, reduced to its planes' Gram matrices and dropped.
+    Memory holds one head's rotating rows per thread: each head's rows are read from the checkpoint
+    by offset (from the hub: one streamed range request per q/k tensor, several at once), reduced to
+    its planes' sums as soon as they arrive, and dropped (:mod:`pos_geometry.analysis.plane_sums`).
+    From the hub the per-tensor sums are kept in pos_geometry's cache, so a second atlas of the same
+    commit reads nothing.
     """
     where = resolve_device(device)
     checkpoint = (
@@ -411,9 +240,17 @@ def rotary_atlas(
     reader = QKReader(checkpoint)
     chosen = reader.layers(layers)
     kv_heads = torch.arange(reader.n_heads) // (reader.n_heads // reader.n_kv_heads)
-    with checkpoint, _one_thread_per_kernel() as threads:
-        reader.prefetch(chosen)  # hub: the q/k tensors stream into the cache while earlier ones are reduced
-        stats, keys, stored = _reduce_layers(reader, chosen, kv_heads, fold_norm, where, threads)
+    with one_thread_per_kernel() as threads:
+        # Threads read and reduce one tensor each: as many as torch had threads, at most 4, on the CPU
+        # (one for a GPU); from the hub at least MIN_STREAMS, so a transfer overlaps another's arithmetic.
+        workers = max(1, min(threads, 4)) if where.type == "cpu" else 1
+        if checkpoint.commit is not None:
+            workers = max(workers, MIN_STREAMS)
+        sums, keys, stored = layer_sums(reader, chosen, fold_norm, where, workers)
+    stats = [
+        _plane_stats(grams(*layer["q"], reader.planes), grams(*layer["k"], reader.planes)[kv_heads])
+        for layer in sums
+    ]
     q_norm, k_norm, share, q_cos, k_cos = (torch.stack(s) for s in zip(*stats, strict=True))
     theta = inverse_frequencies(reader.rotary)
     wavelengths = 2 * math.pi / theta

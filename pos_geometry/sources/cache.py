@@ -4,6 +4,7 @@ A positional table read over HTTP is stored once, so that a second load makes no
 network request. Layout under :func:`cache_dir`::
 
     hub/<org>--<name>/<commit>/<quoted tensor key>.safetensors   one tensor, as stored
+    hub/<org>--<name>/<commit>/@<quoted result name>.safetensors  a small result computed from that commit
     hub/<org>--<name>/refs/<quoted revision>                      the commit a revision resolved to
 
 Entries are keyed by the RESOLVED 40-hex commit, never by a branch name, so a
@@ -12,7 +13,10 @@ which commit a name (``main``, ``checkpoint-400``) pointed to when it was fetche
 
 Each tensor file is a safetensors file holding the tensor under its checkpoint key,
 in its stored dtype, with metadata ``repo_id``, ``commit``, ``key``, ``file``,
-``dtype`` and ``available_keys`` (JSON). Every write goes through the package's one atomic
+``dtype`` and ``available_keys`` (JSON). A result file (:func:`store_result`: e.g. the rotary
+atlas's per-head sums of a q/k tensor, so that a second atlas reads nothing) holds named tensors
+with metadata ``repo_id``, ``commit``, ``result`` and ``spec`` (what it was computed from); a
+``@`` never starts a quoted tensor key, so the two kinds cannot collide. Every write goes through the package's one atomic
 writer (:func:`pos_geometry._files.atomic_write`: a temporary file in the same directory,
 fsynced, then ``os.replace``), so a crash leaves either the old state or the complete new
 file, never a partial file under a name that is read back.
@@ -36,6 +40,7 @@ import torch
 from huggingface_hub.errors import HFValidationError
 from huggingface_hub.utils import validate_repo_id
 from safetensors import SafetensorError, safe_open
+from safetensors.torch import save
 
 from pos_geometry._files import atomic_write, atomic_writer
 from pos_geometry.errors import InvalidArgumentError
@@ -46,12 +51,14 @@ __all__ = [
     "cache_dir",
     "cached_path",
     "cached_ref",
+    "cached_result",
     "cached_table",
     "cached_tensor",
     "clear",
     "commit_dir",
     "is_commit",
     "store_ref",
+    "store_result",
     "store_tensor",
     "store_tensor_stream",
     "WRITE_CHUNK",
@@ -324,6 +331,52 @@ def _write(
         if written != nbytes:
             raise InvalidArgumentError(f"{written} of the {nbytes} bytes of {key!r} were pushed.")
     return path
+
+
+def _result_path(repo_id: str, commit: str, name: str) -> Path:
+    return commit_dir(repo_id, commit) / ("@" + _safe_name(name) + _SUFFIX)
+
+
+def store_result(
+    repo_id: str,
+    commit: str,
+    name: str,
+    tensors: dict[str, torch.Tensor],
+    spec: str,
+    meta: dict[str, str] | None = None,
+) -> Path:
+    """Store the small result ``name`` computed from ``repo_id`` at ``commit``: ``tensors`` (moved to
+    the CPU) with ``spec``, the text that identifies how it was computed (a later lookup must give the
+    same), and extra string ``meta``. Atomic like :func:`store_tensor`; returns the file written."""
+    _check_commit(commit)
+    payload = save(
+        {k: v.detach().to("cpu").contiguous() for k, v in tensors.items()},
+        metadata={**(meta or {}), "repo_id": repo_id, "commit": commit, "result": name, "spec": spec},
+    )
+    return atomic_write(_result_path(repo_id, commit, name), payload)
+
+
+def cached_result(
+    repo_id: str, commit: str, name: str, spec: str
+) -> tuple[dict[str, torch.Tensor], dict[str, str]] | None:
+    """``(tensors, metadata)`` of the result ``name`` stored for ``repo_id`` at ``commit`` with this
+    ``spec``, else ``None`` (an unreadable file is removed; one with another spec is left alone)."""
+    path = _result_path(repo_id, commit, name)
+    if not path.is_file():
+        return None
+    try:
+        with safe_open(str(path), framework="pt") as fh:
+            meta = fh.metadata() or {}
+            if (meta.get("repo_id"), meta.get("commit"), meta.get("result"), meta.get("spec")) != (
+                repo_id, commit, name, spec,
+            ):  # fmt: skip
+                return None
+            tensors = {k: fh.get_tensor(k) for k in fh.keys()}  # noqa: SIM118 (safe_open is not a mapping)
+    except (SafetensorError, OSError, ValueError):
+        with contextlib.suppress(OSError):
+            path.unlink()
+        return None
+    return tensors, meta
 
 
 def _ref_path(repo_id: str, revision: str) -> Path:

@@ -235,6 +235,11 @@ class QKReader:
     def _key(self, index: int, role: str) -> str:
         return self._spelled(self.layout.keys(index, norm=True)[role])
 
+    def spelled(self, key: str) -> str:
+        """A key as the layout names it (:meth:`head_ranges`), as this checkpoint spells it (a headless
+        checkpoint drops the layout's prefix; finding out may read the key list once)."""
+        return self._spelled(key)
+
     def projection(self, index: int, which: str) -> tuple[torch.Tensor, str]:
         """``(weights, key)``: the ``which`` (``"q"`` or ``"k"``) projection of layer ``index`` as stored,
         ``(heads, head_dim, d_model)``. A fused qkv tensor is read once for q then k (in that order)."""
@@ -269,19 +274,34 @@ class QKReader:
             self._checked.add(key)
         return key
 
-    def prefetch(self, layers: Sequence[int]) -> None:
-        """From the hub, start streaming the q/k tensors of ``layers`` (in reading order) into the cache in
-        the background (:meth:`Checkpoint.prefetch`); a no-op for local folders and cached tensors."""
-        keys = [self.key(index, which) for index in layers for which in ("q", "k")]
-        self.checkpoint.prefetch(keys)
+    def check(self, index: int, which: str) -> str:
+        """Check the stored shape of the tensor holding ``which`` (``"q"``/``"k"``) of layer ``index``
+        against the config (once per tensor; only its header is read); returns its key."""
+        return self._checked_key(index, which)
 
-    def prepare(self, index: int, which: str) -> str:
-        """Check the stored shape of the tensor holding ``which`` of layer ``index`` and find (from the
-        hub: fetch) the file its rows are read from; returns its key. After this, :meth:`head_rows`
-        of that tensor may run in several threads at once."""
-        key = self._checked_key(index, which)
-        self.checkpoint.prepare_rows(key)
-        return key
+    def head_ranges(
+        self, index: int
+    ) -> list[tuple[str, tuple[tuple[str, int], ...], tuple[tuple[int, int], ...]]]:
+        """Where layer ``index``'s rotating q/k rows are stored, as ``[(key, heads, ranges)]`` per tensor:
+        ``ranges[i]`` is the row range ``[start, start + rotary_dim)`` of ``heads[i] = (which, head)``
+        (``head`` counts key heads for ``"k"``), in increasing order, as
+        :meth:`~pos_geometry.sources.tensor_set.Checkpoint.visit_rows` takes them. A fused qkv tensor
+        is one entry holding both; its value rows lie between or after the ranges. ``key`` is as the
+        layout names it (:meth:`spelled` gives the checkpoint's spelling). Nothing is read."""
+        names = self.layout.keys(index, norm=True)
+        found: dict[str, list[tuple[int, str, int]]] = {}
+        for which, n in (("q", self.n_heads), ("k", self.n_kv_heads)):
+            key = names["qkv" if self.layout.qkv_key is not None else which]
+            for head in range(n):
+                start = _head_start(self.layout, which, head, self.n_heads, self.rotary.head_dim)
+                found.setdefault(key, []).append((start, which, head))
+        plans = []
+        for key, rows in found.items():
+            rows.sort()
+            heads = tuple((which, head) for _, which, head in rows)
+            ranges = tuple((start, start + self.rotary.rotary_dim) for start, _, _ in rows)
+            plans.append((key, heads, ranges))
+        return plans
 
     def head_rows(
         self, index: int, which: str, head: int, out: torch.Tensor | None = None
@@ -295,13 +315,21 @@ class QKReader:
         start = _head_start(self.layout, which, head, self.n_heads, self.rotary.head_dim)
         return self.checkpoint.read_rows(key, start, start + self.rotary.rotary_dim, out), key
 
-    def gain(self, index: int) -> tuple[torch.Tensor, str]:
-        """``(gain, key)``: the norm gain feeding attention in layer ``index``, float32, offset applied."""
+    def norm_key(self, index: int) -> str:
+        """The checkpoint key of the gain of the norm feeding attention in layer ``index``.
+
+        Raises:
+            InvalidArgumentError: the layout names no such norm (its gain cannot be folded).
+        """
         if self.layout.norm_key is None:
             raise InvalidArgumentError(
                 f"the {self.layout.model_type} layout names no norm before attention, so its gain cannot be folded."
             )
-        key = self._key(index, "norm")
+        return self._key(index, "norm")
+
+    def gain(self, index: int) -> tuple[torch.Tensor, str]:
+        """``(gain, key)``: the norm gain feeding attention in layer ``index``, float32, offset applied."""
+        key = self.norm_key(index)
         return self.checkpoint.read([key])[key].float() + self.layout.norm_offset, key
 
     def layer(

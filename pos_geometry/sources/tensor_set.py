@@ -25,8 +25,8 @@ import math
 import os
 import sys
 import warnings
-from collections.abc import Callable, Iterable
-from concurrent.futures import Future, ThreadPoolExecutor
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +42,14 @@ from pos_geometry.errors import (
 )
 from pos_geometry.sources import safetensors_format, torch_zip
 from pos_geometry.sources.byte_source import ByteSource, FileByteSource, read_into
-from pos_geometry.sources.cache import cache_dir, cached_path, cached_tensor, store_tensor_stream
+from pos_geometry.sources.cache import (
+    cache_dir,
+    cached_path,
+    cached_result,
+    cached_tensor,
+    store_result,
+    store_tensor_stream,
+)
 from pos_geometry.sources.hf_cache import hf_cached_file
 from pos_geometry.sources.http import DEFAULT_READAHEAD, HttpByteSource
 from pos_geometry.sources.hub import (
@@ -54,6 +61,7 @@ from pos_geometry.sources.hub import (
 )
 from pos_geometry.sources.hub import is_offline as _is_offline
 from pos_geometry.sources.local import detect_format
+from pos_geometry.sources.row_ranges import check_ranges, visit_ranges
 from pos_geometry.sources.sharded import INDEX_SUFFIX, WEIGHT_FILES, parse_index
 from pos_geometry.sources.tensor_record import TensorRecord, dtype_name, tensor_from_buffer
 
@@ -188,8 +196,6 @@ class Checkpoint:
     _weight_map: dict[str, str] | None = None
     _opened: dict[str, _Opened] = dataclasses.field(default_factory=dict)
     _cached: dict[str, _Opened] = dataclasses.field(default_factory=dict)
-    _pending: dict[str, Future[_Opened | None]] = dataclasses.field(default_factory=dict)
-    _pool: ThreadPoolExecutor | None = None
     _rows_files: dict[str, _Opened] = dataclasses.field(default_factory=dict)
 
     # --- which file holds a key ---------------------------------------------------------------
@@ -208,6 +214,12 @@ class Checkpoint:
     def _weight_file(self) -> str:
         names = self._file_names()
         present = [n for n in WEIGHT_FILES if n in names]
+        if not present and self._offline:
+            raise NotCachedError(
+                f"Offline, and what was asked of {self.location} is not in pos_geometry's cache, and none of its "
+                f"weight files ({', '.join(WEIGHT_FILES)}) is in the HF cache. Run once with network access "
+                "(unset HF_HUB_OFFLINE / POS_GEOMETRY_OFFLINE)."
+            )
         if not present:
             raise CheckpointFormatError(
                 f"{self.location} holds none of the weight files {', '.join(WEIGHT_FILES)}. "
@@ -348,20 +360,14 @@ class Checkpoint:
     def _rows_file(self, key: str) -> _Opened:
         """A file to read ``key``'s rows from: the local weight file, the cache entry, or (remote) the
         cache entry after streaming the whole tensor into it (one range request, each chunk written on
-        as it arrives; started earlier by :meth:`prefetch` when asked). If the cache cannot be written,
-        the rows are read remotely by range requests instead (with a warning)."""
+        as it arrives). If the cache cannot be written, the rows are read remotely by range requests
+        instead (with a warning)."""
         found = self._rows_files.get(key)
         if found is None:
             found = self._rows_files[key] = self._find_rows_file(key)
         return found
 
     def _find_rows_file(self, key: str) -> _Opened:
-        pending = self._pending.pop(key, None)
-        if pending is not None:
-            stored = pending.result()  # re-raises what the stream raised
-            if stored is not None:
-                self._cached[key] = stored
-                return stored
         cached = self._cache_entry(key)
         if cached is not None:
             return cached
@@ -370,14 +376,9 @@ class Checkpoint:
             return opened
         return self._store(key, name, opened) or opened
 
-    def prepare_rows(self, key: str) -> None:
-        """Find (and, from the hub, fetch into the cache) the file ``key``'s rows are read from, so that
-        later :meth:`read_rows` calls of ``key`` are safe from several threads at once."""
-        self._rows_file(key)
-
     def _store(self, key: str, name: str, opened: _Opened) -> _Opened | None:
         """Stream remote ``key`` into pos_geometry's cache in one range request; the cache entry, or None
-        (with a warning) when the cache cannot be written. Runs in prefetch threads for distinct keys."""
+        (with a warning) when the cache cannot be written."""
         span = opened.span(key)
         assert span is not None
         dtype, shape, offset = span
@@ -402,44 +403,84 @@ class Checkpoint:
             return None
         return _Opened(FileByteSource(path, name=f"{path} (pos_geometry cache)"))
 
-    def prefetch(self, keys: Iterable[str], *, workers: int = 4) -> None:
-        """Start streaming the remote tensors ``keys`` (in that order) into pos_geometry's cache in the
-        background, at most ``workers`` at a time, each over one of huggingface_hub's keep-alive
-        connections (the same shared client the checkpoint sweep's pool reads through).
-        :meth:`read_rows` of such a key waits for its stream while the caller works on earlier
-        tensors. Local folders and cached tensors are skipped; the weight files' headers are read
-        here, in the calling thread. :meth:`close` (or leaving ``with checkpoint:``) cancels the
-        streams not yet started and waits for the running ones."""
-        if self._directory is not None:
+    def open_files(self, keys: Iterable[str], *, workers: int = 8) -> None:
+        """Parse the headers of the weight files holding ``keys`` (those not in pos_geometry's cache), from
+        the hub up to ``workers`` files at once (one GET each). Afterwards :meth:`visit_rows`,
+        :meth:`shape` and :meth:`read` of these keys open nothing, so they may run in several threads."""
+        names = [self._file_of(key) for key in dict.fromkeys(keys) if self._cache_entry(key) is None]
+        names = [name for name in dict.fromkeys(names) if name not in self._opened]
+        if self._directory is not None or len(names) < 2 or workers < 2:
+            for name in names:
+                self._open(name)
             return
-        jobs = []
-        for key in dict.fromkeys(keys):
-            if key in self._pending or self._cache_entry(key) is not None:
-                continue
-            name, opened = self._located(key)
-            if opened.remote and opened.span(key) is not None:
-                jobs.append((key, name, opened))
-        if not jobs:
+        with ThreadPoolExecutor(min(workers, len(names)), thread_name_prefix="pos_geometry-open") as pool:
+            # each in a copy of this context: the load's deadline applies there too
+            jobs = [pool.submit(contextvars.copy_context().run, self._open, name) for name in names]
+            for job in jobs:
+                job.result()
+
+    def visit_rows(
+        self, key: str, ranges: Sequence[tuple[int, int]], visit: Callable[[int, torch.Tensor], object]
+    ) -> None:
+        """Call ``visit(i, rows)`` for each row range ``i`` of ``ranges`` (``(start, stop)`` along the first
+        dimension, increasing and not overlapping), in order. ``rows`` is ``(stop - start, *shape[1:])``
+        in the stored dtype on the CPU: a view of one buffer reused for every range (copy what you
+        keep), valid only during the call. Memory holds the longest range, whatever the tensor's size.
+
+        Only the ranges' bytes are read from a local folder, the HF cache or pos_geometry's cache. From
+        the hub (safetensors) the rows from the first range to the last arrive in ONE range request,
+        copied into the buffer as the body streams in, and each range is visited as soon as it is
+        complete; nothing is written to the tensor cache (:meth:`read` and :meth:`read_rows` keep what
+        they fetch). A PyTorch zip tensor is read range by range (its stored view may be strided).
+        After :meth:`open_files`, calls for different keys may run in several threads at once.
+
+        Raises:
+            InvalidArgumentError: the ranges break the rule above.
+            MissingTensorError, NotCachedError: as :meth:`read`; RemoteError: the transfer failed.
+        """
+        opened = self._cache_entry(key) or self._located(key)[1]
+        shape = opened.shape(key)
+        checked = check_ranges(ranges, shape[0] if shape else 0, f"{key!r} {tuple(shape)}")
+        span = opened.span(key)
+        if span is None or sys.byteorder != "little" or not checked:
+            for i, (start, stop) in enumerate(checked):
+                visit(i, opened.read_rows(key, start, stop))
             return
-        if self._pool is None:
-            self._pool = ThreadPoolExecutor(max(1, workers), thread_name_prefix="pos_geometry-prefetch")
-        for key, name, opened in jobs:  # in a copy of this context: the load's deadline applies there too
-            context = contextvars.copy_context()
-            self._pending[key] = self._pool.submit(context.run, self._store, key, name, opened)
+        dtype, _, offset = span
+        longest = max(stop - start for start, stop in checked)
+        buffer = torch.empty((longest, *shape[1:]), dtype=dtype)
+        raw = memoryview(buffer.reshape(-1).view(torch.uint8).numpy())
+        row_bytes = math.prod(shape[1:]) * dtype.itemsize
 
-    def close(self) -> None:
-        """Cancel the prefetches not yet started and wait for the running ones (each completes its
-        cache entry or leaves nothing: the cache writer is atomic)."""
-        pool, self._pool = self._pool, None
-        self._pending.clear()
-        if pool is not None:
-            pool.shutdown(wait=True, cancel_futures=True)
+        def rows(i: int, _view: memoryview) -> None:
+            start, stop = checked[i]
+            visit(i, buffer[: stop - start])
 
-    def __enter__(self) -> Checkpoint:
-        return self
+        visit_ranges(opened.src, offset, row_bytes, checked, raw, rows)
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    def cached_result(self, name: str, spec: str) -> tuple[dict[str, torch.Tensor], dict[str, str]] | None:
+        """A small result computed before from this hub commit (:func:`~pos_geometry.sources.cache.cached_result`);
+        None for a local folder or when there is none with this ``spec``."""
+        if self._directory is not None or self.commit is None:
+            return None
+        return cached_result(str(self._repo_id), self.commit, name, spec)
+
+    def store_result(
+        self, name: str, tensors: dict[str, torch.Tensor], spec: str, meta: dict[str, str]
+    ) -> None:
+        """Keep a small result computed from this hub commit in pos_geometry's cache (nothing for a local
+        folder; a cache that cannot be written only warns)."""
+        if self._directory is not None or self.commit is None:
+            return
+        try:
+            store_result(str(self._repo_id), self.commit, name, tensors, spec, meta)
+        except OSError as exc:
+            warnings.warn(
+                f"pos_geometry could not write its cache under {cache_dir()} ({exc}); {name!r} will be computed "
+                "again next time. Set POS_GEOMETRY_CACHE to a writable directory.",
+                RuntimeWarning,
+                stacklevel=3,
+            )
 
     def shape(self, key: str) -> tuple[int, ...]:
         """The stored shape of ``key`` (read from a header; no tensor bytes)."""
@@ -455,8 +496,7 @@ class Checkpoint:
         Only those rows' bytes are read from a local or cached safetensors file. From the hub the
         whole tensor is first streamed into pos_geometry's cache (atomically, in one range request
         whose body chunks are written on as they arrive), so every tensor is fetched once, and the
-        rows are then read from that file. Once :meth:`prepare_rows` has run for ``key``, calls from
-        several threads at once are safe.
+        rows are then read from that file.
 
         Raises:
             InvalidArgumentError: the rows are not within the tensor.

@@ -172,9 +172,10 @@ def read_atlas(task: Any) -> Any:
     """The :class:`~pos_geometry.analysis.rotary_atlas.RotaryAtlas` of ``task``'s checkpoint, read from the Hub
     at its commit (its ``revision`` recorded), as ``rotary_atlas(repo, revision=...)`` computes it.
 
-    The atlas streams each q/k tensor into the pos_geometry cache once and reads its heads' rows from
-    there; unless ``task.keep_tables``, the entries this call added are removed afterwards (a sweep of
-    hundreds of checkpoints keeps only its results), so the cache holds at most the checkpoints in flight.
+    The atlas reduces each q/k tensor as it streams in (one range request each) and keeps only small
+    entries in the pos_geometry cache (its per-tensor sums, and the norm gains with ``fold_norm``); unless
+    ``task.keep_tables``, the entries this call added are removed afterwards (a sweep of hundreds of
+    checkpoints keeps only its results), so the cache holds at most the checkpoints in flight.
     """
     from pos_geometry.analysis.rotary_atlas import rotary_atlas
     from pos_geometry.sources.tensor_set import open_checkpoint
@@ -183,7 +184,7 @@ def read_atlas(task: Any) -> Any:
     config = task.config
     folder = _cache_folder(task.repo_id, task.commit)
     if folder is not None:
-        remove_stale_temporaries(folder)  # a sweep killed while streaming a tensor here left it
+        remove_stale_temporaries(folder)  # a sweep killed while writing here left them
     before = set(folder.iterdir()) if folder is not None and folder.is_dir() else set()
     try:
         checkpoint = open_checkpoint(

@@ -94,6 +94,51 @@ def test_the_weights_are_the_served_ones_and_a_second_read_is_free(hub, monkeypa
     assert again.provenance.processing == ("fold_norm",)
 
 
+def test_a_second_atlas_reads_nothing_and_no_tensor_is_kept(hub, monkeypatch):
+    """The atlas reduces the streamed q/k bytes without writing them to the tensor cache; it keeps its
+    per-tensor sums instead, so the same atlas again (even offline) makes no request and is identical."""
+    from pos_geometry.sources import cache
+
+    server, commit, _ = hub
+    first = rotary_atlas(REPO)
+    for p in "qk":
+        assert cache.cached_path(REPO, commit, LAYER + f"self_attn.{p}_proj.weight") is None
+    kept = sorted(p.name for p in cache.commit_dir(REPO, commit).iterdir())
+    assert len(kept) == 2 and all(name.startswith("@") for name in kept)
+    assert sum(p.stat().st_size for p in cache.commit_dir(REPO, commit).iterdir()) < 64 * 1024
+    server.clear_log()
+    hub_server.go_offline(monkeypatch)
+    again = rotary_atlas(REPO)
+    assert server.requests() == []
+    for name in ("q_norm", "k_norm", "qk_share", "q_pair_cosine", "k_pair_cosine"):
+        assert torch.equal(getattr(again, name), getattr(first, name)), name
+    assert again.provenance.config_dict["tensor_keys"] == first.provenance.config_dict["tensor_keys"]
+    assert again.provenance.original_dtype == "bfloat16"
+    # folding the norm gain is another computation: offline, with only the sums kept, it cannot run
+    from pos_geometry.errors import NotCachedError
+
+    with pytest.raises(NotCachedError):
+        rotary_atlas(REPO, fold_norm=True)
+
+
+def test_visit_rows_streams_one_request_from_the_first_range_to_the_last(hub):
+    from pos_geometry.sources.tensor_set import open_checkpoint
+
+    server, _, tensors = hub
+    key = LAYER + "self_attn.q_proj.weight"
+    ckpt = open_checkpoint(REPO)
+    ckpt.open_files([key])
+    server.clear_log()
+    ranges = [(128, 192), (256, 384), (4000, 4096)]
+    seen = []
+    ckpt.visit_rows(key, ranges, lambda i, rows: seen.append((i, rows.clone())))
+    assert [i for i, _ in seen] == [0, 1, 2]
+    for (i, rows), (a, b) in zip(seen, ranges, strict=True):
+        assert torch.equal(rows, tensors[key][a:b]), i
+    (request,) = server.requests()
+    assert request.body_bytes == (4096 - 128) * 4096 * 2
+
+
 def test_offline_from_the_hf_cache(tiny_model, tmp_path, monkeypatch):
     """Files already in the HF cache are read offline, without the pos_geometry cache."""
     from huggingface_hub import snapshot_download

@@ -105,14 +105,27 @@ def _etag(path: Path) -> str:
 
 
 class _CountingWriter:
+    """Counts what is written, into ``count`` and the current request's ``bytes_sent``, BEFORE the bytes
+    leave (and takes them back if the write fails): a client that has read a whole response finds it
+    counted in the log, however fast it looks."""
+
     def __init__(self, inner) -> None:
         self.inner = inner
         self.count = 0
+        self.entry: LoggedRequest | None = None
 
     def write(self, data: bytes) -> int:
-        n = self.inner.write(data)
-        self.count += len(data)
-        return n
+        entry, n = self.entry, len(data)
+        self.count += n
+        if entry is not None:
+            entry.bytes_sent += n
+        try:
+            return self.inner.write(data)
+        except BaseException:
+            self.count -= n
+            if entry is not None:
+                entry.bytes_sent -= n
+            raise
 
     def flush(self) -> None:
         self.inner.flush()
@@ -216,6 +229,10 @@ class HubServer:
 class _Handler(BaseHTTPRequestHandler):
     hub: HubServer
     protocol_version = "HTTP/1.1"
+    # TCP_NODELAY, as production servers (nginx, CDNs) set it: the headers and a small body are two
+    # writes, and with Nagle's algorithm the second waits for the client's delayed ACK (~40 ms per
+    # small response on loopback), a stall the Hub does not have.
+    disable_nagle_algorithm = True
 
     def log_message(self, format: str, *args: object) -> None:  # silence stderr
         pass
@@ -232,12 +249,23 @@ class _Handler(BaseHTTPRequestHandler):
         if self.hub.latency_s:
             time.sleep(self.hub.latency_s)  # a far-away server: every request waits this long
         self._entry, self._start = entry, self.wfile.count  # type: ignore[attr-defined]
+        self.wfile.entry = entry  # type: ignore[attr-defined]
         with self.hub._lock:
             self.hub.log.append(entry)
         return entry
 
     def _finish(self) -> None:
         self._entry.bytes_sent = self.wfile.count - self._start  # type: ignore[attr-defined]
+        self.wfile.entry = None  # type: ignore[attr-defined]
+
+    def _body(self, data: bytes) -> None:
+        """Write body bytes, counted in ``body_bytes`` before they leave (see :class:`_CountingWriter`)."""
+        self._entry.body_bytes += len(data)
+        try:
+            self.wfile.write(data)
+        except BaseException:
+            self._entry.body_bytes -= len(data)
+            raise
 
     def _reply(self, status: int, body: bytes = b"", headers: dict[str, str] | None = None) -> None:
         self._entry.status = status
@@ -247,8 +275,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         if self.command != "HEAD" and body:
-            self.wfile.write(body)
-            self._entry.body_bytes += len(body)
+            self._body(body)
 
     def _error(self, code: str, commit: str | None = None) -> None:
         headers = {"X-Error-Code": code, "X-Error-Message": code, "Content-Type": "application/json"}
@@ -413,8 +440,7 @@ class _Handler(BaseHTTPRequestHandler):
             remaining = end - start + 1
             while remaining > 0:
                 block = fh.read(min(_CHUNK, remaining))
-                self.wfile.write(block)
-                self._entry.body_bytes += len(block)
+                self._body(block)
                 remaining -= len(block)
 
     def _misbehave(self, kind: str, path: Path, start: int, length: int, trickle_s: float) -> None:

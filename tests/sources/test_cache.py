@@ -230,3 +230,41 @@ def test_streamed_store_is_chunked_readable_and_atomic(monkeypatch, private_cach
         cache.store_tensor_stream("org/model", OTHER, key, dtype=torch.bfloat16, shape=(50, 33), fill=broken)
     assert _files(private_cache) == before  # no partial file, no temp file
     assert cache.cached_path("org/model", OTHER, key) is None
+
+
+# -- small results computed from a commit -------------------------------------------------------------
+def test_a_result_round_trips_only_under_its_spec(private_cache):
+    sums = {"norms": torch.rand(8, 4, dtype=torch.float32), "cross": torch.rand(8, 2, dtype=torch.float32)}
+    path = cache.store_result(
+        "org/model", COMMIT, "sums/q.weight/abc", sums, '{"planes":[[0,1]]}', {"n": "8"}
+    )
+    assert path.name.startswith("@") and path.parent == cache.commit_dir("org/model", COMMIT)
+    tensors, meta = cache.cached_result("org/model", COMMIT, "sums/q.weight/abc", '{"planes":[[0,1]]}')
+    assert set(tensors) == {"norms", "cross"} and meta["n"] == "8" and meta["result"] == "sums/q.weight/abc"
+    for name in sums:
+        assert torch.equal(tensors[name], sums[name])
+    # another spec, name, commit or repo is no hit; the entry stays for its own spec
+    assert cache.cached_result("org/model", COMMIT, "sums/q.weight/abc", '{"planes":[[0,2]]}') is None
+    assert cache.cached_result("org/model", COMMIT, "sums/k.weight/abc", '{"planes":[[0,1]]}') is None
+    assert cache.cached_result("org/model", OTHER, "sums/q.weight/abc", '{"planes":[[0,1]]}') is None
+    assert cache.cached_result("org/other", COMMIT, "sums/q.weight/abc", '{"planes":[[0,1]]}') is None
+    assert path.exists()
+    # a result is never taken for a table, nor a table for a result
+    assert cached_table("org/model", COMMIT, "position") is None
+    store_tensor("org/model", COMMIT, _record(torch.float32, key="@sums"))
+    assert cache.cached_result("org/model", COMMIT, "sums", "") is None
+
+
+def test_a_damaged_result_is_removed_and_a_failed_write_leaves_nothing(monkeypatch, private_cache):
+    path = cache.store_result("org/model", COMMIT, "r", {"x": torch.ones(3)}, "spec")
+    path.write_bytes(path.read_bytes()[:-5])
+    assert cache.cached_result("org/model", COMMIT, "r", "spec") is None
+    assert not path.exists()
+
+    def crash(*args, **kwargs):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(os, "fsync", crash)
+    with pytest.raises(OSError):
+        cache.store_result("org/model", COMMIT, "r", {"x": torch.ones(3)}, "spec")
+    assert _files(private_cache) == []

@@ -1,0 +1,313 @@
+"""The sums behind the rotary frequency atlas, computed head by head as the weights are read.
+
+Every statistic of :mod:`pos_geometry.analysis.rotary_atlas` is a function of each rotation
+plane's ``2 × 2`` Gram matrix, which needs only the squared norm of each rotating row and one dot
+product per plane. So each head's rotating rows are reduced to those sums as soon as they are
+read, and never kept: :func:`layer_sums` visits every q/k tensor of the chosen layers with
+:meth:`~pos_geometry.sources.tensor_set.Checkpoint.visit_rows` (from the hub: one streamed range
+request per tensor, several tensors at once, each head reduced while the rest of its tensor is
+still arriving), one tensor per thread.
+
+A hub tensor's sums are kept in pos_geometry's cache as a small result
+(:meth:`~pos_geometry.sources.tensor_set.Checkpoint.store_result`, keyed by the commit, the
+tensor, its row ranges, the rotation planes and the folded norm), so a second atlas of the same
+commit reads no weight at all; the q/k tensors themselves are not copied into the cache.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import dataclasses
+import hashlib
+import json
+import threading
+from collections.abc import Callable, Iterator
+from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
+
+import torch
+
+from pos_geometry._dtypes import dtype_name
+from pos_geometry.sources.roles import QKReader
+
+__all__ = ["LayerSums", "layer_sums", "grams", "plane_grams", "one_thread_per_kernel"]
+
+LayerSums = dict[str, tuple[torch.Tensor, torch.Tensor]]
+"""``{"q": (norms, cross), "k": (norms, cross)}`` of one layer: per head (key heads for ``"k"``) the norm
+of each rotating row ``(n, rotary_dim)`` and each plane's dot product of its two rows ``(n, n_planes)``."""
+
+
+class _Workspace:
+    """Buffers reused for every head one thread reduces: a loop over hundreds of heads then allocates
+    nothing large (fresh multi-MiB blocks per head make glibc raise its mmap threshold and keep the
+    freed blocks, which doubles the peak resident memory)."""
+
+    def __init__(self) -> None:
+        self._buffers: dict[tuple[str, tuple[int, ...], torch.device], torch.Tensor] = {}
+
+    def buffer(self, name: str, shape: tuple[int, ...], device: torch.device) -> torch.Tensor:
+        """A float32 buffer of ``shape`` on ``device`` (the same one for the same name and shape)."""
+        buf = self._buffers.get((name, shape, device))
+        if buf is None:
+            buf = self._buffers[(name, shape, device)] = torch.empty(
+                shape, dtype=torch.float32, device=device
+            )
+        return buf
+
+
+def _pair_rows(wide: torch.Tensor, planes: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(first, second)``, each ``(n_planes, d_model)``: the rows of ``wide`` each plane turns. Views
+    for the two pairings (rotate-half ``(i, i + n)``, interleaved ``(2i, 2i + 1)``), copies otherwise."""
+    n = planes.shape[0]
+    first, second = planes[:, 0], planes[:, 1]
+    if torch.equal(first, torch.arange(n)) and torch.equal(second, torch.arange(n, 2 * n)):
+        return wide[:n], wide[n : 2 * n]
+    if torch.equal(first, torch.arange(0, 2 * n, 2)) and torch.equal(second, first + 1):
+        pairs = wide[: 2 * n].view(n, 2, -1)
+        return pairs[:, 0], pairs[:, 1]
+    return wide[first], wide[second]
+
+
+def _head_sums(
+    rows: torch.Tensor,
+    planes: torch.Tensor,
+    gain: torch.Tensor | None,
+    device: torch.device,
+    work: _Workspace,
+    norms: torch.Tensor,
+    cross: torch.Tensor,
+) -> None:
+    """One head's sums: ``norms`` (``(len(rows),)``) gets each row's norm, ``cross`` (``(n_planes,)``)
+    each plane's dot product of its two rows.
+
+    ``rows``: ``(≥ rotary_dim, d_model)`` the head's rows (any float dtype, CPU); ``planes`` index
+    them. The rows are widened to float32 on ``device`` (bfloat16 and float16 exactly) into a reused
+    buffer and the gain multiplied in; the sums accumulate in float32 (torch's blocked sums:
+    relative error ~1e-7 for thousands of terms). Four kernels per head, none allocating.
+    """
+    wide = work.buffer("wide", tuple(rows.shape), device)
+    wide.copy_(rows)
+    if gain is not None:
+        wide.mul_(gain.to(device=device, dtype=torch.float32))
+    first, second = _pair_rows(wide, planes)
+    product = work.buffer("product", tuple(first.shape), device)
+    torch.linalg.vector_norm(wide, dim=-1, out=norms)
+    torch.sum(torch.mul(first, second, out=product), dim=-1, out=cross)
+
+
+def grams(norms: torch.Tensor, cross: torch.Tensor, planes: torch.Tensor) -> torch.Tensor:
+    """``(n_heads, n_planes, 2, 2)`` float64 (CPU) plane Gram matrices from the heads' row norms
+    ``(n_heads, rows)`` and plane dot products ``(n_heads, n_planes)``."""
+    squares = norms.to("cpu", torch.float64).square()
+    dots = cross.to("cpu", torch.float64)
+    aa, bb = squares[:, planes[:, 0]], squares[:, planes[:, 1]]
+    return torch.stack((aa, dots, dots, bb), dim=-1).reshape(*dots.shape, 2, 2)
+
+
+def plane_grams(
+    w: torch.Tensor, planes: torch.Tensor, gain: torch.Tensor | None, device: torch.device | None = None
+) -> torch.Tensor:
+    """``(n, n_planes, 2, 2)`` float64 Gram matrices of each plane's two rows, for each of ``w``'s heads
+    (``w``: ``(n, ≥ rotary_dim, d_model)`` in memory)."""
+    where = device if device is not None else torch.device("cpu")
+    work = _Workspace()
+    norms = torch.empty(w.shape[:2], dtype=torch.float32, device=where)
+    cross = torch.empty(w.shape[0], planes.shape[0], dtype=torch.float32, device=where)
+    for h in range(w.shape[0]):
+        _head_sums(w[h], planes, gain, where, work, norms[h], cross[h])
+    return grams(norms, cross, planes)
+
+
+_THREADS_LOCK = threading.Lock()
+_THREADS_USERS = 0
+_THREADS_SAVED = 1
+
+
+@contextlib.contextmanager
+def one_thread_per_kernel() -> Iterator[int]:
+    """Run torch's kernels single-threaded inside the block; yields the thread count torch had.
+
+    The atlas's kernels are small (one head: ~1 MiB); torch's intra-op threads must meet at a barrier
+    in each, which on a busy machine costs more than the kernel. The atlas parallelises over tensors
+    with its own threads instead, and restores torch's setting after (concurrent atlases share one
+    save/restore).
+    """
+    global _THREADS_USERS, _THREADS_SAVED
+    with _THREADS_LOCK:
+        if _THREADS_USERS == 0:
+            _THREADS_SAVED = torch.get_num_threads()
+            torch.set_num_threads(1)
+        _THREADS_USERS += 1
+        saved = _THREADS_SAVED
+    try:
+        yield saved
+    finally:
+        with _THREADS_LOCK:
+            _THREADS_USERS -= 1
+            if _THREADS_USERS == 0:
+                torch.set_num_threads(_THREADS_SAVED)
+
+
+class _Stopped(Exception):
+    """Another tensor's job failed: this one stops at its next head."""
+
+
+def _spec(reader: QKReader, heads: tuple, ranges: tuple, norm_key: str | None) -> str:
+    """What a tensor's sums depend on besides its bytes (the cache result's ``spec``)."""
+    return json.dumps(
+        {
+            "sums": "rotary-plane-sums/1",
+            "heads": heads,
+            "ranges": ranges,
+            "planes": reader.planes.tolist(),
+            "norm": norm_key,
+            "norm_offset": reader.layout.norm_offset if norm_key else None,
+        },
+        separators=(",", ":"),
+    )
+
+
+def layer_sums(
+    reader: QKReader, layers: tuple[int, ...], fold_norm: bool, device: torch.device, workers: int
+) -> tuple[list[LayerSums], list[str], str]:
+    """``(sums, keys, stored dtype)``: the :data:`LayerSums` of each of ``layers`` (on ``device``), every
+    checkpoint key they came from (per layer: the norm gain when ``fold_norm``, then q/k), and the dtype
+    the projections are stored in.
+
+    Each tensor's sums come from pos_geometry's cache when an earlier atlas of this commit left them;
+    the others are computed by ``workers`` threads, one tensor each (:meth:`Checkpoint.visit_rows`:
+    memory holds one head's rows per thread). If one tensor fails, the others stop at their next head
+    and the first error is raised.
+    """
+    ckpt = reader.checkpoint
+    n_rot, n_planes = reader.rotary.rotary_dim, reader.planes.shape[0]
+    keys: list[str] = []
+    jobs: list[_Job] = []
+    found: dict[tuple[int, str], tuple[torch.Tensor, torch.Tensor]] = {}
+    stored = ""
+    for index in layers:
+        # cache names use the layout's spelling of a key, so a full hit reads nothing (not even a key list)
+        norm = reader.layout.keys(index, norm=True).get("norm") if fold_norm else None
+        if fold_norm and norm is None:
+            reader.norm_key(index)  # raises: the layout names no norm to fold
+        for key, heads, ranges in reader.head_ranges(index):
+            spec = _spec(reader, heads, ranges, norm)
+            name = f"rotary-plane-sums/{key}/{hashlib.sha256(spec.encode()).hexdigest()[:16]}"
+            hit = ckpt.cached_result(name, spec)
+            if hit is not None and _fits(hit[0], len(ranges), n_rot, n_planes):
+                found[(index, key)] = (hit[0]["norms"].to(device), hit[0]["cross"].to(device))
+                stored = hit[1].get("stored_dtype", stored)
+                read = [hit[1].get("norm_key", ""), hit[1].get("key", key)]
+            else:
+                job = _Job(index, key, reader.spelled(key), heads, ranges, spec, name)
+                job.norm_key = reader.norm_key(index) if fold_norm else None
+                jobs.append(job)
+                read = [job.norm_key or "", job.spelled]
+            keys += [k for k in read if k and k not in keys]
+    if jobs:
+        stored = _compute(reader, jobs, found, device, workers) or stored
+    return [_assemble(reader, index, found) for index in layers], keys, stored
+
+
+@dataclasses.dataclass
+class _Job:
+    """One tensor to read and reduce: ``key`` as the layout names it, ``spelled`` as the checkpoint does."""
+
+    index: int
+    key: str
+    spelled: str
+    heads: tuple[tuple[str, int], ...]
+    ranges: tuple[tuple[int, int], ...]
+    spec: str
+    name: str
+    norm_key: str | None = None
+
+
+def _compute(
+    reader: QKReader,
+    jobs: list[_Job],
+    found: dict[tuple[int, str], tuple[torch.Tensor, torch.Tensor]],
+    device: torch.device,
+    workers: int,
+) -> str:
+    """Compute the sums of each job's tensor into ``found`` (``workers`` threads, one tensor each) and keep
+    them in the cache; returns the stored dtype of the projections."""
+    ckpt = reader.checkpoint
+    n_rot, n_planes = reader.rotary.rotary_dim, reader.planes.shape[0]
+    ckpt.open_files([job.spelled for job in jobs] + [job.norm_key for job in jobs if job.norm_key])
+    for job in jobs:
+        for which in ("q", "k"):
+            if reader.key(job.index, which) == job.spelled:
+                reader.check(job.index, which)
+    local, stop, seen = threading.local(), threading.Event(), []
+    gains: dict[int, torch.Tensor] = {}
+
+    def run(job: _Job) -> None:
+        work = local.__dict__.setdefault("work", _Workspace())
+        norms = torch.empty(len(job.ranges), n_rot, dtype=torch.float32, device=device)
+        cross = torch.empty(len(job.ranges), n_planes, dtype=torch.float32, device=device)
+        gain, dtypes = gains.get(job.index), []
+
+        def visit(i: int, rows: torch.Tensor) -> None:
+            if stop.is_set():
+                raise _Stopped
+            dtypes.append(rows.dtype)
+            _head_sums(rows, reader.planes, gain, device, work, norms[i], cross[i])
+
+        try:
+            if stop.is_set():
+                raise _Stopped
+            ckpt.visit_rows(job.spelled, job.ranges, visit)
+        except BaseException:
+            stop.set()
+            raise
+        kind = dtype_name(dtypes[0])
+        meta = {"stored_dtype": kind, "key": job.spelled, "norm_key": job.norm_key or ""}
+        ckpt.store_result(job.name, {"norms": norms, "cross": cross}, job.spec, meta)
+        found[(job.index, job.key)] = (norms, cross)
+        seen.append(kind)
+
+    def submit(pool: ThreadPoolExecutor, fn: Callable, *args: object) -> Future:
+        return pool.submit(contextvars.copy_context().run, fn, *args)  # the load's deadline applies there too
+
+    with ThreadPoolExecutor(max(1, min(workers, len(jobs))), thread_name_prefix="pos_geometry-atlas") as pool:
+        needed = list(dict.fromkeys(job.index for job in jobs if job.norm_key))
+        reads = {index: submit(pool, reader.gain, index) for index in needed}  # small reads, concurrent
+        gains.update((index, read.result()[0]) for index, read in reads.items())
+        futures = [submit(pool, run, job) for job in jobs]
+        wait(futures, return_when=FIRST_EXCEPTION)
+        for future in futures:
+            future.cancel()  # after a failure: the jobs not started; the running ones stop at their next head
+    errors = [f.exception() for f in futures if not f.cancelled() and f.exception() is not None]
+    first = next((e for e in errors if not isinstance(e, _Stopped)), None)
+    if first is not None:
+        raise first
+    return seen[0] if seen else ""
+
+
+def _fits(tensors: dict[str, torch.Tensor], n: int, n_rot: int, n_planes: int) -> bool:
+    norms, cross = tensors.get("norms"), tensors.get("cross")
+    return (
+        norms is not None
+        and cross is not None
+        and tuple(norms.shape) == (n, n_rot)
+        and tuple(cross.shape) == (n, n_planes)
+    )
+
+
+def _assemble(reader: QKReader, index: int, found: dict) -> LayerSums:
+    """Layer ``index``'s sums per projection, from the sums of the tensors that hold its heads."""
+    out: LayerSums = {}
+    n_rot, n_planes = reader.rotary.rotary_dim, reader.planes.shape[0]
+    for which, n in (("q", reader.n_heads), ("k", reader.n_kv_heads)):
+        norms = cross = None
+        for key, heads, _ in reader.head_ranges(index):
+            got_norms, got_cross = found[(index, key)]
+            if norms is None:
+                norms = got_norms.new_empty(n, n_rot)
+                cross = got_cross.new_empty(n, n_planes)
+            for i, (kind, head) in enumerate(heads):
+                if kind == which:
+                    norms[head], cross[head] = got_norms[i], got_cross[i]
+        out[which] = (norms, cross)
+    return out
