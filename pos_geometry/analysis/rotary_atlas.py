@@ -40,7 +40,7 @@ from pos_geometry.analysis._results import Result
 from pos_geometry.analysis.plane_sums import grams, layer_sums, one_thread_per_kernel, plane_grams
 from pos_geometry.embedding import Provenance
 from pos_geometry.encodings.rotary import inverse_frequencies, scaling_fields
-from pos_geometry.errors import NoLearnedTableError, NotApplicableError
+from pos_geometry.errors import InvalidArgumentError, NoLearnedTableError, NotApplicableError
 from pos_geometry.registry import kind_from_config
 from pos_geometry.sources.roles import QKReader
 from pos_geometry.sources.tensor_set import Checkpoint, open_checkpoint
@@ -196,6 +196,7 @@ def rotary_atlas(
     offline: bool | None = None,
     model_id: str | None = None,
     device: str | torch.device | None = "cpu",
+    n_workers: int | None = None,
 ) -> RotaryAtlas:
     """The frequency atlas of a rotary model, read from its query/key weights without building it.
 
@@ -211,6 +212,10 @@ def rotary_atlas(
         offline, model_id: as in :func:`pos_geometry.load`.
         device: where the per-plane dot products run (``"auto"``: CUDA, then MPS, else CPU); the
             arrays returned are float64 on the CPU either way. The CPU result is the reference.
+        n_workers: threads that read and reduce the q/k tensors, one tensor each (from the hub: that
+            many range requests at once). None: as many as torch has threads, at most 4 (one for a
+            GPU), and from the hub at least :data:`MIN_STREAMS`. A caller that already runs several
+            atlases at once (the checkpoint sweep) passes 1.
 
     Returns:
         a :class:`RotaryAtlas` with arrays ``(n_layers, n_heads, n_planes)`` (see the module docstring).
@@ -225,6 +230,11 @@ def rotary_atlas(
     From the hub the per-tensor sums are kept in pos_geometry's cache, so a second atlas of the same
     commit reads nothing.
     """
+    bad_workers = isinstance(n_workers, bool) or not isinstance(n_workers, int | None)
+    if bad_workers or (n_workers is not None and n_workers < 1):
+        raise InvalidArgumentError(
+            f"n_workers must be a positive int or None (automatic); got {n_workers!r}."
+        )
     where = resolve_device(device)
     checkpoint = (
         name_or_path
@@ -241,11 +251,11 @@ def rotary_atlas(
     chosen = reader.layers(layers)
     kv_heads = torch.arange(reader.n_heads) // (reader.n_heads // reader.n_kv_heads)
     with one_thread_per_kernel() as threads:
-        # Threads read and reduce one tensor each: as many as torch had threads, at most 4, on the CPU
-        # (one for a GPU); from the hub at least MIN_STREAMS, so a transfer overlaps another's arithmetic.
-        workers = max(1, min(threads, 4)) if where.type == "cpu" else 1
-        if checkpoint.commit is not None:
-            workers = max(workers, MIN_STREAMS)
+        workers = n_workers
+        if workers is None:  # from the hub at least MIN_STREAMS: one transfer overlaps another's arithmetic
+            workers = max(1, min(threads, 4)) if where.type == "cpu" else 1
+            if checkpoint.commit is not None:
+                workers = max(workers, MIN_STREAMS)
         sums, keys, stored = layer_sums(reader, chosen, fold_norm, where, workers)
     stats = [
         _plane_stats(grams(*layer["q"], reader.planes), grams(*layer["k"], reader.planes)[kv_heads])

@@ -60,7 +60,6 @@ __all__ = [
     "store_ref",
     "store_result",
     "store_tensor",
-    "store_tensor_stream",
     "WRITE_CHUNK",
 ]
 
@@ -68,7 +67,7 @@ _COMMIT = re.compile(r"^[0-9a-f]{40}$")
 _SUFFIX = ".safetensors"
 _MAX_NAME = 200
 WRITE_CHUNK = 4 * 1024 * 1024
-"""Bytes written (or fetched and written) per step: a cache write never holds more than this beside the tensor."""
+"""Bytes written per step when a tensor is stored (slices of its own memory: no serialised copy)."""
 
 
 def is_commit(revision: str | None) -> bool:
@@ -262,44 +261,6 @@ def store_tensor(repo_id: str, commit: str, record: TensorRecord) -> Path:
 
     meta = _meta(repo_id, commit, record.key, record.file, record.dtype, record.available_keys)
     return _write(repo_id, commit, record.key, tensor.dtype, tuple(tensor.shape), meta, push)
-
-
-def store_tensor_stream(
-    repo_id: str,
-    commit: str,
-    key: str,
-    *,
-    dtype: torch.dtype,
-    shape: tuple[int, ...],
-    fill: Callable[[int, memoryview], None] | None = None,
-    push: Callable[[Callable[[memoryview], object]], None] | None = None,
-    file: str = "",
-    available_keys: tuple[str, ...] = (),
-) -> Path:
-    """Store a tensor that is not in memory, from one of two kinds of producer:
-
-    * ``fill(offset, buffer)`` writes its bytes ``[offset, offset + len(buffer))`` (as stored,
-      little-endian) into ``buffer``, one :data:`WRITE_CHUNK` at a time;
-    * ``push(write)`` calls ``write(chunk)`` with every byte of the tensor, in order, in pieces of any
-      size (e.g. the body chunks of one HTTP range response, written on as they arrive: no buffer).
-
-    Atomic as :func:`store_tensor`: if the producer raises, or pushes more or fewer bytes than the
-    tensor has, nothing is left behind. Returns the file written."""
-    if (fill is None) == (push is None):
-        raise InvalidArgumentError("store_tensor_stream needs exactly one of fill= or push=.")
-    if fill is not None:
-        nbytes = math.prod(shape) * dtype.itemsize
-        produce = fill
-
-        def push(write: Callable[[memoryview], object]) -> None:  # fill a reused buffer, write it on
-            chunk = memoryview(bytearray(min(nbytes, WRITE_CHUNK)))
-            for start in range(0, nbytes, WRITE_CHUNK):
-                part = chunk[: min(WRITE_CHUNK, nbytes - start)]
-                produce(start, part)
-                write(part)
-
-    meta = _meta(repo_id, commit, key, file, dtype_name(dtype), available_keys)
-    return _write(repo_id, commit, key, dtype, shape, meta, push)
 
 
 def _write(

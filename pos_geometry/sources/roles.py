@@ -303,18 +303,6 @@ class QKReader:
             plans.append((key, heads, ranges))
         return plans
 
-    def head_rows(
-        self, index: int, which: str, head: int, out: torch.Tensor | None = None
-    ) -> tuple[torch.Tensor, str]:
-        """``(rows, key)``: the ``rotary_dim`` rotating rows of one head of the ``which`` projection of
-        layer ``index``, ``(rotary_dim, d_model)`` in the stored dtype (``head`` counts key heads for
-        ``"k"``). Only those rows' bytes are read from a local or cached safetensors file, so memory
-        holds one head at a time; the rotation planes index these rows (:attr:`planes`). ``out``: a
-        buffer to read into when it has the rows' dtype and shape (see ``Checkpoint.read_rows``)."""
-        key = self._checked_key(index, which)
-        start = _head_start(self.layout, which, head, self.n_heads, self.rotary.head_dim)
-        return self.checkpoint.read_rows(key, start, start + self.rotary.rotary_dim, out), key
-
     def norm_key(self, index: int) -> str:
         """The checkpoint key of the gain of the norm feeding attention in layer ``index``.
 

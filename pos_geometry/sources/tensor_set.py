@@ -38,17 +38,14 @@ from pos_geometry.errors import (
     InvalidArgumentError,
     MissingTensorError,
     NotCachedError,
-    PosGeometryError,
 )
-from pos_geometry.sources import safetensors_format, torch_zip
-from pos_geometry.sources.byte_source import ByteSource, FileByteSource, read_into
+from pos_geometry.sources.byte_source import ByteSource, FileByteSource
 from pos_geometry.sources.cache import (
     cache_dir,
     cached_path,
     cached_result,
     cached_tensor,
     store_result,
-    store_tensor_stream,
 )
 from pos_geometry.sources.hf_cache import hf_cached_file
 from pos_geometry.sources.http import DEFAULT_READAHEAD, HttpByteSource
@@ -60,116 +57,12 @@ from pos_geometry.sources.hub import (
     read_config,
 )
 from pos_geometry.sources.hub import is_offline as _is_offline
-from pos_geometry.sources.local import detect_format
 from pos_geometry.sources.row_ranges import check_ranges, visit_ranges
 from pos_geometry.sources.sharded import INDEX_SUFFIX, WEIGHT_FILES, parse_index
-from pos_geometry.sources.tensor_record import TensorRecord, dtype_name, tensor_from_buffer
+from pos_geometry.sources.tensor_record import TensorRecord, dtype_name
+from pos_geometry.sources.weight_file import PiecewiseReads, WeightFile
 
 __all__ = ["Checkpoint", "open_checkpoint"]
-
-
-_PIECE = 8 * 1024 * 1024
-
-
-class _PiecewiseReads:
-    """A remote :class:`ByteSource` whose ``readinto`` fetches a long range in 8 MiB pieces.
-
-    The readers fill a tensor's memory through ``readinto`` when a source has one; without it a
-    remote tensor would first arrive whole as ``bytes`` (twice its size in memory while joined).
-    Pieces keep the extra memory at one piece; the bytes transferred are the same.
-    """
-
-    def __init__(self, src: ByteSource) -> None:
-        self.src = src
-        self.name, self.size = src.name, src.size
-
-    @property
-    def bytes_read(self) -> int:
-        return self.src.bytes_read
-
-    def read(self, offset: int, length: int) -> bytes:
-        return self.src.read(offset, length)
-
-    def readinto(self, offset: int, buffer: memoryview) -> None:
-        view = buffer.cast("B")
-        for start in range(0, view.nbytes, _PIECE):
-            stop = min(start + _PIECE, view.nbytes)
-            view[start:stop] = self.src.read(offset + start, stop - start)
-
-    def stream_to(self, offset: int, length: int, sink: Callable[[memoryview], object]) -> None:
-        """Bytes ``[offset, offset + length)`` in one request, each body chunk handed to ``sink`` as it arrives."""
-        stream = getattr(self.src, "stream_to", None)
-        if stream is not None:
-            stream(offset, length, sink)
-            return
-        for start in range(offset, offset + length, _PIECE):
-            sink(memoryview(self.src.read(start, min(_PIECE, offset + length - start))))
-
-
-class _Opened:
-    """One weight file with its parsed header: ``keys`` and ``read(key)``."""
-
-    def __init__(self, src: ByteSource) -> None:
-        self.src = src
-        self.fmt = detect_format(src)
-        if self.fmt == "safetensors":
-            self._header = safetensors_format.read_header(src)
-            self.keys: tuple[str, ...] = tuple(self._header.entries)
-        elif self.fmt == "torch-zip":
-            self._index = torch_zip.read_index(src)
-            self.keys = torch_zip.tensor_keys(self._index)
-        else:
-            raise CheckpointFormatError(
-                f"{src.name!r} is a {self.fmt} file; model weights are read from safetensors or PyTorch zip files."
-            )
-
-    def read(self, key: str) -> torch.Tensor:
-        if self.fmt == "safetensors":
-            return safetensors_format.read_tensor(self.src, self._header, key)
-        return torch_zip.read_tensor(self.src, self._index, key)
-
-    @property
-    def remote(self) -> bool:
-        return isinstance(self.src, _PiecewiseReads)
-
-    def shape(self, key: str) -> tuple[int, ...]:
-        if self.fmt == "safetensors":
-            return self._header.entries[key][1]
-        return tuple(self._index.tensors[key].shape)
-
-    def span(self, key: str) -> tuple[torch.dtype, tuple[int, ...], int] | None:
-        """``(dtype, shape, byte offset)`` of a tensor stored contiguously (safetensors), else None."""
-        if self.fmt != "safetensors":
-            return None
-        code, shape, (begin, _end) = self._header.entries[key]
-        return safetensors_format.SAFETENSORS_DTYPES[code], shape, self._header.data_offset + begin
-
-    def read_rows(self, key: str, start: int, stop: int, out: torch.Tensor | None = None) -> torch.Tensor:
-        """Rows ``[start, stop)`` of ``key`` along its first dimension: only their bytes.
-        ``out``, when it has the rows' dtype and shape (contiguous), is filled and returned instead of
-        a new tensor (so a loop over heads reuses one buffer)."""
-        span = self.span(key)
-        if span is None:  # a PyTorch zip tensor (maybe a strided view): only the rows' bytes
-            return torch_zip.read_tensor(self.src, self._index, key, rows=(start, stop))
-        dtype, shape, offset = span
-        row = math.prod(shape[1:]) * dtype.itemsize
-        rows_shape = (stop - start, *shape[1:])
-
-        def fill(buf: memoryview) -> None:
-            read_into(self.src, offset + start * row, buf)
-
-        if (
-            out is not None
-            and out.dtype == dtype
-            and tuple(out.shape) == rows_shape
-            and out.is_contiguous()
-            and out.device.type == "cpu"
-            and sys.byteorder == "little"
-            and out.numel()
-        ):
-            fill(memoryview(out.reshape(-1).view(torch.uint8).numpy()))
-            return out
-        return tensor_from_buffer(fill, dtype, rows_shape, little_endian=True)
 
 
 @dataclasses.dataclass
@@ -194,9 +87,8 @@ class Checkpoint:
     _files: tuple[str, ...] | None = None
     _offline: bool = False
     _weight_map: dict[str, str] | None = None
-    _opened: dict[str, _Opened] = dataclasses.field(default_factory=dict)
-    _cached: dict[str, _Opened] = dataclasses.field(default_factory=dict)
-    _rows_files: dict[str, _Opened] = dataclasses.field(default_factory=dict)
+    _opened: dict[str, WeightFile] = dataclasses.field(default_factory=dict)
+    _cached: dict[str, WeightFile] = dataclasses.field(default_factory=dict)
 
     # --- which file holds a key ---------------------------------------------------------------
     def _file_names(self) -> tuple[str, ...]:
@@ -247,7 +139,7 @@ class Checkpoint:
             path = hf_hub_download(repo, name, revision=commit, local_files_only=self._offline)
         return Path(path).read_bytes()
 
-    def _open(self, name: str) -> _Opened:
+    def _open(self, name: str) -> WeightFile:
         if name not in self._opened:
             if self._directory is not None:
                 path = self._directory / name
@@ -269,12 +161,12 @@ class Checkpoint:
                 else:
                     url = hf_hub_url(repo, name, revision=commit)
                     with _hub_errors(repo, self.revision, name):  # one GET: size, ETag, CDN location, header
-                        src = _PiecewiseReads(
+                        src = PiecewiseReads(
                             HttpByteSource.open_first(
                                 url, DEFAULT_READAHEAD, name=f"{repo}@{commit[:10]}/{name}"
                             )
                         )
-            self._opened[name] = _Opened(src)
+            self._opened[name] = WeightFile(src)
         return self._opened[name]
 
     def _file_of(self, key: str) -> str:
@@ -301,7 +193,7 @@ class Checkpoint:
             return tuple(weight_map)
         return self._open(self._weight_file()).keys
 
-    def _cache_entry(self, key: str) -> _Opened | None:
+    def _cache_entry(self, key: str) -> WeightFile | None:
         """pos_geometry's cache file of ``key`` at this commit, opened (hub only), else None."""
         if self._directory is not None:
             return None
@@ -309,7 +201,7 @@ class Checkpoint:
             path = cached_path(str(self._repo_id), str(self.commit), key)
             if path is None:
                 return None
-            self._cached[key] = _Opened(FileByteSource(path, name=f"{path} (pos_geometry cache)"))
+            self._cached[key] = WeightFile(FileByteSource(path, name=f"{path} (pos_geometry cache)"))
         return self._cached[key]
 
     def is_cached(self, key: str) -> bool:
@@ -345,7 +237,7 @@ class Checkpoint:
                 _remember(str(self._repo_id), self.revision or str(self.commit), str(self.commit), record)
         return out
 
-    def _located(self, key: str) -> tuple[str, _Opened]:
+    def _located(self, key: str) -> tuple[str, WeightFile]:
         """``(file name, opened file)`` of the weight file holding ``key``."""
         name = self._file_of(key)
         opened = self._open(name)
@@ -356,52 +248,6 @@ class Checkpoint:
                 keys=opened.keys,
             )
         return name, opened
-
-    def _rows_file(self, key: str) -> _Opened:
-        """A file to read ``key``'s rows from: the local weight file, the cache entry, or (remote) the
-        cache entry after streaming the whole tensor into it (one range request, each chunk written on
-        as it arrives). If the cache cannot be written, the rows are read remotely by range requests
-        instead (with a warning)."""
-        found = self._rows_files.get(key)
-        if found is None:
-            found = self._rows_files[key] = self._find_rows_file(key)
-        return found
-
-    def _find_rows_file(self, key: str) -> _Opened:
-        cached = self._cache_entry(key)
-        if cached is not None:
-            return cached
-        name, opened = self._located(key)
-        if not opened.remote or opened.span(key) is None:
-            return opened
-        return self._store(key, name, opened) or opened
-
-    def _store(self, key: str, name: str, opened: _Opened) -> _Opened | None:
-        """Stream remote ``key`` into pos_geometry's cache in one range request; the cache entry, or None
-        (with a warning) when the cache cannot be written."""
-        span = opened.span(key)
-        assert span is not None
-        dtype, shape, offset = span
-        nbytes = math.prod(shape) * dtype.itemsize
-
-        def push(write: Callable[[memoryview], object]) -> None:
-            opened.src.stream_to(offset, nbytes, write)  # type: ignore[attr-defined]
-
-        repo, commit = str(self._repo_id), str(self.commit)
-        try:
-            path = store_tensor_stream(repo, commit, key, dtype=dtype, shape=shape, push=push, file=name)
-        except PosGeometryError:
-            raise  # the transfer failed (RemoteError is a ConnectionError): not a cache problem
-        except OSError as exc:
-            warnings.warn(
-                f"pos_geometry could not write its cache under {cache_dir()} ({exc}); {key!r} is read from "
-                f"{self.location} directly and will be fetched again next time. Set POS_GEOMETRY_CACHE to a "
-                "writable directory.",
-                RuntimeWarning,
-                stacklevel=4,
-            )
-            return None
-        return _Opened(FileByteSource(path, name=f"{path} (pos_geometry cache)"))
 
     def open_files(self, keys: Iterable[str], *, workers: int = 8) -> None:
         """Parse the headers of the weight files holding ``keys`` (those not in pos_geometry's cache), from
@@ -430,8 +276,7 @@ class Checkpoint:
         Only the ranges' bytes are read from a local folder, the HF cache or pos_geometry's cache. From
         the hub (safetensors) the rows from the first range to the last arrive in ONE range request,
         copied into the buffer as the body streams in, and each range is visited as soon as it is
-        complete; nothing is written to the tensor cache (:meth:`read` and :meth:`read_rows` keep what
-        they fetch). A PyTorch zip tensor is read range by range (its stored view may be strided).
+        complete; nothing is written to the tensor cache (:meth:`read` keeps what it fetches). A PyTorch zip tensor is read range by range (its stored view may be strided).
         After :meth:`open_files`, calls for different keys may run in several threads at once.
 
         Raises:
@@ -488,26 +333,6 @@ class Checkpoint:
         if cached is not None:
             return cached.shape(key)
         return self._located(key)[1].shape(key)
-
-    def read_rows(self, key: str, start: int, stop: int, out: torch.Tensor | None = None) -> torch.Tensor:
-        """Rows ``[start, stop)`` of ``key`` (first dimension), on CPU in the stored dtype (into ``out``
-        when it has exactly that dtype and shape, else a new tensor).
-
-        Only those rows' bytes are read from a local or cached safetensors file. From the hub the
-        whole tensor is first streamed into pos_geometry's cache (atomically, in one range request
-        whose body chunks are written on as they arrive), so every tensor is fetched once, and the
-        rows are then read from that file.
-
-        Raises:
-            InvalidArgumentError: the rows are not within the tensor.
-            MissingTensorError, NotCachedError: as :meth:`read`.
-        """
-        src = self._rows_files.get(key)
-        shape = src.shape(key) if src is not None else self.shape(key)
-        n = shape[0] if shape else 0
-        if not 0 <= start <= stop <= n:
-            raise InvalidArgumentError(f"rows [{start}, {stop}) are not within the {n} rows of {key!r}.")
-        return (src or self._rows_file(key)).read_rows(key, start, stop, out)
 
 
 def _local(path: Path, revision: str | None, model_id: str | None) -> Checkpoint:

@@ -159,8 +159,8 @@ def add_usage_drift(shares: Sequence[np.ndarray | None], names: Sequence[str]) -
 
 
 def _cache_folder(repo_id: str, commit: str | None) -> Path | None:
-    """The pos_geometry cache folder of ``repo_id`` at ``commit`` (where a hub tensor read by rows is
-    streamed), or None without a commit."""
+    """The pos_geometry cache folder of ``repo_id`` at ``commit`` (where the atlas keeps its per-tensor
+    sums), or None without a commit."""
     from pos_geometry.sources import cache
 
     if commit is None or not cache.is_commit(commit):
@@ -191,7 +191,10 @@ def read_atlas(task: Any) -> Any:
             task.repo_id, revision=task.commit or task.revision, model_id=task.model_id
         )
         checkpoint = dataclasses.replace(checkpoint, revision=task.revision)
-        return rotary_atlas(checkpoint, layers=config.layers, fold_norm=config.fold_norm, device="cpu")
+        # one tensor at a time: the sweep already reads several checkpoints at once (bounded by its workers)
+        return rotary_atlas(
+            checkpoint, layers=config.layers, fold_norm=config.fold_norm, device="cpu", n_workers=1
+        )
     finally:
         if folder is not None and not task.keep_tables and folder.is_dir():
             for path in set(folder.iterdir()) - before:

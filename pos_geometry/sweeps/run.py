@@ -155,8 +155,9 @@ def sweep(
             ``$POS_GEOMETRY_CACHE/sweeps/<org>--<name>``). Each checkpoint's result is written there
             atomically as soon as it is done; ``resume=True`` skips the ones already there (same
             analyses and parameters, same commit) without any request.
-        keep_tables: also keep each table (rotary: each q/k tensor) in the pos_geometry tensor cache (``load``
-            and ``rotary_atlas`` then read it without the network; ~3 MB per GPT-2-small checkpoint).
+        keep_tables: also keep what each checkpoint's analysis cached (learned: its table, ~3 MB per
+            GPT-2-small checkpoint; rotary: the atlas's per-tensor sums, a few KiB each), so ``load`` or
+            ``rotary_atlas`` of it later makes no request.
         progress: a progress bar on stderr (default: when stderr is a terminal).
 
     Returns:

@@ -2,8 +2,8 @@
 them, say what went wrong.
 
 :func:`run_checkpoint` is what an executor runs, locally or on a Dask worker. It is a pure function of
-its :class:`CheckpointTask` (a small picklable record): it writes nothing but the pos_geometry tensor
-cache (only with ``keep_tables``) and returns an :class:`~pos_geometry.sweeps.record.Outcome`; the
+its :class:`CheckpointTask` (a small picklable record): it writes nothing but the pos_geometry cache
+(kept only with ``keep_tables``) and returns an :class:`~pos_geometry.sweeps.record.Outcome`; the
 result store is written by the process that drives the sweep. On a worker it reads from the Hub with
 that worker's own environment (``HF_ENDPOINT``, ``HF_TOKEN``).
 """
@@ -39,7 +39,7 @@ class CheckpointTask:
     provenance, ``config`` the analyses (its ``kind`` says whether a positional table or a rotary model's
     q/k weights are read). Learned tables: ``row_offset`` leading rows that are not positions, ``key`` a
     tensor key (None: the positional table), ``filename`` the weight file tried first, ``probe`` bytes of
-    its first request. ``keep_tables``: keep what was read in the pos_geometry tensor cache.
+    its first request. ``keep_tables``: keep what the analysis cached (the table; the atlas's sums).
     """
 
     repo_id: str

@@ -157,40 +157,20 @@ def test_offline_from_the_hf_cache(tiny_model, tmp_path, monkeypatch):
     assert atlas.provenance.commit is not None
 
 
-def test_rows_of_a_hub_tensor_stream_it_into_the_cache_once(hub, monkeypatch):
-    """read_rows on a hub tensor fetches the tensor once (into the cache, in bounded pieces) and
-    reads every later row range from there: the rows equal the served tensor's."""
-    from pos_geometry.sources import cache
-    from pos_geometry.sources.tensor_set import open_checkpoint
-
-    server, commit, tensors = hub
-    key = LAYER + "self_attn.k_proj.weight"
-    ckpt = open_checkpoint(REPO)
-    first = ckpt.read_rows(key, 256, 384)
-    torch.testing.assert_close(first, tensors[key][256:384], rtol=0, atol=0)
-    sent = server.bytes_sent
-    assert tensors[key].numel() * 2 <= sent <= tensors[key].numel() * 2 + SLACK
-    assert cache.cached_path(REPO, commit, key) is not None
-    buffer = torch.empty(128, 4096, dtype=torch.bfloat16)
-    again = ckpt.read_rows(key, 0, 128, out=buffer)
-    assert again.data_ptr() == buffer.data_ptr()
-    torch.testing.assert_close(again, tensors[key][:128], rtol=0, atol=0)
-    assert server.bytes_sent == sent  # from the cache, not the network
-
-
-def test_an_unwritable_cache_still_gives_the_rows_with_a_warning(hub, monkeypatch):
+def test_an_unwritable_cache_still_gives_the_atlas_with_a_warning(hub, monkeypatch):
     from pos_geometry.sources import tensor_set
-
-    _, _, tensors = hub
 
     def refuse(*args, **kwargs):
         raise OSError("read-only file system")
 
-    monkeypatch.setattr(tensor_set, "store_tensor_stream", refuse)
-    key = LAYER + "self_attn.k_proj.weight"
+    monkeypatch.setattr(tensor_set, "store_result", refuse)
     with pytest.warns(RuntimeWarning, match="could not write its cache"):
-        rows = tensor_set.open_checkpoint(REPO).read_rows(key, 128, 256)
-    torch.testing.assert_close(rows, tensors[key][128:256], rtol=0, atol=0)
+        atlas = rotary_atlas(REPO)
+    _, _, tensors = hub
+    q = tensors[LAYER + "self_attn.q_proj.weight"].double()
+    torch.testing.assert_close(
+        atlas.q_norm[0, 3, 5], q[[3 * 128 + 5, 3 * 128 + 69]].norm(), rtol=2e-6, atol=0
+    )
 
 
 @pytest.mark.parametrize("kind", ["drop", "short", "changed"])
@@ -245,3 +225,21 @@ def test_a_pytorch_bin_checkpoint_sends_only_its_q_and_k_rows(served, monkeypatc
         if name == "k":  # the atlas repeats each key head over its 4 query heads
             got = got[::4]
         torch.testing.assert_close(got, expected, rtol=1e-5, atol=0)
+
+
+def test_the_number_of_workers_changes_nothing_but_the_concurrency(hub, monkeypatch, tmp_path):
+    """One tensor per thread: the same sums whether one or three threads read them (each from a fresh
+    cache, so each reads the weights); n_workers must be a positive int."""
+    from pos_geometry.errors import InvalidArgumentError
+
+    atlases = []
+    for n in (1, 3):
+        monkeypatch.setenv("POS_GEOMETRY_CACHE", str(tmp_path / f"cache-{n}"))
+        hub[0].clear_log()
+        atlases.append(rotary_atlas(REPO, n_workers=n))
+        assert len([r for r in hub[0].requests() if r.range]) >= 2  # read, not taken from a cache
+    for name in ("q_norm", "k_norm", "qk_share", "q_pair_cosine", "k_pair_cosine"):
+        assert torch.equal(getattr(atlases[0], name), getattr(atlases[1], name)), name
+    for bad in (0, -1, 1.5, True, "2"):
+        with pytest.raises(InvalidArgumentError, match="n_workers must be a positive int"):
+            rotary_atlas(REPO, n_workers=bad)

@@ -194,44 +194,6 @@ def test_unwritable_cache_warns_and_still_returns_the_table(small_hub, monkeypat
     assert _files(cache_dir()) == []
 
 
-def test_streamed_store_is_chunked_readable_and_atomic(monkeypatch, private_cache):
-    """A tensor written piece by piece (as from HTTP range reads) is a valid safetensors file whose
-    bytes equal the source; no piece exceeds WRITE_CHUNK; a failure mid-stream leaves nothing."""
-    from safetensors import safe_open
-
-    monkeypatch.setattr(cache, "WRITE_CHUNK", 1000)
-    table = torch.randn(50, 33, generator=torch.Generator().manual_seed(5)).to(torch.bfloat16)
-    raw = table.reshape(-1).view(torch.uint8).numpy().tobytes()
-    sizes = []
-
-    def fill(offset, buf):
-        sizes.append(buf.nbytes)
-        buf[:] = raw[offset : offset + buf.nbytes]
-
-    key = "model.layers.0.self_attn.q_proj.weight"
-    path = cache.store_tensor_stream(
-        "org/model", COMMIT, key, dtype=torch.bfloat16, shape=(50, 33), fill=fill
-    )
-    assert max(sizes) == 1000 and sum(sizes) == len(raw)
-    with safe_open(str(path), framework="pt") as fh:  # the safetensors library itself accepts the file
-        assert torch.equal(fh.get_tensor(key), table)
-        assert fh.metadata()["commit"] == COMMIT
-    assert cache.cached_path("org/model", COMMIT, key) == path
-    assert torch.equal(cached_tensor("org/model", COMMIT, key).tensor, table)
-
-    before = _files(private_cache)
-
-    def broken(offset, buf):
-        if offset >= 2000:
-            raise OSError("connection reset")
-        buf[:] = raw[offset : offset + buf.nbytes]
-
-    with pytest.raises(OSError, match="connection reset"):
-        cache.store_tensor_stream("org/model", OTHER, key, dtype=torch.bfloat16, shape=(50, 33), fill=broken)
-    assert _files(private_cache) == before  # no partial file, no temp file
-    assert cache.cached_path("org/model", OTHER, key) is None
-
-
 # -- small results computed from a commit -------------------------------------------------------------
 def test_a_result_round_trips_only_under_its_spec(private_cache):
     sums = {"norms": torch.rand(8, 4, dtype=torch.float32), "cross": torch.rand(8, 2, dtype=torch.float32)}
