@@ -275,9 +275,13 @@ def _compute(
         reads = {index: submit(pool, reader.gain, index) for index in needed}  # small reads, concurrent
         gains.update((index, read.result()[0]) for index, read in reads.items())
         futures = [submit(pool, run, job) for job in jobs]
-        wait(futures, return_when=FIRST_EXCEPTION)
-        for future in futures:
-            future.cancel()  # after a failure: the jobs not started; the running ones stop at their next head
+        try:
+            wait(futures, return_when=FIRST_EXCEPTION)
+        finally:  # after a failure (or an interrupt here): the running jobs stop at their next head
+            if not all(future.done() for future in futures):
+                stop.set()
+            for future in futures:
+                future.cancel()  # the jobs not started
     errors = [f.exception() for f in futures if not f.cancelled() and f.exception() is not None]
     first = next((e for e in errors if not isinstance(e, _Stopped)), None)
     if first is not None:

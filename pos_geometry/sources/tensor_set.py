@@ -9,11 +9,14 @@ as :func:`pos_geometry.load`, with the same guarantees:
 * a hub repo id at one revision, pinned to ONE resolved commit for every file and tensor:
   pos_geometry's cache first (keyed by that commit), then weight files already in the HF cache,
   then HTTP range reads of the safetensors header and each wanted tensor (whole files are never
-  downloaded); every tensor fetched is stored atomically in the cache, so a second read makes no
-  request. Offline, only the caches are read.
+  downloaded); every tensor :meth:`Checkpoint.read` fetches is stored atomically in the cache, so
+  a second read makes no request. Offline, only the caches are read.
 
-Each weight file's header (or zip index) is parsed once per :class:`Checkpoint`, however many of
-its tensors are read.
+:meth:`Checkpoint.visit_rows` hands a tensor's row ranges to a visitor one at a time instead (one
+streamed range request from the hub; memory holds one range), for reductions that never need the
+whole tensor; what they compute can be kept with :meth:`Checkpoint.store_result`. Each weight
+file's header (or zip index) is parsed once per :class:`Checkpoint`, however many of its tensors
+are read (:mod:`pos_geometry.sources.weight_file`).
 """
 
 from __future__ import annotations
@@ -89,6 +92,7 @@ class Checkpoint:
     _weight_map: dict[str, str] | None = None
     _opened: dict[str, WeightFile] = dataclasses.field(default_factory=dict)
     _cached: dict[str, WeightFile] = dataclasses.field(default_factory=dict)
+    _warned_cache: bool = False
 
     # --- which file holds a key ---------------------------------------------------------------
     def _file_names(self) -> tuple[str, ...]:
@@ -276,8 +280,9 @@ class Checkpoint:
         Only the ranges' bytes are read from a local folder, the HF cache or pos_geometry's cache. From
         the hub (safetensors) the rows from the first range to the last arrive in ONE range request,
         copied into the buffer as the body streams in, and each range is visited as soon as it is
-        complete; nothing is written to the tensor cache (:meth:`read` keeps what it fetches). A PyTorch zip tensor is read range by range (its stored view may be strided).
-        After :meth:`open_files`, calls for different keys may run in several threads at once.
+        complete; nothing is written to the tensor cache (:meth:`read` keeps what it fetches). A
+        PyTorch zip tensor is read range by range (its stored view may be strided). After
+        :meth:`open_files`, calls for different keys may run in several threads at once.
 
         Raises:
             InvalidArgumentError: the ranges break the rule above.
@@ -320,9 +325,12 @@ class Checkpoint:
         try:
             store_result(str(self._repo_id), self.commit, name, tensors, spec, meta)
         except OSError as exc:
+            if self._warned_cache:
+                return
+            self._warned_cache = True  # once per checkpoint, not once per result
             warnings.warn(
-                f"pos_geometry could not write its cache under {cache_dir()} ({exc}); {name!r} will be computed "
-                "again next time. Set POS_GEOMETRY_CACHE to a writable directory.",
+                f"pos_geometry could not write its cache under {cache_dir()} ({exc}); results such as {name!r} "
+                "will be computed again next time. Set POS_GEOMETRY_CACHE to a writable directory.",
                 RuntimeWarning,
                 stacklevel=3,
             )
