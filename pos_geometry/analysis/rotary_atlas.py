@@ -222,7 +222,7 @@ def rotary_atlas(
 
     Raises:
         NotApplicableError: the model has no rotary embeddings (GPT-2, BERT, ALiBi models ...).
-        InvalidArgumentError: ``device`` is unknown or unavailable.
+        InvalidArgumentError: ``device`` is unknown or unavailable, or ``n_workers`` is not a positive int.
 
     Memory holds one head's rotating rows per thread: each head's rows are read from the checkpoint
     by offset (from the hub: one streamed range request per q/k tensor, several at once), reduced to

@@ -16,10 +16,10 @@ in its stored dtype, with metadata ``repo_id``, ``commit``, ``key``, ``file``,
 ``dtype`` and ``available_keys`` (JSON). A result file (:func:`store_result`: e.g. the rotary
 atlas's per-head sums of a q/k tensor, so that a second atlas reads nothing) holds named tensors
 with metadata ``repo_id``, ``commit``, ``result`` and ``spec`` (what it was computed from); a
-``@`` never starts a quoted tensor key, so the two kinds cannot collide. Every write goes through the package's one atomic
-writer (:func:`pos_geometry._files.atomic_write`: a temporary file in the same directory,
-fsynced, then ``os.replace``), so a crash leaves either the old state or the complete new
-file, never a partial file under a name that is read back.
+``@`` never starts a quoted tensor key, so the two kinds cannot collide. Every write goes
+through the package's one atomic writer (:func:`pos_geometry._files.atomic_write`: a temporary
+file in the same directory, fsynced, then ``os.replace``), so a crash leaves either the old
+state or the complete new file, never a partial file under a name that is read back.
 """
 
 from __future__ import annotations

@@ -259,8 +259,13 @@ class QKReader:
         """The checkpoint key holding the ``which`` (``"q"``/``"k"``) projection of layer ``index``."""
         return self._key(index, "qkv" if self.layout.qkv_key is not None else which)
 
-    def _checked_key(self, index: int, which: str) -> str:
-        """The key of ``which`` of layer ``index``, its stored shape checked against the layout (once)."""
+    def check(self, index: int, which: str) -> str:
+        """Check the stored shape of the tensor holding ``which`` (``"q"``/``"k"``) of layer ``index``
+        against the config (once per tensor; only its header is read); returns its key.
+
+        Raises:
+            CheckpointFormatError: the checkpoint and its config.json disagree.
+        """
         key = self.key(index, which)
         if key not in self._checked:
             _check_shape(
@@ -273,11 +278,6 @@ class QKReader:
             )
             self._checked.add(key)
         return key
-
-    def check(self, index: int, which: str) -> str:
-        """Check the stored shape of the tensor holding ``which`` (``"q"``/``"k"``) of layer ``index``
-        against the config (once per tensor; only its header is read); returns its key."""
-        return self._checked_key(index, which)
 
     def head_ranges(
         self, index: int
