@@ -32,7 +32,6 @@ import os
 import re
 import shutil
 import struct
-from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import quote
 
@@ -254,43 +253,12 @@ def store_tensor(repo_id: str, commit: str, record: TensorRecord) -> Path:
     """
     tensor = record.tensor.detach().to("cpu").contiguous()
     raw = memoryview(tensor.reshape(-1).view(torch.uint8).numpy()) if tensor.numel() else memoryview(b"")
-
-    def push(write: Callable[[memoryview], object]) -> None:
-        for offset in range(0, raw.nbytes, WRITE_CHUNK):
-            write(raw[offset : offset + WRITE_CHUNK])
-
     meta = _meta(repo_id, commit, record.key, record.file, record.dtype, record.available_keys)
-    return _write(repo_id, commit, record.key, tensor.dtype, tuple(tensor.shape), meta, push)
-
-
-def _write(
-    repo_id: str,
-    commit: str,
-    key: str,
-    dtype: torch.dtype,
-    shape: tuple[int, ...],
-    meta: dict[str, str],
-    push: Callable[[Callable[[memoryview], object]], None],
-) -> Path:
-    """Write the cache file of ``key`` atomically: the header, then every byte ``push`` hands to its
-    ``write`` (exactly the tensor's size, or nothing is left behind)."""
-    path = _tensor_path(repo_id, commit, key)
-    header = _header(key, dtype, shape, meta)
-    nbytes = math.prod(shape) * dtype.itemsize
+    path = _tensor_path(repo_id, commit, record.key)
     with atomic_writer(path) as fh:
-        fh.write(header)
-        written = 0
-
-        def write(chunk: memoryview) -> None:
-            nonlocal written
-            written += chunk.nbytes
-            if written > nbytes:
-                raise InvalidArgumentError(f"more than the {nbytes} bytes of {key!r} were pushed.")
-            fh.write(chunk)
-
-        push(write)
-        if written != nbytes:
-            raise InvalidArgumentError(f"{written} of the {nbytes} bytes of {key!r} were pushed.")
+        fh.write(_header(record.key, tensor.dtype, tuple(tensor.shape), meta))
+        for offset in range(0, raw.nbytes, WRITE_CHUNK):
+            fh.write(raw[offset : offset + WRITE_CHUNK])
     return path
 
 
