@@ -13,6 +13,7 @@ It never builds a model and never unpickles anything outside tensor storage.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from dataclasses import dataclass
@@ -284,6 +285,9 @@ def _load_path(
     path: Path, spec: ModelSpec | None, *, model_id, revision, device, dtype, n_positions, key
 ) -> PositionalEmbedding:
     """A local file or folder; with ``spec`` (``NAME=PATH``) the row names it and gives its row offset."""
+    if path.is_file() and path.suffix.lower() == ".gguf":
+        return _load_gguf(path, model_id=spec.name if spec is not None else model_id, revision=revision,
+                          device=device, dtype=dtype, n_positions=n_positions, key=key)  # fmt: skip
     config = _local_config(path)
     config_rotary = config is not None and key is None and kind_from_config(config) == "rotary"
     if spec is not None and spec.kind == "rotary" and not config_rotary:
@@ -311,6 +315,31 @@ def _load_path(
     return _finish(
         record, model_id=name, revision=revision, row_offset=offset, commit=None, device=device, dtype=dtype
     )
+
+
+def _load_gguf(path: Path, *, model_id, revision, device, dtype, n_positions, key) -> PositionalEmbedding:
+    """A GGUF file: the rotary table built from its metadata, or its learned table (``position_embd``) decoded."""
+    from pos_geometry.sources.byte_source import FileByteSource
+    from pos_geometry.sources.gguf_checkpoint import POSITION_TENSOR, GGUFWeights
+
+    weights = GGUFWeights(FileByteSource(path))
+    config = weights.config
+    if key is None and kind_from_config(config) == "rotary":
+        table = rotary_embedding(
+            config, model_id=model_id, revision=revision, n_positions=n_positions,
+            source=f"{path} (GGUF metadata)", device=device, dtype=dtype,
+        )  # fmt: skip
+        fields = dict(table.provenance.config)
+        fields["gguf"] = config["gguf"]
+        return PositionalEmbedding(
+            table.matrix, dataclasses.replace(table.provenance, config=fields), check_finite=False
+        )
+    name = key or POSITION_TENSOR
+    record = TensorRecord(weights.read(name), name, str(path), weights.quantization(name), weights.keys)
+    return _finish(
+        record, model_id=model_id, revision=revision, row_offset=row_offset_from_config(config), commit=None,
+        device=device, dtype=dtype,
+    )  # fmt: skip
 
 
 def _spec_offset(spec: ModelSpec, record: TensorRecord) -> int:

@@ -5,7 +5,8 @@ Tests are not a package (importing ``tests`` is banned), so helper modules are r
 names before any test module is imported: ``import _pos_geometry_tests_hub_server as hub_server`` (the
 loopback hub, ``tests/sources/hub_server.py``) and ``import _pos_geometry_tests_torch_pickles`` (hand-made
 torch checkpoints, ``tests/sources/torch_pickles.py``) and ``import _pos_geometry_tests_rotary_run`` (a
-rotary training run, ``tests/sweeps/rotary_run.py``) work in every test folder.
+rotary training run, ``tests/sweeps/rotary_run.py``) and ``import _pos_geometry_tests_gguf_files`` (GGUF files
+written with the gguf package, ``tests/sources/gguf_files.py``) work in every test folder.
 """
 
 from __future__ import annotations
@@ -19,10 +20,13 @@ import pytest
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 REAL_DATA_DIR = REPO_ROOT.parent / "shared" / "data" / "real"
+REAL_MODELS_DIR = REPO_ROOT.parent / "shared" / "data" / "real_models"
+SMOLLM2_GGUF = REAL_MODELS_DIR / "smollm2_135m_instruct_q4_1.gguf"
 HELPER_MODULES = {
     "_pos_geometry_tests_hub_server": REPO_ROOT / "tests" / "sources" / "hub_server.py",
     "_pos_geometry_tests_torch_pickles": REPO_ROOT / "tests" / "sources" / "torch_pickles.py",
     "_pos_geometry_tests_rotary_run": REPO_ROOT / "tests" / "sweeps" / "rotary_run.py",
+    "_pos_geometry_tests_gguf_files": REPO_ROOT / "tests" / "sources" / "gguf_files.py",
 }
 
 
@@ -55,6 +59,17 @@ def real_data_dir() -> Path:
             "beside the checkout and are never copied into the repository)"
         )
     return REAL_DATA_DIR
+
+
+@pytest.fixture(scope="session")
+def smollm2_gguf() -> Path:
+    """The real SmolLM2-135M-Instruct GGUF (Q4_1) in ../shared/data/real_models; skips when it is not there."""
+    if not SMOLLM2_GGUF.is_file():
+        pytest.skip(
+            f"the real SmolLM2 GGUF was not found at {SMOLLM2_GGUF} (it lives in ../shared/data/real_models beside "
+            "the checkout and is never copied into the repository)"
+        )
+    return SMOLLM2_GGUF
 
 
 @pytest.fixture(scope="session")

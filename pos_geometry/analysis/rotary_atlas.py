@@ -180,6 +180,14 @@ def _does_not_apply(config: dict, model_id: str) -> NotApplicableError:
     )
 
 
+def _stored_as(checkpoint: Checkpoint, keys: Sequence[str]) -> dict[str, object]:
+    """Provenance of a GGUF checkpoint: its metadata summary and the quantisation types of the tensors read."""
+    if "gguf" not in checkpoint.config:
+        return {}
+    types = sorted({checkpoint.stored_type(key) for key in keys})
+    return {"gguf": checkpoint.config["gguf"], "quantization": tuple(types)}
+
+
 def usage_summaries(share: torch.Tensor, critical: torch.Tensor) -> dict[str, torch.Tensor]:
     """The atlas's summaries of ``qk_share`` ``(n_layers, n_heads, n_planes)``: ``short_share``
     ``(n_layers, n_heads)``, the share held by the ``critical`` planes ``(n_planes,)`` bool, and
@@ -281,6 +289,7 @@ def rotary_atlas(
             "num_key_value_heads": reader.n_kv_heads,
             "tensor_keys": tuple(keys),
             **scaling_fields(reader.rotary),
+            **_stored_as(checkpoint, keys),
         },
         original_dtype=stored,
         commit=checkpoint.commit,

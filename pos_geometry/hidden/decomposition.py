@@ -95,6 +95,16 @@ class HiddenPositions(Result):
             rows.append(row)
         return rows
 
+    @property
+    def skip_first(self) -> int:
+        """How many first positions the ``*_late`` metrics leave out."""
+        return int(self.provenance.config_dict.get("skip_first", 0))
+
+    def _at_floor(self) -> str:
+        """The layers whose positional share is within 2x its sampling floor (noise, not position)."""
+        ratio = self.metrics["positional_over_floor"]
+        return ", ".join(str(layer) for layer, r in zip(self.layers, ratio, strict=True) if r < 2)
+
     def summary_rows(self) -> list[tuple[str, str]]:
         def fmt(name: str) -> str:
             return ", ".join(f"{v:.3f}" for v in self.metrics[name])
@@ -104,6 +114,9 @@ class HiddenPositions(Result):
             ("positional encoding", self.positional_encoding),
             ("layers", ", ".join(str(i) for i in self.layers)),
             ("positional share", fmt("positional_share")),
+            (f"sampling floor ({self.n_sequences} contexts)", fmt("positional_floor")),
+            ("at the floor (share < 2 x floor)", self._at_floor() or "none"),
+            (f"positional share, first {self.skip_first} positions left out", fmt("positional_share_late")),
             (f"top-{self.n_components} ratio", fmt("top_k_ratio")),
             ("stable rank", fmt("stable_rank")),
             (f"smoothness (lowest {self.n_frequencies} DCT)", fmt("smoothness")),
@@ -133,6 +146,7 @@ def hidden_positions(
     n_frequencies: int = 10,
     attention: bool | Sequence[int] | int = False,
     max_offset: int | None = None,
+    skip_first: int = 2,
     **options: Unpack[RunOptions],
 ) -> HiddenPositions:
     """Decompose each layer's hidden states into position, context and residual parts (streamed).
@@ -155,6 +169,8 @@ def hidden_positions(
             True for the blocks among ``layers`` (layer ``i < n_layers`` is block ``i``'s input),
             or block indices; the result is ``result.attention`` (None when there is no block).
         max_offset: as in :func:`~pos_geometry.attention_by_offset`.
+        skip_first: the ``*_late`` metrics leave out positions ``0..skip_first-1`` (real models put
+            massive activations there); 0 leaves nothing out (those metrics are then NaN).
         **options: :class:`~pos_geometry.hidden.run.RunOptions`: ``seq_len``, ``n_sequences``
             (corpus shape; defaults: the model's context capped at 1024, 64 contexts for the random
             default, all contexts of arrays and files), ``random_state``, ``tokenizer``,
@@ -168,28 +184,38 @@ def hidden_positions(
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise InvalidArgumentError(f"{name} must be an int >= 1; got {value!r}.")
     check_max_offset(max_offset)
+    if isinstance(skip_first, bool) or not isinstance(skip_first, int) or skip_first < 0:
+        raise InvalidArgumentError(f"skip_first must be an int >= 0; got {skip_first!r}.")
     run = start(model, tokens, batch_size=batch_size, device=device, options=options)
     chosen = check_layers(layers, run.loaded.n_layers)
     blocks = _attention_blocks(attention, chosen, run.loaded.n_layers)
-    sums = {layer: PositionSums() for layer in chosen}
+    sums = {layer: PositionSums(skip_first) for layer in chosen}
     collector = OffsetCollector(run.loaded, blocks) if blocks else None
     with collector.probing() if collector is not None else contextlib.nullcontext():
         run_batches(
             run, hidden_layers=chosen, on_hidden=lambda layer, h: sums[layer].update(h),
             through_block=max(blocks, default=-1),
         )  # fmt: skip
-    result = _result(run, chosen, sums, n_components=n_components, n_frequencies=n_frequencies)
+    result = _result(
+        run, chosen, sums, n_components=n_components, n_frequencies=n_frequencies, skip_first=skip_first
+    )
     if collector is None:
         return result
     return dataclasses.replace(result, attention=collector.result(run, max_offset))
 
 
 def _result(
-    run: Run, chosen: tuple[int, ...], sums: dict[int, PositionSums], *, n_components: int, n_frequencies: int
+    run: Run,
+    chosen: tuple[int, ...],
+    sums: dict[int, PositionSums],
+    *,
+    n_components: int,
+    n_frequencies: int,
+    skip_first: int,
 ) -> HiddenPositions:
     """The :class:`HiddenPositions` of the finished sums of ``chosen``."""
     loaded, corpus = run.loaded, run.corpus
-    config = run.config()
+    config = {**run.config(), "skip_first": skip_first}
     stored = dtype_name(next(loaded.module.parameters()).dtype)
     points = tuple(hook_point(loaded, layer) for layer in chosen)
 

@@ -15,7 +15,15 @@ these are its principal-component variances times ``T``):
   of ``d_model`` (context subspace: eigenvectors of the context scatter), and ``max_cosine``, the
   cosine of the smallest angle (0: incoherent, 1: they share a direction);
 * position 0 on its own: ``position0_norm_ratio = ‖pos[0]‖ / median_{t≥1} ‖pos[t]‖`` and
-  ``top_k_ratio_without_0`` (positions 1..T-1, re-centred).
+  ``top_k_ratio_without_0`` (positions 1..T-1, re-centred);
+* the sampling floor: ``positional_floor = residual / ((C - 1) · total)``, the positional share that
+  ``C`` contexts give with NO positional signal at all. In the two-way layout, position carries no
+  signal when ``E[positional] = residual / (C - 1)`` (the ANOVA expectation; for i.i.d. states about
+  ``1/C``: 0.125 with 8 contexts, 0.016 with 64). A share near its floor is sampling noise, not
+  position. ``positional_over_floor`` is their ratio (about 1 at the floor);
+* the first positions left out: ``positional_share_late`` and ``positional_floor_late``, the same two
+  over positions ``t ≥ skip`` (re-centred; ``skip`` = 2 by default), for models whose first positions
+  carry massive activations that would otherwise dominate the shares.
 
 All in float64 (numpy/scipy on the CPU).
 """
@@ -39,7 +47,16 @@ METRIC_NAMES: tuple[str, ...] = (
     "max_cosine",
     "position0_norm_ratio",
     "top_k_ratio_without_0",
+    "positional_floor",
+    "positional_over_floor",
+    "positional_share_late",
+    "positional_floor_late",
 )
+
+
+def _floor(residual: float, total: float, n_sequences: int) -> float:
+    """The positional share expected with no positional signal (module docstring)."""
+    return residual / ((n_sequences - 1) * total) if total > 0 and n_sequences > 1 else float("nan")
 
 
 def _top_eig(scatter: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
@@ -101,6 +118,7 @@ def layer_metrics(dec: Decomposition, *, n_components: int, n_frequencies: int) 
     trace = float(np.square(pos).sum())  # Σ of all eigenvalues
     _, ctx_vectors = _top_eig(dec.context_scatter.numpy(), k)
     angles = principal_angles(pos_vectors, ctx_vectors)
+    late_total, late_pos, _, late_res = dec.late
     norms = np.linalg.norm(pos, axis=1)
     median_rest = float(np.median(norms[1:])) if t > 1 else float("nan")
     return {
@@ -115,4 +133,8 @@ def layer_metrics(dec: Decomposition, *, n_components: int, n_frequencies: int) 
         "principal_angles": angles,
         "position0_norm_ratio": float(norms[0] / median_rest) if median_rest > 0 else float("nan"),
         "top_k_ratio_without_0": _top_k_ratio(pos[1:], k) if t > 2 else float("nan"),
+        "positional_floor": (floor := _floor(dec.residual_ss, total, dec.n_sequences)),
+        "positional_over_floor": share(dec.positional_ss) / floor if floor > 0 else float("nan"),
+        "positional_share_late": late_pos / late_total if late_total > 0 else float("nan"),
+        "positional_floor_late": _floor(late_res, late_total, dec.n_sequences),
     }

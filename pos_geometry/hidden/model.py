@@ -141,6 +141,8 @@ def open_model(
 ) -> LoadedModel:
     """A :class:`LoadedModel` from a model-table name, a hub repo id, a local folder, or a loaded model.
 
+    A ``.gguf`` file is dequantised to float32 by :func:`~pos_geometry.sources.gguf_model.gguf_model`
+    (transformers' own GGUF loader where pos_geometry's fast path does not apply).
     A model already in memory (a ``transformers.PreTrainedModel``) stays where it is: ``device``
     must then be ``"auto"`` or its own device (pos_geometry never moves a model silently). Names and
     paths are loaded in float32 onto ``device`` (``"auto"``: CUDA, then MPS, else CPU).
@@ -170,6 +172,12 @@ def open_model(
 
     name = os.fspath(model)
     path = Path(name).expanduser()
+    if path.is_file() and path.suffix.lower() == ".gguf":  # dequantised (pos_geometry.sources.gguf_model)
+        from pos_geometry.sources.gguf_model import gguf_model
+
+        module = gguf_model(path)
+        module.to(resolve_device(device))
+        return _wrap(module, str(path), None, None)
     if path.exists():
         if not (path / "config.json").is_file():
             raise InvalidArgumentError(

@@ -41,6 +41,9 @@ _PANELS: tuple[tuple[str, tuple[tuple[str, str, str], ...]], ...] = (
             ("context_share", "context", TOKEN_RED),
             ("residual_share", "residual", "#7f7f7f"),
             ("relative_norm", "relative norm of pos (RMS)", "#08306b"),
+            ("positional_floor", "positional share with no position (sampling floor)", "#bdbdbd"),
+            ("positional_share_late", "positional, first positions left out", "#6baed6"),
+            ("positional_floor_late", "its sampling floor", "#d9d9d9"),
         ),
     ),
     (
@@ -57,6 +60,7 @@ _PANELS: tuple[tuple[str, tuple[tuple[str, str, str], ...]], ...] = (
         (
             ("stable_rank", "stable rank", POSITION_BLUE),
             ("position0_norm_ratio", "‖pos[0]‖ / median ‖pos[t]‖", FIT_COLOR),
+            ("positional_over_floor", "positional share / sampling floor", "#08306b"),
         ),
     ),
 )

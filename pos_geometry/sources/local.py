@@ -32,7 +32,16 @@ __all__ = [
 
 Format = Literal["safetensors", "torch-zip", "npy", "npz"]
 FORMATS: tuple[str, ...] = ("safetensors", "torch-zip", "npy", "npz")
-CHECKPOINT_SUFFIXES: tuple[str, ...] = (".safetensors", ".bin", ".pt", ".pth", ".ckpt", ".npy", ".npz")
+CHECKPOINT_SUFFIXES: tuple[str, ...] = (
+    ".safetensors",
+    ".bin",
+    ".pt",
+    ".pth",
+    ".ckpt",
+    ".npy",
+    ".npz",
+    ".gguf",
+)
 _ACCEPTED = "safetensors, PyTorch >= 1.6 zip checkpoints (.bin/.pt/.pth), .npy and .npz"
 
 

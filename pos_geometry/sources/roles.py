@@ -186,14 +186,12 @@ def _layers(layers: Sequence[int] | int | None, n_layers: int) -> tuple[int, ...
 
 def _resolve_prefix(ckpt: Checkpoint, layout: AttentionLayout, key: str) -> str:
     """``key`` as the checkpoint spells it: a headless checkpoint drops the layout's prefix."""
-    if not layout.prefix or ckpt.is_cached(key):
-        return key
-    available = set(ckpt.keys())
-    if key in available:
+    if not layout.prefix or ckpt.has(key):
         return key
     bare = key.removeprefix(layout.prefix)
-    if bare in available:
+    if ckpt.has(bare):
         return bare
+    available = ckpt.keys()
     raise MissingTensorError(
         f"{ckpt.location} has neither {key!r} nor {bare!r}; the {layout.model_type} layout expects them. "
         f"It has {len(available)} keys, e.g. {', '.join(sorted(available)[:8])}.",

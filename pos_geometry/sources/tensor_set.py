@@ -50,6 +50,7 @@ from pos_geometry.sources.cache import (
     cached_tensor,
     store_result,
 )
+from pos_geometry.sources.gguf_format import is_gguf
 from pos_geometry.sources.hf_cache import hf_cached_file
 from pos_geometry.sources.http import DEFAULT_READAHEAD, HttpByteSource
 from pos_geometry.sources.hub import (
@@ -93,10 +94,13 @@ class Checkpoint:
     _opened: dict[str, WeightFile] = dataclasses.field(default_factory=dict)
     _cached: dict[str, WeightFile] = dataclasses.field(default_factory=dict)
     _warned_cache: bool = False
+    _single: Any = None  # a file that is the whole checkpoint, config included (GGUF)
 
     # --- which file holds a key ---------------------------------------------------------------
     def _file_names(self) -> tuple[str, ...]:
         """The files of the model folder, or of the repo at the pinned commit (listed once, when first needed)."""
+        if self._single is not None:
+            return (self._single_name,)
         if self._directory is not None:
             return tuple(n for n in WEIGHT_FILES if (self._directory / n).is_file())
         if self._files is None:
@@ -107,7 +111,13 @@ class Checkpoint:
                 self._files = _model_info(repo, commit)[1]
         return self._files
 
+    @property
+    def _single_name(self) -> str:
+        return str(self._single.src.name)
+
     def _weight_file(self) -> str:
+        if self._single is not None:
+            return self._single_name
         names = self._file_names()
         present = [n for n in WEIGHT_FILES if n in names]
         if not present and self._offline:
@@ -144,6 +154,8 @@ class Checkpoint:
         return Path(path).read_bytes()
 
     def _open(self, name: str) -> WeightFile:
+        if self._single is not None and name == self._single_name:
+            return self._single
         if name not in self._opened:
             if self._directory is not None:
                 path = self._directory / name
@@ -197,6 +209,24 @@ class Checkpoint:
             return tuple(weight_map)
         return self._open(self._weight_file()).keys
 
+    def has(self, key: str) -> bool:
+        """Whether the checkpoint holds ``key`` (a GGUF file also answers to the transformers name of a tensor)."""
+        if self.is_cached(key):
+            return True
+        weight_map = self._index()
+        if weight_map is not None:
+            return key in weight_map
+        return self._open(self._weight_file()).has(key)
+
+    def stored_type(self, key: str) -> str:
+        """How ``key`` is stored: its dtype (``"bfloat16"``), or a GGUF quantisation type (``"Q4_1"``)."""
+        opened = self._cache_entry(key) or self._located(key)[1]
+        quantization = getattr(opened, "quantization", None)
+        if quantization is not None:
+            return quantization(key)
+        span = opened.span(key)
+        return dtype_name(span[0]) if span is not None else dtype_name(opened.read_rows(key, 0, 0).dtype)
+
     def _cache_entry(self, key: str) -> WeightFile | None:
         """pos_geometry's cache file of ``key`` at this commit, opened (hub only), else None."""
         if self._directory is not None:
@@ -215,7 +245,8 @@ class Checkpoint:
     @property
     def bytes_read(self) -> int:
         """Bytes read from weight files through this checkpoint (headers and tensors; cache hits cost 0)."""
-        return sum(o.src.bytes_read for o in self._opened.values())
+        opened = [*self._opened.values(), *([self._single] if self._single is not None else [])]
+        return sum(o.src.bytes_read for o in opened)
 
     def read(self, keys: Iterable[str]) -> dict[str, torch.Tensor]:
         """``{key: tensor}`` for each key, on CPU in the stored dtype and shape.
@@ -245,7 +276,7 @@ class Checkpoint:
         """``(file name, opened file)`` of the weight file holding ``key``."""
         name = self._file_of(key)
         opened = self._open(name)
-        if key not in set(opened.keys):
+        if not opened.has(key):
             raise MissingTensorError(
                 f"{self.location}/{name} has no tensor {key!r}; it has {len(opened.keys)} keys, e.g. "
                 f"{', '.join(opened.keys[:8])}.",
@@ -343,7 +374,23 @@ class Checkpoint:
         return self._located(key)[1].shape(key)
 
 
+def _gguf(
+    src: ByteSource, revision: str | None, model_id: str, location: str, directory: Path | None
+) -> Checkpoint:
+    """A checkpoint on one GGUF file (in ``directory`` when local): its config comes from its own metadata."""
+    from pos_geometry.sources.gguf_checkpoint import GGUFWeights
+
+    weights = GGUFWeights(src)
+    return Checkpoint(
+        dict(weights.config), model_id, revision, None, location, _directory=directory, _single=weights
+    )
+
+
 def _local(path: Path, revision: str | None, model_id: str | None) -> Checkpoint:
+    if path.is_file():
+        src = FileByteSource(path)
+        if is_gguf(src):
+            return _gguf(src, revision, model_id or os.fspath(path), str(path), path.parent)
     directory = path if path.is_dir() else path.parent
     cfg = directory / "config.json"
     try:

@@ -75,6 +75,10 @@ class WeightFile:
             raise CheckpointFormatError(
                 f"{src.name!r} is a {self.fmt} file; model weights are read from safetensors or PyTorch zip files."
             )
+        self._keyset = frozenset(self.keys)
+
+    def has(self, key: str) -> bool:
+        return key in self._keyset
 
     def read(self, key: str) -> torch.Tensor:
         if self.fmt == "safetensors":

@@ -55,6 +55,11 @@ def _numpy_metrics(states: np.ndarray, k: int, n_freq: int) -> dict[str, float]:
     energy = np.square(dct @ (pos @ pos.T) @ dct.T)
     angles = np.degrees(scipy.linalg.subspace_angles(pca_pos.components_.T, pca_ctx.components_.T))
     norms = np.linalg.norm(pos, axis=1)
+    rest = h[:, 2:]  # the first two positions left out, everything re-centred
+    mu2 = rest.mean(axis=(0, 1))
+    pos2, ctx2 = rest.mean(axis=0) - mu2, rest.mean(axis=1) - mu2
+    late = {"total": np.square(rest - mu2).sum(), "pos": c * np.square(pos2).sum()}
+    late["res"] = late["total"] - late["pos"] - (t - 2) * np.square(ctx2).sum()
     return {
         "positional_share": pos_ss / total,
         "context_share": ctx_ss / total,
@@ -66,6 +71,10 @@ def _numpy_metrics(states: np.ndarray, k: int, n_freq: int) -> dict[str, float]:
         "max_cosine": np.cos(np.radians(angles.min())),
         "position0_norm_ratio": norms[0] / np.median(norms[1:]),
         "top_k_ratio_without_0": PCA(n_components=k).fit(pos[1:]).explained_variance_ratio_.sum(),
+        "positional_floor": (total - pos_ss - ctx_ss) / ((c - 1) * total),
+        "positional_over_floor": (pos_ss / total) / ((total - pos_ss - ctx_ss) / ((c - 1) * total)),
+        "positional_share_late": late["pos"] / late["total"],
+        "positional_floor_late": late["res"] / ((c - 1) * late["total"]),
         "angles": np.sort(angles),
     }
 
@@ -175,3 +184,34 @@ def test_loaded_model_is_not_moved_and_paths_load(tiny_gpt2, tmp_path):
     assert from_path.provenance.model_id == str(tmp_path / "model")
     with pytest.raises(InvalidArgumentError, match=r"no config\.json"):
         pg.hidden_positions(tmp_path, tokens)
+
+
+def test_sampling_floor_is_the_share_of_states_without_position():
+    """With no positional signal (i.i.d. states plus a per-context offset), the positional share is its floor:
+    about 1/C, whatever C; with a planted position term it is far above."""
+    from pos_geometry.hidden.metrics import layer_metrics
+    from pos_geometry.hidden.running_sums import PositionSums
+
+    rng = np.random.default_rng(0)
+
+    def metrics(states: np.ndarray) -> dict:
+        sums = PositionSums(skip=2)
+        sums.update(torch.from_numpy(states))
+        return layer_metrics(sums.finish(), n_components=3, n_frequencies=4)
+
+    for n_contexts in (8, 64):
+        plain = [metrics(rng.standard_normal((n_contexts, 32, 16))) for _ in range(20)]
+        assert np.mean([m["positional_share"] for m in plain]) == pytest.approx(1 / n_contexts, rel=0.15)
+        # a strong per-context offset shrinks every share below 1/C; the floor follows, 1/C would not
+        offset = [
+            metrics(rng.standard_normal((n_contexts, 32, 16)) + 3 * rng.standard_normal((n_contexts, 1, 16)))
+            for _ in range(20)
+        ]
+        for runs in (plain, offset):
+            assert np.mean([m["positional_over_floor"] for m in runs]) == pytest.approx(1.0, abs=0.1)
+            assert np.mean([m["positional_share_late"] / m["positional_floor_late"] for m in runs]) == (
+                pytest.approx(1.0, abs=0.1)
+            )
+        assert np.mean([m["positional_share"] for m in offset]) < 0.5 / n_contexts
+    states = rng.standard_normal((8, 32, 16))
+    assert metrics(states + 3 * np.sin(np.arange(32) / 3)[None, :, None])["positional_over_floor"] > 20

@@ -1,0 +1,73 @@
+"""A runnable transformers model from a GGUF file, for hidden states, attention and interventions.
+
+transformers can load a GGUF file itself (``from_pretrained(..., gguf_file=...)``), and that is the
+reference. It also parses the whole header with ``gguf.GGUFReader``, builds a random model and
+maps every tensor name once per submodule: 30 s for SmolLM2-135M on this machine. For the
+architectures whose GGUF tensors need no conversion beyond llama.cpp's q/k row order (those with no
+tensor processor in transformers' GGUF loader, and ``llama``), :func:`gguf_model` builds the
+transformers model from the GGUF's config without initialising its weights and fills every parameter through
+:class:`~pos_geometry.sources.gguf_checkpoint.GGUFWeights` (a few seconds). Any other architecture,
+or a parameter the file does not hold, goes to transformers' own loader. A test checks on the real
+SmolLM2 bytes that both give the same parameters, bit for bit.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from pos_geometry.sources.byte_source import FileByteSource
+from pos_geometry.sources.gguf_checkpoint import PERMUTED_QK, GGUFWeights
+
+__all__ = ["gguf_model", "fast_path_applies"]
+
+
+def fast_path_applies(arch: str) -> bool:
+    """Whether transformers' GGUF loader does nothing to ``arch``'s tensors but what :class:`GGUFWeights` does."""
+    from transformers.modeling_gguf_pytorch_utils import TENSOR_PROCESSORS
+
+    return arch in PERMUTED_QK or arch not in TENSOR_PROCESSORS
+
+
+def _transformers_load(path: Path, dtype: torch.dtype) -> Any:
+    import transformers
+
+    return transformers.AutoModelForCausalLM.from_pretrained(
+        str(path.parent), gguf_file=path.name, dtype=dtype
+    )
+
+
+def gguf_model(path: str | os.PathLike[str], *, dtype: torch.dtype = torch.float32) -> Any:
+    """The ``AutoModelForCausalLM`` of the GGUF file ``path`` in eval mode, weights dequantised to ``dtype``.
+
+    Fast path (module docstring) where it applies, else transformers' ``from_pretrained(gguf_file=...)``.
+    """
+    import transformers
+
+    path = Path(path)
+    weights = GGUFWeights(FileByteSource(path))
+    if not fast_path_applies(weights.arch):
+        return _transformers_load(path, dtype).eval()
+    fields = {k: v for k, v in weights.config.items() if k != "gguf"}
+    fields["tie_word_embeddings"] = "output.weight" not in weights.header.tensors
+    config = transformers.AutoConfig.for_model(**fields)
+    from transformers.initialization import no_init_weights
+
+    with (
+        no_init_weights()
+    ):  # every parameter is overwritten below; buffers (rotary inv_freq) are built as usual
+        model = transformers.AutoModelForCausalLM.from_config(config, dtype=dtype)
+    state: dict[str, torch.Tensor] = {}
+    for key in model.state_dict():
+        if weights.has(key):
+            state[key] = weights.read(key).to(dtype)
+        elif not (config.tie_word_embeddings and key.endswith("lm_head.weight")):
+            return _transformers_load(path, dtype).eval()  # a tensor we cannot place: the reference loader
+    model.load_state_dict(state, strict=False, assign=True)
+    if config.tie_word_embeddings:
+        model.tie_weights()
+    model.name_or_path = str(path)
+    return model.eval()
