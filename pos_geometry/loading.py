@@ -234,6 +234,7 @@ def load(
     key: str | None = None,
     offline: bool | None = None,
     model_id: str | None = None,
+    layer_type: str | None = None,
 ) -> PositionalEmbedding:
     """Load the positional table of a model as a ``(n_positions, d_model)`` :class:`PositionalEmbedding`.
 
@@ -255,6 +256,10 @@ def load(
             ``None`` follows ``HF_HUB_OFFLINE`` / ``POS_GEOMETRY_OFFLINE``.
         model_id: the name recorded in ``provenance.model_id`` for a local file (default: the path),
             e.g. ``"gpt2"`` for a table exported from GPT-2 small. The path stays in ``source``.
+        layer_type: rotary models whose layer types rotate with different frequencies (Gemma-2/3: local
+            ``"sliding_attention"`` and global ``"full_attention"`` layers) have one table per type, and
+            without this argument loading refuses with the types and their layers; with it, the table is
+            that type's, with ``layer_type`` and its ``layers`` in the provenance.
 
     Learned tables are read as one tensor without building the model; leading rows that are
     not positions (OPT, RoBERTa) are dropped and recorded in ``provenance.row_offset``.
@@ -262,18 +267,22 @@ def load(
     table ``cos(p·θ_i), sin(p·θ_i)`` is built from the config and has ``kind == "rotary"``.
     """
     _check_args(
-        name_or_path, revision=revision, key=key, model_id=model_id, offline=offline, n_positions=n_positions
-    )
+        name_or_path, revision=revision, key=key, model_id=model_id, offline=offline, n_positions=n_positions,
+        layer_type=layer_type,
+    )  # fmt: skip
     dev = resolve_device(device)
     _check_dtype(dtype)
     with deadline():  # one overall network deadline for the whole load
-        return _load(name_or_path, dev, dtype, revision, n_positions, key, offline, model_id)
+        return _load(name_or_path, dev, dtype, revision, n_positions, key, offline, model_id, layer_type)
 
 
-def _load(name_or_path, dev, dtype, revision, n_positions, key, offline, model_id) -> PositionalEmbedding:
+def _load(
+    name_or_path, dev, dtype, revision, n_positions, key, offline, model_id, layer_type
+) -> PositionalEmbedding:
     name = os.fspath(name_or_path)
     target = _resolve(name)
-    opts = {"revision": revision, "device": dev, "dtype": dtype, "n_positions": n_positions, "key": key}
+    opts = {"revision": revision, "device": dev, "dtype": dtype, "n_positions": n_positions, "key": key,
+            "layer_type": layer_type}  # fmt: skip
     if target.path is not None:
         return _load_path(target.path, target.spec, model_id=model_id or name, **opts)
     if target.spec is not None:
@@ -282,12 +291,22 @@ def _load(name_or_path, dev, dtype, revision, n_positions, key, offline, model_i
 
 
 def _load_path(
-    path: Path, spec: ModelSpec | None, *, model_id, revision, device, dtype, n_positions, key
+    path: Path,
+    spec: ModelSpec | None,
+    *,
+    model_id,
+    revision,
+    device,
+    dtype,
+    n_positions,
+    key,
+    layer_type=None,
 ) -> PositionalEmbedding:
     """A local file or folder; with ``spec`` (``NAME=PATH``) the row names it and gives its row offset."""
     if path.is_file() and path.suffix.lower() == ".gguf":
         return _load_gguf(path, model_id=spec.name if spec is not None else model_id, revision=revision,
-                          device=device, dtype=dtype, n_positions=n_positions, key=key)  # fmt: skip
+                          device=device, dtype=dtype, n_positions=n_positions, key=key,
+                          layer_type=layer_type)  # fmt: skip
     config = _local_config(path)
     config_rotary = config is not None and key is None and kind_from_config(config) == "rotary"
     if spec is not None and spec.kind == "rotary" and not config_rotary:
@@ -306,6 +325,7 @@ def _load_path(
             source=str(path / "config.json" if path.is_dir() else path.parent / "config.json"),
             device=device,
             dtype=dtype,
+            layer_type=layer_type,
         )
     record = read_local(path, which="position", key=key)
     if spec is not None:
@@ -317,7 +337,9 @@ def _load_path(
     )
 
 
-def _load_gguf(path: Path, *, model_id, revision, device, dtype, n_positions, key) -> PositionalEmbedding:
+def _load_gguf(
+    path: Path, *, model_id, revision, device, dtype, n_positions, key, layer_type
+) -> PositionalEmbedding:
     """A GGUF file: the rotary table built from its metadata, or its learned table (``position_embd``) decoded."""
     from pos_geometry.sources.byte_source import FileByteSource
     from pos_geometry.sources.gguf_checkpoint import POSITION_TENSOR, GGUFWeights
@@ -327,7 +349,7 @@ def _load_gguf(path: Path, *, model_id, revision, device, dtype, n_positions, ke
     if key is None and kind_from_config(config) == "rotary":
         table = rotary_embedding(
             config, model_id=model_id, revision=revision, n_positions=n_positions,
-            source=f"{path} (GGUF metadata)", device=device, dtype=dtype,
+            source=f"{path} (GGUF metadata)", device=device, dtype=dtype, layer_type=layer_type,
         )  # fmt: skip
         fields = dict(table.provenance.config)
         fields["gguf"] = config["gguf"]
@@ -348,7 +370,9 @@ def _spec_offset(spec: ModelSpec, record: TensorRecord) -> int:
     return 0 if record.tensor.ndim and record.tensor.shape[0] == spec.n_positions else spec.row_offset
 
 
-def _load_spec(spec: ModelSpec, *, revision, device, dtype, n_positions, key, offline) -> PositionalEmbedding:
+def _load_spec(
+    spec: ModelSpec, *, revision, device, dtype, n_positions, key, offline, layer_type=None
+) -> PositionalEmbedding:
     rev = check_revision(spec, revision)
     if spec.kind == "rotary":
         return rotary_embedding(
@@ -359,6 +383,7 @@ def _load_spec(spec: ModelSpec, *, revision, device, dtype, n_positions, key, of
             source="model table",
             device=device,
             dtype=dtype,
+            layer_type=layer_type,
         )
     hub = {"revision": rev, "which": "position", "key": key}
     hub |= {
@@ -409,7 +434,9 @@ def _load_local_table(
     )
 
 
-def _load_repo(repo_id: str, *, revision, device, dtype, n_positions, key, offline) -> PositionalEmbedding:
+def _load_repo(
+    repo_id: str, *, revision, device, dtype, n_positions, key, offline, layer_type=None
+) -> PositionalEmbedding:
     try:
         config, commit = read_config(repo_id, revision, offline=offline)
     except UnknownModelError as exc:
@@ -432,6 +459,7 @@ def _load_repo(repo_id: str, *, revision, device, dtype, n_positions, key, offli
             source=f"{repo_id}@{commit[:12]}::config.json",
             device=device,
             dtype=dtype,
+            layer_type=layer_type,
         )
     record, commit = read_hub_tensor(repo_id, revision=revision, which="position", key=key, offline=offline)
     return _finish(

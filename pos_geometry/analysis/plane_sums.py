@@ -30,7 +30,7 @@ import torch
 from pos_geometry._dtypes import dtype_name
 from pos_geometry.sources.roles import QKReader
 
-__all__ = ["LayerSums", "layer_sums", "grams", "plane_grams", "one_thread_per_kernel"]
+__all__ = ["LayerSums", "layer_sums", "fold_row_gains", "grams", "plane_grams", "one_thread_per_kernel"]
 
 LayerSums = dict[str, tuple[torch.Tensor, torch.Tensor]]
 """``{"q": (norms, cross), "k": (norms, cross)}`` of one layer: per head (key heads for ``"k"``) the norm
@@ -188,7 +188,7 @@ def layer_sums(
     for index in layers:
         # cache names use the layout's spelling of a key, so a full hit reads nothing (not even a key list)
         norm = reader.layout.keys(index, norm=True).get("norm") if fold_norm else None
-        if fold_norm and norm is None:
+        if fold_norm and norm is None and reader.layout.q_norm_key is None:
             reader.norm_key(index)  # raises: the layout names no norm to fold
         for key, heads, ranges in reader.head_ranges(index):
             spec = _spec(reader, heads, ranges, norm)
@@ -200,13 +200,29 @@ def layer_sums(
                 read = [hit[1].get("norm_key", ""), hit[1].get("key", key)]
             else:
                 job = _Job(index, key, reader.spelled(key), heads, ranges, spec, name)
-                job.norm_key = reader.norm_key(index) if fold_norm else None
+                job.norm_key = reader.norm_key(index) if norm is not None else None
                 jobs.append(job)
                 read = [job.norm_key or "", job.spelled]
             keys += [k for k in read if k and k not in keys]
     if jobs:
         stored = _compute(reader, jobs, found, device, workers) or stored
-    return [_assemble(reader, index, found) for index in layers], keys, stored
+    sums = [_assemble(reader, index, found) for index in layers]
+    if fold_norm and reader.layout.q_norm_key is not None:
+        for index, layer in zip(layers, sums, strict=True):
+            for which in ("q", "k"):
+                gain, key = reader.qk_norm_gain(index, which)
+                layer[which] = fold_row_gains(*layer[which], gain.to(device), reader.planes)
+                keys.append(key)
+    return sums, keys, stored
+
+
+def fold_row_gains(
+    norms: torch.Tensor, cross: torch.Tensor, gain: torch.Tensor, planes: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The sums of rows each multiplied by its gain (a q/k norm's): ``norms`` ``(n, rows)`` times ``|g|``,
+    each plane's ``cross`` ``(n, n_planes)`` times the product of its two rows' gains; ``gain`` is
+    ``(n, rows)``. Exact: a row gain scales the plane's Gram matrix as ``diag(g) G diag(g)``."""
+    return norms * gain.abs(), cross * gain[:, planes[:, 0]] * gain[:, planes[:, 1]]
 
 
 @dataclasses.dataclass

@@ -39,9 +39,10 @@ from pos_geometry._device import resolve_device
 from pos_geometry.analysis._results import Result
 from pos_geometry.analysis.plane_sums import grams, layer_sums, one_thread_per_kernel, plane_grams
 from pos_geometry.embedding import Provenance
-from pos_geometry.encodings.rotary import inverse_frequencies, scaling_fields
+from pos_geometry.encodings.rotary import rotary_params, scaling_fields
 from pos_geometry.errors import InvalidArgumentError, NoLearnedTableError, NotApplicableError
 from pos_geometry.registry import kind_from_config
+from pos_geometry.registry.derived_layout import RotationGroup
 from pos_geometry.sources.roles import QKReader
 from pos_geometry.sources.tensor_set import Checkpoint, open_checkpoint
 
@@ -70,6 +71,10 @@ class RotaryAtlas(Result):
         fold_norm: whether the norm gain was folded into the weights.
         pairing: ``"rotate_half"`` or ``"interleaved"``.
         provenance: model, revision, commit, checkpoint keys, rotary config.
+        layer_type: the layer type whose layers were read when a model rotates its layer types with
+            different frequencies (Gemma-2/3 ``"sliding_attention"``/``"full_attention"``), else None.
+        unrotated_layers: requested layers whose attention does not rotate at all (Llama-4's NoPE
+            layers): they have no planes and are left out of the arrays.
     """
 
     q_norm: torch.Tensor
@@ -88,6 +93,8 @@ class RotaryAtlas(Result):
     fold_norm: bool
     pairing: str
     provenance: Provenance
+    layer_type: str | None = None
+    unrotated_layers: tuple[int, ...] = ()
 
     @property
     def shape(self) -> tuple[int, int, int]:
@@ -114,6 +121,12 @@ class RotaryAtlas(Result):
         return [
             ("layers × heads × planes", f"{n_layers} × {n_heads} × {n_planes}"),
             ("pairing", self.pairing + (", norm gain folded" if self.fold_norm else "")),
+            *([("layer type", str(self.layer_type))] if self.layer_type else []),
+            *(
+                [("layers with no rotation (left out)", ", ".join(map(str, self.unrotated_layers)))]
+                if self.unrotated_layers
+                else []
+            ),
             ("wavelengths", f"{self.wavelengths.min():.3g} .. {self.wavelengths.max():.4g} positions"),
             ("training context", f"{self.context_length} ({n_crit} planes complete a cycle in it)"),
             ("critical dimension", str(self.critical_dimension)),
@@ -205,6 +218,7 @@ def rotary_atlas(
     model_id: str | None = None,
     device: str | torch.device | None = "cpu",
     n_workers: int | None = None,
+    layer_type: str | None = None,
 ) -> RotaryAtlas:
     """The frequency atlas of a rotary model, read from its query/key weights without building it.
 
@@ -216,7 +230,9 @@ def rotary_atlas(
         layers: layer indices to read (default: all); only their q/k tensors are read.
         revision: branch, tag, commit or checkpoint name (hub: pinned to one commit for all tensors).
         fold_norm: multiply each input column of W_q and W_k by the gain of the norm that feeds
-            attention (what the projections see is ``gain ⊙ x̂``).
+            attention (what the projections see is ``gain ⊙ x̂``), and, for architectures with
+            query/key norms after the projection (Qwen3, Gemma-3, OLMo-2), each row by that norm's
+            gain (their per-token RMS divisor cancels in the shares, so this is exact).
         offline, model_id: as in :func:`pos_geometry.load`.
         device: where the per-plane dot products run (``"auto"``: CUDA, then MPS, else CPU); the
             arrays returned are float64 on the CPU either way. The CPU result is the reference.
@@ -224,6 +240,13 @@ def rotary_atlas(
             many range requests at once). None: as many as torch has threads, at most 4 (one for a
             GPU), and from the hub at least :data:`MIN_STREAMS`. A caller that already runs several
             atlases at once (the checkpoint sweep) passes 1.
+        layer_type: for models whose layer types rotate with different frequencies (Gemma-2/3), the
+            type whose layers to read (default: all layers of that type); required unless ``layers``
+            are all of one type. Layers that do not rotate at all (NoPE) are left out and listed in
+            ``unrotated_layers``.
+
+    Architectures without a row in the attention-layout table get their layout from transformers
+    itself (:mod:`pos_geometry.registry.derived_layout`), frequencies included.
 
     Returns:
         a :class:`RotaryAtlas` with arrays ``(n_layers, n_heads, n_planes)`` (see the module docstring).
@@ -256,7 +279,7 @@ def rotary_atlas(
     if not rotary:
         raise _does_not_apply(checkpoint.config, checkpoint.model_id)
     reader = QKReader(checkpoint)
-    chosen = reader.layers(layers)
+    chosen, group, unrotated = _rotating_layers(reader, reader.layers(layers), layers is None, layer_type)
     kv_heads = torch.arange(reader.n_heads) // (reader.n_heads // reader.n_kv_heads)
     with one_thread_per_kernel() as threads:
         workers = n_workers
@@ -270,7 +293,7 @@ def rotary_atlas(
         for layer in sums
     ]
     q_norm, k_norm, share, q_cos, k_cos = (torch.stack(s) for s in zip(*stats, strict=True))
-    theta = inverse_frequencies(reader.rotary)
+    theta = torch.tensor(group.theta, dtype=torch.float64)
     wavelengths = 2 * math.pi / theta
     context = reader.rotary.context_length
     critical = wavelengths <= context
@@ -281,19 +304,31 @@ def rotary_atlas(
         revision=checkpoint.revision,
         config={
             "model_type": reader.layout.model_type,
-            "rope_theta": reader.rotary.base,
+            "rope_theta": _base(reader, group),
             "rotary_dim": reader.rotary.rotary_dim,
             "head_dim": reader.rotary.head_dim,
             "max_position_embeddings": reader.rotary.max_positions,
             "num_attention_heads": reader.n_heads,
             "num_key_value_heads": reader.n_kv_heads,
             "tensor_keys": tuple(keys),
+            **(
+                {"layer_type": group.label, "attention_factor": group.attention_factor}
+                if group.label != "all"
+                else {}
+            ),
+            **(
+                {"layout": f"derived from transformers {reader.derived.transformers_version}"}
+                if reader.derived
+                else {}
+            ),
             **scaling_fields(reader.rotary),
             **_stored_as(checkpoint, keys),
         },
         original_dtype=stored,
         commit=checkpoint.commit,
-        processing=("fold_norm",) if fold_norm else (),
+        processing=(("fold_norm",) + (("fold_qk_norm",) if reader.layout.q_norm_key else ()))
+        if fold_norm
+        else (),
     )
     return RotaryAtlas(
         q_norm=q_norm,
@@ -311,4 +346,55 @@ def rotary_atlas(
         fold_norm=fold_norm,
         pairing=reader.layout.pairing,
         provenance=provenance,
+        layer_type=group.label if group.label != "all" else None,
+        unrotated_layers=unrotated,
     )
+
+
+def _base(reader: QKReader, group: RotationGroup) -> float:
+    """The rope base of ``group``'s layers as the config states it (NaN where it states none pos_geometry reads)."""
+    if group.label == "all":
+        return reader.rotary.base
+    try:
+        return rotary_params(reader.config, layer_type=group.label).base
+    except InvalidArgumentError:
+        return math.nan
+
+
+def _rotating_layers(
+    reader: QKReader, chosen: tuple[int, ...], all_layers: bool, layer_type: str | None
+) -> tuple[tuple[int, ...], RotationGroup, tuple[int, ...]]:
+    """``(layers to read, their rotation group, requested layers that do not rotate)``.
+
+    Raises:
+        InvalidArgumentError: the layers rotate with different frequencies and ``layer_type`` does not
+            pick one group, or ``layer_type`` is unknown or excludes a requested layer.
+        NotApplicableError: none of the requested layers rotates.
+    """
+    groups = reader.rotation_groups()
+    unrotated = tuple(i for i in chosen if i in reader.unrotated)
+    rotating = tuple(i for i in chosen if i not in reader.unrotated)
+    if not rotating:
+        raise NotApplicableError(
+            f"layers {list(chosen)} do not rotate at all (no positional rotation): no atlas."
+        )
+    listing = "; ".join(f"{g.label!r}: layers {', '.join(map(str, g.layers))}" for g in groups)
+    if layer_type is not None:
+        group = next((g for g in groups if g.label == layer_type), None)
+        if group is None:
+            raise InvalidArgumentError(
+                f"layer_type must be one of {[g.label for g in groups]}; got {layer_type!r}."
+            )
+        outside = [i for i in rotating if i not in group.layers]
+        if all_layers:
+            rotating = tuple(i for i in rotating if i in group.layers)
+        elif outside:
+            raise InvalidArgumentError(f"layers {outside} are not of type {layer_type!r} ({listing}).")
+        return rotating, group, unrotated
+    hit = [g for g in groups if any(i in g.layers for i in rotating)]
+    if len(hit) > 1:
+        raise InvalidArgumentError(
+            f"these layers rotate with different frequencies ({listing}); one atlas holds one set of "
+            f"wavelengths, so pass layer_type= one of {[g.label for g in hit]}, or layers= of one type."
+        )
+    return rotating, hit[0], unrotated

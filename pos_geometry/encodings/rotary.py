@@ -36,6 +36,9 @@ from pos_geometry.errors import InvalidArgumentError
 __all__ = [
     "RotaryParams",
     "rotary_params",
+    "layer_type_groups",
+    "per_layer_type",
+    "as_transformers_config",
     "inverse_frequencies",
     "rotary_table",
     "rotary_embedding",
@@ -120,26 +123,94 @@ def _first(config: Mapping[str, Any], keys: tuple[str, ...], used: list[str], wh
     return value
 
 
-def _check_rope_type(config: Mapping[str, Any]) -> None:
+def layer_type_groups(config: Mapping[str, Any]) -> dict[str, tuple[int, ...]] | None:
+    """``{layer type: layers}`` when ``config`` rotates different layers with different parameters
+    (transformers v5 ``rope_parameters`` keyed by layer type, as Gemma-2/3 write it, with ``layer_types``
+    naming each layer's type), else None. A type whose parameters are None does not rotate."""
     params = config.get("rope_parameters")
-    if isinstance(params, Mapping) and params and all(isinstance(v, Mapping) for v in params.values()):
+    if not (
+        isinstance(params, Mapping) and params and all(isinstance(v, Mapping | None) for v in params.values())
+    ):
+        return None
+    if not any(isinstance(v, Mapping) for v in params.values()):
+        return None
+    kinds = config.get("layer_types") or []
+    return {kind: tuple(i for i, k in enumerate(kinds) if k == kind) for kind in params}
+
+
+def per_layer_type(config: Mapping[str, Any], layer_type: str | None) -> Mapping[str, Any]:
+    """``config`` with the rope parameters of ``layer_type`` as its only ones (unchanged when it has one set).
+
+    Raises:
+        InvalidArgumentError: the config rotates layer types differently and ``layer_type`` is None or
+            unknown (the message lists each type with its layers), or that type does not rotate.
+    """
+    groups = layer_type_groups(config)
+    if groups is None:
+        if layer_type is not None and layer_type != "all":
+            raise InvalidArgumentError(
+                f"layer_type={layer_type!r} was given, but this config rotates every layer the same way; "
+                "leave layer_type out."
+            )
+        return config
+    listing = "; ".join(f"{kind!r}: layers {_spans(layers)}" for kind, layers in groups.items())
+    if layer_type is None or layer_type not in groups:
+        got = "none was given" if layer_type is None else f"got {layer_type!r}"
         raise InvalidArgumentError(
-            f"rope_parameters holds one set per layer type ({sorted(params)}); per-layer rotary tables are "
-            "not supported yet. Pass a config with a single rope_parameters dict."
+            f"this model rotates its layer types with different frequencies ({listing}), so no single rotary "
+            f"table is right for every layer; pass layer_type= one of {sorted(groups)} ({got})."
         )
+    params = config["rope_parameters"][layer_type]
+    if params is None:
+        raise InvalidArgumentError(
+            f"layers of type {layer_type!r} do not rotate (no rope parameters): {listing}."
+        )
+    return {**config, "rope_parameters": dict(params)}
 
 
-def rotary_params(config: Mapping[str, Any]) -> RotaryParams:
+_PER_TYPE_HINTS = ("rope_local_base_freq", "sliding_window_pattern", "layer_types", "no_rope_layers")
+
+
+def as_transformers_config(config: Mapping[str, Any]) -> Mapping[str, Any]:
+    """``config`` as transformers itself reads it, when its rotation may differ by layer (a v4-style Gemma-3
+    ``rope_local_base_freq``/``sliding_window_pattern``, or ``layer_types``): transformers' own config
+    class fills in per-layer-type ``rope_parameters`` and ``layer_types``. Other configs, or when
+    transformers is not installed or rejects the config, come back unchanged."""
+    if layer_type_groups(config) is not None or not any(k in config for k in _PER_TYPE_HINTS):
+        return config
+    try:
+        import transformers
+
+        fields = {k: v for k, v in config.items() if k not in ("model_type", "gguf", "transformers_version")}
+        full = transformers.AutoConfig.for_model(str(config.get("model_type", "")), **fields).to_dict()
+    except Exception:
+        return config
+    return {**config, **{k: full[k] for k in ("rope_parameters", "layer_types") if full.get(k) is not None}}
+
+
+def _spans(layers: tuple[int, ...]) -> str:
+    return (
+        ", ".join(str(i) for i in layers)
+        if len(layers) <= 12
+        else f"{len(layers)} layers, {layers[0]}..{layers[-1]}"
+    )
+
+
+def rotary_params(config: Mapping[str, Any], *, layer_type: str | None = None) -> RotaryParams:
     """Read the rotary parameters from a config.json dict (transformers v4 or v5 style).
 
+    ``layer_type`` picks one set of a config that rotates layer types differently (Gemma-2/3:
+    ``"sliding_attention"``, ``"full_attention"``; see :func:`per_layer_type`).
+
     Raises :class:`InvalidArgumentError` when a needed field is missing or inconsistent,
-    or when the config asks for a rope type transformers does not define.
+    when the config asks for a rope type transformers does not define, or when it rotates
+    layer types differently and ``layer_type`` does not pick one.
     """
     if not isinstance(config, Mapping):
         raise InvalidArgumentError(
             f"config must be a mapping (a parsed config.json); got {type(config).__name__}."
         )
-    _check_rope_type(config)
+    config = per_layer_type(config, layer_type)
     used: list[str] = []
     defaults: list[tuple[str, Any]] = []
 
@@ -250,6 +321,7 @@ def rotary_embedding(
     source: str = "config.json",
     device: str | torch.device = "cpu",
     dtype: torch.dtype = torch.float32,
+    layer_type: str | None = None,
 ) -> PositionalEmbedding:
     """The rotary table of the model described by ``config`` as a :class:`PositionalEmbedding`.
 
@@ -260,11 +332,18 @@ def rotary_embedding(
     with its default filled in) and ``"attention_factor (derived)"``: the factor transformers
     multiplies its cos/sin by, which this unit-norm table leaves out. For ``dynamic`` the table
     holds the frequencies used up to ``max_position_embeddings`` (the unscaled ones), which
-    ``"dynamic (built at)"`` records.
+    ``"dynamic (built at)"`` records. A config that rotates its layer types differently (Gemma-2/3)
+    needs ``layer_type``; the table is then that type's, and ``layer_type`` and the ``layers`` it
+    applies to are recorded.
     """
-    params = rotary_params(config)
+    config = as_transformers_config(config)
+    params = rotary_params(config, layer_type=layer_type)
     matrix = rotary_table(params, n_positions, device=device, dtype=dtype)
-    fields: dict[str, Any] = {key: _get(config, key) for key in params.config_keys}
+    groups = layer_type_groups(config)
+    picked = per_layer_type(config, layer_type)
+    fields: dict[str, Any] = {key: _get(picked, key) for key in params.config_keys}
+    if groups is not None and layer_type is not None:
+        fields.update({"layer_type": layer_type, "layers": groups[layer_type]})
     fields.update({f"{name} (default)": value for name, value in params.defaults})
     fields.update(scaling_fields(params))
     provenance = Provenance(

@@ -9,7 +9,13 @@ architecture stores them differently; each row here says how, as plain data:
   ``"per_head"`` (GPT-NeoX/Pythia: rows ``[q_h, k_h, v_h]`` head after head) or ``"blocks"``
   (Phi-3: all query rows, then all key rows, then all value rows).
 * ``norm_key``: the gain of the norm that feeds attention (it multiplies every input column of
-  W_q and W_k); ``norm_offset`` is added to it first (Gemma stores ``gain - 1``).
+  W_q and W_k); ``norm_offset`` is added to it first (Gemma stores ``gain - 1``). None when the
+  attention input is not normed (OLMo-2 norms after attention).
+* ``q_norm_key`` / ``k_norm_key``: per-head query/key norms applied after the projection and before
+  the rotation (Qwen3, Gemma-3: RMSNorm over each head's ``head_dim``; OLMo-2: over all heads at
+  once). Their RMS divisor is one scalar per token and head (or per token), so it cancels in every
+  share; their gain scales each row of W_q/W_k, which ``fold_norm`` folds in exactly.
+  ``qk_norm_offset`` is added to those gains first (Gemma-3's ``1 + w``).
 * ``pairing``: which two dimensions of a head one rotation plane turns: ``"rotate_half"``
   (NeoX/Llama: dims ``i`` and ``i + rotary_dim/2``) or ``"interleaved"`` (GPT-J: ``2i`` and ``2i+1``).
 * ``prefix``: the leading name component a bare (headless) checkpoint omits
@@ -17,8 +23,8 @@ architecture stores them differently; each row here says how, as plain data:
 * ``token_key``: the token-embedding table.
 
 A new architecture is a new row. Models whose queries or keys pass through something other
-than a linear map before the rotation (Qwen3's and OLMo-2's per-head q/k norms, CodeGen's
-model-parallel fused layout) are deliberately absent: the atlas would misread them.
+than a linear map and a norm before the rotation (CodeGen's model-parallel fused layout) are
+deliberately absent: the atlas would misread them.
 """
 
 from __future__ import annotations
@@ -65,6 +71,17 @@ ATTENTION_LAYOUTS: dict[str, dict[str, Any]] = {
     "granite": _LLAMA,
     "starcoder2": _LLAMA,
     "gemma": {**_LLAMA, "norm_offset": 1.0},
+    "qwen3": {
+        **_LLAMA,
+        "q_norm_key": "model.layers.{layer}.self_attn.q_norm.weight",
+        "k_norm_key": "model.layers.{layer}.self_attn.k_norm.weight",
+    },
+    "olmo2": {
+        **_LLAMA,
+        "norm_key": None,  # post-norm blocks: attention reads the raw residual stream
+        "q_norm_key": "model.layers.{layer}.self_attn.q_norm.weight",
+        "k_norm_key": "model.layers.{layer}.self_attn.k_norm.weight",
+    },
     "phi3": {
         **_LLAMA,
         "q_key": None,
@@ -105,6 +122,9 @@ class AttentionLayout:
     norm_offset: float = 0.0
     token_key: str | None = None
     prefix: str = ""
+    q_norm_key: str | None = None
+    k_norm_key: str | None = None
+    qk_norm_offset: float = 0.0
 
     def __post_init__(self) -> None:
         where = f"attention-layout row {self.model_type!r}"
@@ -117,16 +137,21 @@ class AttentionLayout:
                 f"{where}: give either q_key and k_key, or qkv_key with fused in {FUSED_LAYOUTS}; "
                 f"got q_key={self.q_key!r}, k_key={self.k_key!r}, qkv_key={self.qkv_key!r}, fused={self.fused!r}."
             )
-        for name in ("q_key", "k_key", "qkv_key", "norm_key"):
+        if (self.q_norm_key is None) != (self.k_norm_key is None):
+            raise InvalidArgumentError(f"{where}: give both q_norm_key and k_norm_key, or neither.")
+        for name in ("q_key", "k_key", "qkv_key", "norm_key", "q_norm_key", "k_norm_key"):
             key = getattr(self, name)
             if key is not None and "{layer}" not in key:
                 raise InvalidArgumentError(f"{where}: {name} must contain '{{layer}}'; got {key!r}.")
 
     def keys(self, layer: int, *, norm: bool) -> dict[str, str]:
-        """The checkpoint keys of ``layer``: role (``"q"``, ``"k"``, ``"qkv"``, ``"norm"``) -> key."""
+        """The checkpoint keys of ``layer``: role (``"q"``, ``"k"``, ``"qkv"``, ``"norm"``, ``"q_norm"``,
+        ``"k_norm"``) -> key."""
         roles = {"qkv": self.qkv_key} if self.qkv_key else {"q": self.q_key, "k": self.k_key}
         if norm and self.norm_key:
             roles["norm"] = self.norm_key
+        if norm and self.q_norm_key and self.k_norm_key:
+            roles["q_norm"], roles["k_norm"] = self.q_norm_key, self.k_norm_key
         return {role: str(key).format(layer=layer) for role, key in roles.items()}
 
 

@@ -16,6 +16,7 @@ Biases are not read: the atlas studies the weights' bilinear form.
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -24,9 +25,16 @@ from typing import Any
 import torch
 
 from pos_geometry._dtypes import dtype_name
-from pos_geometry.encodings.rotary import RotaryParams, rotary_params
+from pos_geometry.encodings.rotary import (
+    RotaryParams,
+    as_transformers_config,
+    inverse_frequencies,
+    layer_type_groups,
+    rotary_params,
+)
 from pos_geometry.errors import CheckpointFormatError, InvalidArgumentError, MissingTensorError
-from pos_geometry.registry.attention import AttentionLayout, attention_layout
+from pos_geometry.registry.attention import ATTENTION_LAYOUTS, AttentionLayout, attention_layout
+from pos_geometry.registry.derived_layout import DerivedLayout, RotationGroup, derive_layout
 from pos_geometry.sources.tensor_set import Checkpoint, open_checkpoint
 
 __all__ = ["QKReader", "QKWeights", "open_qk", "read_qk", "rotation_planes", "head_counts"]
@@ -169,6 +177,22 @@ def _head_start(layout: AttentionLayout, which: str, head: int, n_heads: int, he
     return (head if which == "q" else n_heads + head) * head_dim  # [all q | all k | all v]
 
 
+def _rotary(config: Mapping[str, Any], derived: DerivedLayout | None) -> RotaryParams:
+    """The rotary parameters of ``config`` (of its first rotating layer type when types differ); for a
+    derived layout whose config pos_geometry cannot read, the sizes transformers reported."""
+    groups = layer_type_groups(config)
+    label = None
+    if groups is not None:
+        label = derived.groups[0].label if derived is not None else next(iter(groups))
+    try:
+        return rotary_params(config, layer_type=label)
+    except InvalidArgumentError:
+        if derived is None:
+            raise
+    max_positions = config.get("max_position_embeddings") or config.get("n_positions") or 0
+    return RotaryParams(math.nan, derived.rotary_dim, derived.head_dim, int(max_positions))
+
+
 def _layers(layers: Sequence[int] | int | None, n_layers: int) -> tuple[int, ...]:
     if layers is None:
         return tuple(range(n_layers))
@@ -212,14 +236,32 @@ class QKReader:
 
     def __init__(self, checkpoint: Checkpoint) -> None:
         self.checkpoint = checkpoint
-        config = checkpoint.config
-        self.layout = attention_layout(config)
-        self.rotary: RotaryParams = rotary_params(config)
+        config = as_transformers_config(checkpoint.config)
+        self.config = config
+        self.derived: DerivedLayout | None = None
+        if str(config.get("model_type", "")).lower() in ATTENTION_LAYOUTS:
+            self.layout = attention_layout(config)
+        else:  # no row: ask transformers (registry.derived_layout)
+            self.derived = derive_layout(config)
+            self.layout = self.derived.layout
+        self.rotary: RotaryParams = _rotary(config, self.derived)
         self.n_layers, self.n_heads, self.n_kv_heads = head_counts(config)
         self.planes = rotation_planes(self.layout.pairing, self.rotary.rotary_dim)
         self._drop_prefix: bool | None = None
         self._fused: tuple[str, torch.Tensor] | None = None
         self._checked: set[str] = set()
+
+    def rotation_groups(self) -> tuple[RotationGroup, ...]:
+        """The groups of layers that rotate with the same frequencies (one group, ``"all"``, for a table row)."""
+        if self.derived is not None:
+            return self.derived.groups
+        theta = tuple(inverse_frequencies(self.rotary).tolist())
+        return (RotationGroup("all", tuple(range(self.n_layers)), theta, self.rotary.attention_factor),)
+
+    @property
+    def unrotated(self) -> tuple[int, ...]:
+        """Layers whose attention does not rotate at all (Llama-4's and SmolLM3's NoPE layers)."""
+        return self.derived.unrotated if self.derived is not None else ()
 
     def layers(self, layers: Sequence[int] | int | None) -> tuple[int, ...]:
         """Validated layer indices (None: all; negatives count from the end)."""
@@ -317,6 +359,31 @@ class QKReader:
         """``(gain, key)``: the norm gain feeding attention in layer ``index``, float32, offset applied."""
         key = self.norm_key(index)
         return self.checkpoint.read([key])[key].float() + self.layout.norm_offset, key
+
+    def qk_norm_gain(self, index: int, which: str) -> tuple[torch.Tensor, str]:
+        """``(gain, key)``: the gain of layer ``index``'s ``which`` (``"q"``/``"k"``) norm applied after the
+        projection, as ``(heads, rotary_dim)`` float32 (offset applied): one gain per rotating row of each
+        head (a per-head norm's ``(head_dim,)`` gain is shared by every head; OLMo-2's covers all heads).
+
+        Raises:
+            InvalidArgumentError: the layout names no q/k norms.
+            CheckpointFormatError: the gain's length fits neither ``head_dim`` nor all heads.
+        """
+        if self.layout.q_norm_key is None:
+            raise InvalidArgumentError(f"the {self.layout.model_type} layout names no query/key norms.")
+        key = self._key(index, f"{which}_norm")
+        gain = self.checkpoint.read([key])[key].float().reshape(-1) + self.layout.qk_norm_offset
+        heads, head_dim = (self.n_heads if which == "q" else self.n_kv_heads), self.rotary.head_dim
+        if gain.numel() == head_dim:
+            gain = gain.expand(heads, head_dim)
+        elif gain.numel() == heads * head_dim:
+            gain = gain.reshape(heads, head_dim)
+        else:
+            raise CheckpointFormatError(
+                f"{key!r} has {gain.numel()} values; a {which} norm gain has head_dim ({head_dim}) or heads x head_dim "
+                f"({heads * head_dim}). The checkpoint and its config.json disagree."
+            )
+        return gain[:, : self.rotary.rotary_dim].contiguous(), key
 
     def layer(
         self, index: int, *, norm: bool = False, dtype: torch.dtype | None = torch.float32

@@ -228,7 +228,7 @@ def test_gpt_neox_default_fraction_follows_transformers():
                     "sliding_attention": {"rope_theta": 1e4},
                 },
             },
-            "per-layer",
+            "pass layer_type=",
         ),
         ({"rope_theta": 1e4, "max_position_embeddings": 8}, "head_dim"),
         ({"hidden_size": 64, "num_attention_heads": 4, "rope_theta": 1e4}, "max_position_embeddings"),
