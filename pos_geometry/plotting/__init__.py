@@ -8,7 +8,12 @@ PNG/SVG/PDF; in a notebook, :func:`use_static_fallback` adds a PNG to every disp
 it also shows on GitHub and nbviewer.
 """
 
-from pos_geometry.plotting.atlas import plot_atlas_head, plot_atlas_heatmap, plot_atlas_usage
+from pos_geometry.plotting.atlas import (
+    plot_atlas_head,
+    plot_atlas_heatmap,
+    plot_atlas_short_share,
+    plot_atlas_usage,
+)
 from pos_geometry.plotting.checkpoints import plot_checkpoints
 from pos_geometry.plotting.columns import plot_columns
 from pos_geometry.plotting.export import figure_to_html, figure_to_image, find_browser, save_figure
@@ -31,6 +36,7 @@ __all__ = [
     "find_browser",
     "plot_atlas_head",
     "plot_atlas_heatmap",
+    "plot_atlas_short_share",
     "plot_atlas_usage",
     "plot_attention_offsets",
     "plot_checkpoints",

@@ -126,6 +126,39 @@ def plot_atlas_usage(atlas: RotaryAtlas, *, title: str | None = None) -> go.Figu
     return fig
 
 
+def plot_atlas_short_share(atlas: RotaryAtlas, *, title: str | None = None) -> go.Figure:
+    """Per layer, the share of the heads' QK form in planes that complete a cycle within the training
+    context (short wavelengths) and in the others (long), as stacked bars; each head's short share as dots.
+
+    Returns:
+        a ``Figure`` with two ``Bar`` traces (short, long; they sum to 1 per layer) and one ``Scatter``
+        of the per-head short shares.
+    """
+    atlas = _check(atlas)
+    layers = [str(layer) for layer in atlas.layers]
+    short = atlas.layer_short_share.numpy()
+    fig = go.Figure()
+    fig.add_trace(go.Bar(x=layers, y=short, name="short wavelengths (cycle within the context)",
+                         marker_color=POSITION_BLUE))  # fmt: skip
+    fig.add_trace(go.Bar(x=layers, y=1 - short, name="long wavelengths", marker_color="#c6dbef"))
+    heads = atlas.short_share.numpy()
+    fig.add_trace(
+        go.Scatter(
+            x=np.repeat(layers, heads.shape[1]), y=heads.reshape(-1), mode="markers", name="each head (short)",
+            marker={"color": TOKEN_RED, "size": 4, "opacity": 0.6},
+        )
+    )  # fmt: skip
+    label = title or (
+        f"{model_label(atlas.provenance)}: share of the QK form in short vs long wavelengths, per layer "
+        f"(context {atlas.context_length})"
+    )
+    fig.update_layout(
+        **base_layout(label), barmode="stack", xaxis={"title": "layer", "type": "category"},
+        yaxis={"title": "share of the QK form", "range": [0, 1]},
+    )  # fmt: skip
+    return fig
+
+
 def plot_atlas_head(atlas: RotaryAtlas, layer: int, head: int, *, title: str | None = None) -> go.Figure:
     """One head's profile against wavelength: QK share (top), q/k norms (middle), pair cosines (bottom).
 

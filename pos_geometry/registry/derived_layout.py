@@ -355,6 +355,12 @@ def _layout_from(model_type, blocks_path, attn_path, q, k, qkv, q_norm, k_norm, 
         "prefix": blocks_path.split(".")[0] + "." if "." in blocks_path else "",
     }
     if q and k:
+        rows = (p_attn.get_submodule(q).weight.shape[0], p_attn.get_submodule(k).weight.shape[0])
+        if rows != (heads * head_dim, kv * head_dim):
+            raise LayoutUnavailable(
+                f"{model_type}'s {q}/{k} have {rows[0]}/{rows[1]} rows, not heads x head_dim "
+                f"({heads * head_dim}/{kv * head_dim}): they produce more than queries and keys (an output gate)."
+            )
         wq = p_attn.get_submodule(q).weight.detach().double().reshape(heads, head_dim, -1)
         wk = p_attn.get_submodule(k).weight.detach().double().reshape(kv, head_dim, -1)
         fields.update(q_key=prefix + q + ".weight", k_key=prefix + k + ".weight")

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pos_geometry.errors import NotCachedError
+from pos_geometry.sources.locations import find_real_model
 
 if TYPE_CHECKING:
     import torch
@@ -29,6 +30,9 @@ __all__ = ["AtlasSection", "atlas_section", "atlas_fetch_command"]
 
 DEFAULT_MODELS: tuple[str, ...] = ("pythia-160m", "mistral-7b-v0.1")
 """The rotary models of the reproduction (``runner.ROTARY_MODELS``)."""
+
+REAL_MODEL = ("SmolLM2-135M-Instruct", "smollm2_135m_instruct_q4_1.gguf")
+"""A real trained rotary model kept in ``../shared/data/real_models`` (GGUF, Q4_1): shown when present."""
 
 
 def atlas_fetch_command(name: str) -> str:
@@ -75,6 +79,27 @@ def _paragraph(name: str, atlas: RotaryAtlas, where: str) -> str:
     )
 
 
+def _barbero(atlas: RotaryAtlas) -> str:
+    """The real model against Barbero et al. (ICLR 2025, Gemma): measured here, said in words."""
+    usage = atlas.layer_usage.mean(dim=0)
+    n = usage.shape[0]
+    k = max(1, n // 4)
+    slow, fast = float(usage[-k:].sum()), float(usage[:k].sum())
+    fastest = atlas.qk_share[..., : max(1, n // 8)].sum(-1)
+    top = float(fastest.max())
+    where = divmod(int(fastest.argmax()), atlas.shape[1])
+    rising = bool((usage[1:] >= usage[:-1] - 0.002).float().mean() > 0.8)
+    return (
+        f"Against Barbero et al. (ICLR 2025), who found in Gemma that the low frequencies carry most of the QK form "
+        f"and that a few heads use the highest ones: in this real model the {k} slowest planes hold {slow:.2f} of the "
+        f"average head's form and the {k} fastest {fast:.2f} (uniform use would give {k / n:.2f} each); usage "
+        f"{'rises steadily' if rising else 'does not rise steadily'} with wavelength, so the first half of their "
+        f"finding holds here. The second does {'not ' if top < 0.5 else ''}hold: the head that leans most on the "
+        f"{max(1, n // 8)} fastest planes (layer {atlas.layers[where[0]]}, head {where[1]}) puts {top:.2f} of its form "
+        f"there (median head {float(fastest.median()):.2f})."
+    )
+
+
 def atlas_section(
     models: Sequence[str] = DEFAULT_MODELS,
     *,
@@ -82,6 +107,7 @@ def atlas_section(
     online: bool = False,
     layers: Sequence[int] | int | None = None,
     device: str | torch.device | None = "cpu",
+    real_model: bool = True,
 ) -> AtlasSection:
     """The frequency atlases of the rotary ``models`` this machine can read, as report figures and text.
 
@@ -91,13 +117,14 @@ def atlas_section(
         online: allow reading missing q/k weights from the hub (only their bytes).
         layers: layer indices for every model (default: all).
         device: where the atlas math runs (the CPU result is the reference).
+        real_model: also show the real SmolLM2 GGUF of ``../shared/data/real_models`` when it is there.
 
     Returns:
         an :class:`AtlasSection`; models that cannot be read offline are in ``missing`` with the
         command that would fetch them. Other errors (a broken file, a model that is not rotary) propagate.
     """
     from pos_geometry.analysis.rotary_atlas import rotary_atlas
-    from pos_geometry.plotting.atlas import plot_atlas_heatmap, plot_atlas_usage
+    from pos_geometry.plotting.atlas import plot_atlas_heatmap, plot_atlas_short_share, plot_atlas_usage
 
     atlases: dict[str, RotaryAtlas] = {}
     where: dict[str, str] = {}
@@ -115,7 +142,17 @@ def atlas_section(
         except NotCachedError:
             where[name] = "q/k weights not in the pos_geometry or HF caches"
             missing[name] = atlas_fetch_command(name)
+    real = find_real_model(REAL_MODEL[1]) if real_model else None
+    if real is not None:
+        atlases[REAL_MODEL[0]] = rotary_atlas(real, layers=layers, model_id=REAL_MODEL[0], fold_norm=True, device=device)
+        where[REAL_MODEL[0]] = f"{real.name}, ../shared/data/real_models (real trained weights, Q4_1, norm gains folded)"
     figures: dict[str, tuple[Any, str]] = {}
+    if real is not None:
+        figures[f"atlas_short_{_stem(REAL_MODEL[0])}"] = (
+            plot_atlas_short_share(atlases[REAL_MODEL[0]]),
+            f"{REAL_MODEL[0]}: per layer, the share of the heads' QK form in planes that complete a cycle within "
+            "the training context and in the slower ones; dots: each head.",
+        )
     for name, atlas in atlases.items():
         figures[f"atlas_{_stem(name)}"] = (
             plot_atlas_heatmap(atlas),
@@ -137,6 +174,8 @@ def atlas_section(
         "",
     ]
     lines += [_paragraph(name, atlas, where[name]) + "\n" for name, atlas in atlases.items()]
+    if real is not None:
+        lines += [_barbero(atlases[REAL_MODEL[0]]), ""]
     if missing:
         lines.append("Not available here (nothing is substituted):")
         lines += [f"- {name}: {where[name]}; fetch with `{cmd}`" for name, cmd in missing.items()]

@@ -113,6 +113,14 @@ def find_data_dir(explicit: str | os.PathLike[str] | None = None) -> Path | None
     )
 
 
+def find_real_model(file_name: str) -> Path | None:
+    """``../shared/data/real_models/<file_name>`` beside the checkout holding the real tables (see
+    :func:`find_data_dir`), or None when it is not there."""
+    data = find_data_dir()
+    path = data.parent / "real_models" / file_name if data is not None else None
+    return path if path is not None and path.is_file() else None
+
+
 def tables_dir() -> Path | None:
     """``$POS_GEOMETRY_TABLES``, else the checkout's ``data/tables`` (it may not exist yet), else None."""
     if os.environ.get(TABLES_ENV):

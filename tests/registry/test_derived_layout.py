@@ -1,0 +1,164 @@
+"""Layouts derived from transformers: equal to the hand-written rows, right on multi-RoPE and NoPE models,
+and checked against each model's own attention (the planted-plane check, generalised).
+
+``test_every_rotary_architecture`` walks every causal-LM ``model_type`` of the installed transformers whose
+modeling file has a rotary embedding (about 130; ~2 min): it is deselected by default (``-m exhaustive``
+runs it) and its count is in the README.
+"""
+
+from __future__ import annotations
+
+import importlib
+import math
+
+import numpy as np
+import pytest
+import torch
+import transformers
+
+from pos_geometry import rotary_atlas
+from pos_geometry.registry.attention import ATTENTION_LAYOUTS, attention_layout
+from pos_geometry.registry.derived_layout import LayoutUnavailable, derive_layout
+
+_SMALL = {"num_hidden_layers": 2, "vocab_size": 64}
+CONFIGS = {  # tiny configs of the architectures that also have a hand-written row
+    "llama": lambda: transformers.LlamaConfig(hidden_size=64, intermediate_size=64, num_attention_heads=4,
+                                              num_key_value_heads=2, **_SMALL),
+    "mistral": lambda: transformers.MistralConfig(hidden_size=64, intermediate_size=64, num_attention_heads=4,
+                                                  num_key_value_heads=2, **_SMALL),
+    "gpt_neox": lambda: transformers.GPTNeoXConfig(hidden_size=128, intermediate_size=64, num_attention_heads=4,
+                                                   rotary_pct=0.25, **_SMALL),
+    "gptj": lambda: transformers.GPTJConfig(n_embd=64, n_head=4, rotary_dim=8, n_layer=2, vocab_size=64),
+    "phi3": lambda: transformers.Phi3Config(hidden_size=64, intermediate_size=64, num_attention_heads=4,
+                                            num_key_value_heads=2, pad_token_id=0, **_SMALL),
+    "qwen3": lambda: transformers.Qwen3Config(hidden_size=64, intermediate_size=64, num_attention_heads=4,
+                                              num_key_value_heads=2, head_dim=16, **_SMALL),
+    "olmo2": lambda: transformers.Olmo2Config(hidden_size=64, intermediate_size=64, num_attention_heads=4,
+                                              num_key_value_heads=2, **_SMALL),
+    "gemma": lambda: transformers.GemmaConfig(hidden_size=64, intermediate_size=64, num_attention_heads=4,
+                                              num_key_value_heads=2, head_dim=16, **_SMALL),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("arch", sorted(CONFIGS))
+def test_derived_layout_equals_the_hand_written_row(arch):
+    config = CONFIGS[arch]().to_dict()
+    derived = derive_layout(config).layout
+    row = attention_layout(config)
+    for field in ("pairing", "q_key", "k_key", "qkv_key", "fused", "norm_key", "norm_offset", "q_norm_key",
+                  "k_norm_key"):  # fmt: skip
+        assert getattr(derived, field) == getattr(row, field), (arch, field)
+    assert arch in ATTENTION_LAYOUTS
+
+
+def _gemma3(num_hidden_layers: int = 6) -> transformers.Gemma3TextConfig:
+    return transformers.Gemma3TextConfig(
+        hidden_size=64, intermediate_size=64, num_attention_heads=4, num_key_value_heads=2, head_dim=16,
+        num_hidden_layers=num_hidden_layers, vocab_size=64, max_position_embeddings=512,
+        rope_parameters={"sliding_attention": {"rope_type": "default", "rope_theta": 10.0},
+                         "full_attention": {"rope_type": "default", "rope_theta": 10000.0}},
+    )  # fmt: skip
+
+
+def test_gemma3_local_and_global_layers_get_their_own_frequencies():
+    derived = derive_layout(_gemma3().to_dict())
+    groups = {g.label: g for g in derived.groups}
+    assert set(groups) == {"sliding_attention", "full_attention"}
+    assert groups["full_attention"].layers == (5,) and groups["sliding_attention"].layers == (0, 1, 2, 3, 4)
+    for label, base in (("sliding_attention", 10.0), ("full_attention", 10000.0)):
+        expected = base ** (-np.arange(0, 16, 2) / 16)  # the textbook θ_i, computed here
+        np.testing.assert_allclose(groups[label].theta, expected, rtol=1e-6)
+    assert derived.layout.norm_offset == 1.0 and derived.layout.qk_norm_offset == 1.0  # Gemma's 1 + w
+
+
+def test_llama4_nope_layers_are_marked_and_left_out(tmp_path):
+    config = transformers.Llama4TextConfig(
+        hidden_size=64, intermediate_size=64, intermediate_size_mlp=64, num_attention_heads=4,
+        num_key_value_heads=2, head_dim=16, num_hidden_layers=4, vocab_size=64, num_local_experts=2,
+    )  # fmt: skip
+    derived = derive_layout(config.to_dict())
+    assert derived.unrotated == tuple(i for i, rope in enumerate(config.no_rope_layers) if not rope) == (3,)
+    assert derived.layout.pairing == "interleaved"  # Llama-4 rotates adjacent pairs (complex frequencies)
+    torch.manual_seed(0)
+    transformers.AutoModelForCausalLM.from_config(config).save_pretrained(tmp_path)
+    atlas = rotary_atlas(tmp_path)
+    assert atlas.layers == (0, 1, 2) and atlas.unrotated_layers == (3,)
+    assert "layers with no rotation" in atlas.summary()
+
+
+def _logit_period(model, layer: int, head: int, n: int) -> float:
+    with torch.no_grad():
+        out = model.double()(torch.full((1, n), 7), output_attentions=True)
+    y = torch.log(out.attentions[layer][0, head, n - 1]).flip(0).numpy()
+    t, y = np.arange(n), y - y.mean()
+    best, period = -1.0, math.nan
+    for p in np.geomspace(3.0, 2.0 * n, 3000):
+        basis = np.stack([np.cos(2 * np.pi * t / p), np.sin(2 * np.pi * t / p)], 1)
+        coef, *_ = np.linalg.lstsq(basis, y, rcond=None)
+        share = 1 - np.sum((y - basis @ coef) ** 2) / np.sum(y**2)
+        if share > best:
+            best, period = share, p
+    return period
+
+
+@pytest.mark.parametrize("layer, plane", [(0, 2), (5, 3)])
+def test_gemma3_planted_plane_oscillates_at_the_atlas_wavelength_of_its_layer_type(tmp_path, layer, plane):
+    """A plane planted in a local (layer 0) or global (layer 5) layer: transformers' own logits oscillate
+    at the wavelength the atlas gives that plane for that layer's type."""
+    config = _gemma3()
+    config._attn_implementation = "eager"
+    torch.manual_seed(0)
+    model = transformers.AutoModelForCausalLM.from_config(config)
+    attn = model.model.layers[layer].self_attn
+    with torch.no_grad():
+        for proj, head in ((attn.q_proj, 2), (attn.k_proj, 1)):
+            proj.weight[torch.tensor([plane, plane + 8]) + 16 * head] *= 40.0
+    model.save_pretrained(tmp_path)
+    atlas = rotary_atlas(tmp_path, layers=[layer])
+    assert atlas.dominant_plane[0, 2] == plane
+    period = _logit_period(model, layer, 2, 256)
+    assert period == pytest.approx(float(atlas.wavelengths[plane]), rel=0.03)
+    assert atlas.layer_type == ("full_attention" if layer == 5 else "sliding_attention")
+
+
+def _rotary_causal_lm_types() -> list[str]:
+    from transformers import CONFIG_MAPPING
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+
+    found = []
+    for model_type in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES:
+        if model_type not in CONFIG_MAPPING:
+            continue
+        package = CONFIG_MAPPING[model_type].__module__.split(".")[-2]
+        try:
+            modeling = importlib.import_module(f"transformers.models.{package}.modeling_{package}")
+        except Exception:  # noqa: BLE001 - a model whose optional dependencies are missing
+            continue
+        if any("RotaryEmbedding" in name for name in dir(modeling)):
+            found.append(model_type)
+    return found
+
+
+@pytest.mark.exhaustive
+def test_every_rotary_architecture_is_derived_or_refused_with_a_reason():
+    from transformers import CONFIG_MAPPING
+
+    passed, refused = [], {}
+    for model_type in _rotary_causal_lm_types():
+        try:
+            config = CONFIG_MAPPING[model_type](num_hidden_layers=4)
+        except Exception as exc:  # noqa: BLE001
+            refused[model_type] = f"its default config cannot be built with 4 layers: {exc}"
+            continue
+        try:
+            derived = derive_layout(config.to_dict())
+        except LayoutUnavailable as exc:
+            assert str(exc), model_type
+            refused[model_type] = str(exc)
+            continue
+        assert derived.groups and derived.rotary_dim > 0
+        passed.append(model_type)
+    print(f"derived: {len(passed)}, refused: {len(refused)}")
+    for model_type, why in sorted(refused.items()):
+        print(f"  {model_type}: {why[:160]}")
+    assert len(passed) >= 70
