@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import gc
 import json
-import os
 import resource
 import shlex
 import subprocess
@@ -88,7 +87,11 @@ def worker(name: str, path: str) -> dict[str, Any]:
 
 def run(name: str, path: str) -> dict[str, Any]:
     out = subprocess.run(
-        [sys.executable, __file__, "--worker", name, path], capture_output=True, text=True, cwd=REPO, timeout=3600
+        [sys.executable, __file__, "--worker", name, path],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=3600,
     )
     if out.returncode != 0:
         raise RuntimeError(f"{name} failed:\n{out.stderr[-4000:]}")
@@ -115,7 +118,9 @@ def main() -> None:
         print(json.dumps(worker(*args.worker)))
         return
     if not GGUF.is_file():
-        raise SystemExit(f"the real SmolLM2 GGUF is not at {GGUF} (../shared/data/real_models beside the checkout)")
+        raise SystemExit(
+            f"the real SmolLM2 GGUF is not at {GGUF} (../shared/data/real_models beside the checkout)"
+        )
     results = {}
     for name in ("pos_geometry", "transformers"):
         runs = [run(name, str(GGUF)) for _ in range(args.reps)]

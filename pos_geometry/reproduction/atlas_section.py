@@ -144,8 +144,12 @@ def atlas_section(
             missing[name] = atlas_fetch_command(name)
     real = find_real_model(REAL_MODEL[1]) if real_model else None
     if real is not None:
-        atlases[REAL_MODEL[0]] = rotary_atlas(real, layers=layers, model_id=REAL_MODEL[0], fold_norm=True, device=device)
-        where[REAL_MODEL[0]] = f"{real.name}, ../shared/data/real_models (real trained weights, Q4_1, norm gains folded)"
+        atlases[REAL_MODEL[0]] = rotary_atlas(
+            real, layers=layers, model_id=REAL_MODEL[0], fold_norm=True, device=device
+        )
+        where[REAL_MODEL[0]] = (
+            f"{real.name}, ../shared/data/real_models (real trained weights, Q4_1, norm gains folded)"
+        )
     figures: dict[str, tuple[Any, str]] = {}
     if real is not None:
         figures[f"atlas_short_{_stem(REAL_MODEL[0])}"] = (
