@@ -235,6 +235,7 @@ def load(
     offline: bool | None = None,
     model_id: str | None = None,
     layer_type: str | None = None,
+    gguf_file: str | None = None,
 ) -> PositionalEmbedding:
     """Load the positional table of a model as a ``(n_positions, d_model)`` :class:`PositionalEmbedding`.
 
@@ -260,6 +261,9 @@ def load(
             ``"sliding_attention"`` and global ``"full_attention"`` layers) have one table per type, and
             without this argument loading refuses with the types and their layers; with it, the table is
             that type's, with ``layer_type`` and its ``layers`` in the provenance.
+        gguf_file: a ``.gguf`` file of the repo (or folder) ``name_or_path``, as transformers'
+            ``gguf_file=``; its header alone is read (from the HF cache, else by range reads), unless the
+            table is learned (then that tensor too). A ``.gguf`` path works without it.
 
     Learned tables are read as one tensor without building the model; leading rows that are
     not positions (OPT, RoBERTa) are dropped and recorded in ``provenance.row_offset``.
@@ -268,11 +272,19 @@ def load(
     """
     _check_args(
         name_or_path, revision=revision, key=key, model_id=model_id, offline=offline, n_positions=n_positions,
-        layer_type=layer_type,
+        layer_type=layer_type, gguf_file=gguf_file,
     )  # fmt: skip
     dev = resolve_device(device)
     _check_dtype(dtype)
     with deadline():  # one overall network deadline for the whole load
+        if gguf_file is not None:
+            from pos_geometry.sources.tensor_set import open_checkpoint
+
+            checkpoint = open_checkpoint(
+                name_or_path, revision=revision, offline=offline, model_id=model_id, gguf_file=gguf_file
+            )
+            return _load_gguf(checkpoint, model_id=checkpoint.model_id, revision=revision, device=dev, dtype=dtype,
+                              n_positions=n_positions, key=key, layer_type=layer_type)  # fmt: skip
         return _load(name_or_path, dev, dtype, revision, n_positions, key, offline, model_id, layer_type)
 
 
@@ -304,9 +316,13 @@ def _load_path(
 ) -> PositionalEmbedding:
     """A local file or folder; with ``spec`` (``NAME=PATH``) the row names it and gives its row offset."""
     if path.is_file() and path.suffix.lower() == ".gguf":
-        return _load_gguf(path, model_id=spec.name if spec is not None else model_id, revision=revision,
+        from pos_geometry.sources.tensor_set import open_checkpoint
+
+        checkpoint = open_checkpoint(path)
+        return _load_gguf(checkpoint, model_id=spec.name if spec is not None else model_id, revision=revision,
                           device=device, dtype=dtype, n_positions=n_positions, key=key,
                           layer_type=layer_type)  # fmt: skip
+
     config = _local_config(path)
     config_rotary = config is not None and key is None and kind_from_config(config) == "rotary"
     if spec is not None and spec.kind == "rotary" and not config_rotary:
@@ -338,29 +354,31 @@ def _load_path(
 
 
 def _load_gguf(
-    path: Path, *, model_id, revision, device, dtype, n_positions, key, layer_type
+    checkpoint: Any, *, model_id, revision, device, dtype, n_positions, key, layer_type
 ) -> PositionalEmbedding:
-    """A GGUF file: the rotary table built from its metadata, or its learned table (``position_embd``) decoded."""
-    from pos_geometry.sources.byte_source import FileByteSource
-    from pos_geometry.sources.gguf_checkpoint import POSITION_TENSOR, GGUFWeights
+    """A GGUF checkpoint (local, HF cache or hub): the rotary table built from its metadata, or its learned
+    table (``position_embd``) decoded."""
+    from pos_geometry.sources.gguf_checkpoint import POSITION_TENSOR
 
-    weights = GGUFWeights(FileByteSource(path))
-    config = weights.config
+    config = checkpoint.config
     if key is None and kind_from_config(config) == "rotary":
         table = rotary_embedding(
             config, model_id=model_id, revision=revision, n_positions=n_positions,
-            source=f"{path} (GGUF metadata)", device=device, dtype=dtype, layer_type=layer_type,
+            source=f"{checkpoint.location} (GGUF metadata)", device=device, dtype=dtype, layer_type=layer_type,
         )  # fmt: skip
         fields = dict(table.provenance.config)
         fields["gguf"] = config["gguf"]
         return PositionalEmbedding(
-            table.matrix, dataclasses.replace(table.provenance, config=fields), check_finite=False
+            table.matrix,
+            dataclasses.replace(table.provenance, config=fields, commit=checkpoint.commit),
+            check_finite=False,
         )
     name = key or POSITION_TENSOR
-    record = TensorRecord(weights.read(name), name, str(path), weights.quantization(name), weights.keys)
+    tensor = checkpoint.read([name])[name]
+    record = TensorRecord(tensor, name, checkpoint.location, checkpoint.stored_type(name), checkpoint.keys())
     return _finish(
-        record, model_id=model_id, revision=revision, row_offset=row_offset_from_config(config), commit=None,
-        device=device, dtype=dtype,
+        record, model_id=model_id, revision=revision, row_offset=row_offset_from_config(config),
+        commit=checkpoint.commit, device=device, dtype=dtype,
     )  # fmt: skip
 
 

@@ -219,6 +219,7 @@ def rotary_atlas(
     device: str | torch.device | None = "cpu",
     n_workers: int | None = None,
     layer_type: str | None = None,
+    gguf_file: str | None = None,
 ) -> RotaryAtlas:
     """The frequency atlas of a rotary model, read from its query/key weights without building it.
 
@@ -240,6 +241,8 @@ def rotary_atlas(
             many range requests at once). None: as many as torch has threads, at most 4 (one for a
             GPU), and from the hub at least :data:`MIN_STREAMS`. A caller that already runs several
             atlases at once (the checkpoint sweep) passes 1.
+        gguf_file: read this ``.gguf`` file of the repo (or folder) ``name_or_path``, as transformers'
+            ``gguf_file=``: from the HF cache, else by range reads (its header, then the q/k tensors).
         layer_type: for models whose layer types rotate with different frequencies (Gemma-2/3), the
             type whose layers to read (default: all layers of that type); required unless ``layers``
             are all of one type. Layers that do not rotate at all (NoPE) are left out and listed in
@@ -270,7 +273,9 @@ def rotary_atlas(
     checkpoint = (
         name_or_path
         if isinstance(name_or_path, Checkpoint)
-        else open_checkpoint(name_or_path, revision=revision, offline=offline, model_id=model_id)
+        else open_checkpoint(
+            name_or_path, revision=revision, offline=offline, model_id=model_id, gguf_file=gguf_file
+        )
     )
     try:
         rotary = kind_from_config(checkpoint.config) == "rotary"

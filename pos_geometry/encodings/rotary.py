@@ -334,7 +334,8 @@ def rotary_embedding(
     holds the frequencies used up to ``max_position_embeddings`` (the unscaled ones), which
     ``"dynamic (built at)"`` records. A config that rotates its layer types differently (Gemma-2/3)
     needs ``layer_type``; the table is then that type's, and ``layer_type`` and the ``layers`` it
-    applies to are recorded.
+    applies to are recorded. Layers that do not rotate at all (``no_rope_layers``: Llama-4, SmolLM3)
+    are listed in the provenance: the table does not apply to them.
     """
     config = as_transformers_config(config)
     params = rotary_params(config, layer_type=layer_type)
@@ -344,6 +345,11 @@ def rotary_embedding(
     fields: dict[str, Any] = {key: _get(picked, key) for key in params.config_keys}
     if groups is not None and layer_type is not None:
         fields.update({"layer_type": layer_type, "layers": groups[layer_type]})
+    flags = config.get("no_rope_layers")  # Llama-4, SmolLM3: 1 = the layer rotates, 0 = NoPE
+    if isinstance(flags, list | tuple) and not all(flags):
+        fields["layers without rotation (NoPE; this table does not apply to them)"] = tuple(
+            i for i, rotates in enumerate(flags) if not rotates
+        )
     fields.update({f"{name} (default)": value for name, value in params.defaults})
     fields.update(scaling_fields(params))
     provenance = Provenance(

@@ -228,8 +228,9 @@ class Checkpoint:
         return dtype_name(span[0]) if span is not None else dtype_name(opened.read_rows(key, 0, 0).dtype)
 
     def _cache_entry(self, key: str) -> WeightFile | None:
-        """pos_geometry's cache file of ``key`` at this commit, opened (hub only), else None."""
-        if self._directory is not None:
+        """pos_geometry's cache file of ``key`` at this commit, opened (hub only), else None. A GGUF file's
+        tensors are not cached: its transformers key names would collide with the repo's other weights."""
+        if self._directory is not None or self._single is not None:
             return None
         if key not in self._cached:
             path = cached_path(str(self._repo_id), str(self.commit), key)
@@ -267,7 +268,7 @@ class Checkpoint:
             name, opened = self._located(key)
             tensor = opened.read(key)
             out[key] = tensor
-            if self._directory is None:
+            if self._directory is None and self._single is None:
                 record = TensorRecord(tensor, key, name, dtype_name(tensor.dtype), ())
                 _remember(str(self._repo_id), self.revision or str(self.commit), str(self.commit), record)
         return out
@@ -322,6 +323,11 @@ class Checkpoint:
         opened = self._cache_entry(key) or self._located(key)[1]
         shape = opened.shape(key)
         checked = check_ranges(ranges, shape[0] if shape else 0, f"{key!r} {tuple(shape)}")
+        if getattr(opened, "fmt", "") == "gguf":  # quantised rows: the tensor decoded once, in one read
+            whole = opened.read(key)
+            for i, (start, stop) in enumerate(checked):
+                visit(i, whole[start:stop])
+            return
         span = opened.span(key)
         if span is None or sys.byteorder != "little" or not checked:
             for i, (start, stop) in enumerate(checked):
@@ -342,7 +348,7 @@ class Checkpoint:
     def cached_result(self, name: str, spec: str) -> tuple[dict[str, torch.Tensor], dict[str, str]] | None:
         """A small result computed before from this hub commit (:func:`~pos_geometry.sources.cache.cached_result`);
         None for a local folder or when there is none with this ``spec``."""
-        if self._directory is not None or self.commit is None:
+        if self._directory is not None or self.commit is None or self._single is not None:
             return None
         return cached_result(str(self._repo_id), self.commit, name, spec)
 
@@ -351,7 +357,7 @@ class Checkpoint:
     ) -> None:
         """Keep a small result computed from this hub commit in pos_geometry's cache (nothing for a local
         folder; a cache that cannot be written only warns)."""
-        if self._directory is not None or self.commit is None:
+        if self._directory is not None or self.commit is None or self._single is not None:
             return
         try:
             store_result(str(self._repo_id), self.commit, name, tensors, spec, meta)
@@ -374,23 +380,13 @@ class Checkpoint:
         return self._located(key)[1].shape(key)
 
 
-def _gguf(
-    src: ByteSource, revision: str | None, model_id: str, location: str, directory: Path | None
-) -> Checkpoint:
-    """A checkpoint on one GGUF file (in ``directory`` when local): its config comes from its own metadata."""
-    from pos_geometry.sources.gguf_checkpoint import GGUFWeights
-
-    weights = GGUFWeights(src)
-    return Checkpoint(
-        dict(weights.config), model_id, revision, None, location, _directory=directory, _single=weights
-    )
-
-
 def _local(path: Path, revision: str | None, model_id: str | None) -> Checkpoint:
     if path.is_file():
         src = FileByteSource(path)
         if is_gguf(src):
-            return _gguf(src, revision, model_id or os.fspath(path), str(path), path.parent)
+            from pos_geometry.sources.gguf_open import gguf_checkpoint
+
+            return gguf_checkpoint(src, revision, model_id or os.fspath(path), str(path), path.parent)
     directory = path if path.is_dir() else path.parent
     cfg = directory / "config.json"
     try:
@@ -404,7 +400,13 @@ def _local(path: Path, revision: str | None, model_id: str | None) -> Checkpoint
     )
 
 
-def _hub(repo_id: str, revision: str | None, model_id: str | None, offline: bool | None) -> Checkpoint:
+def _hub(
+    repo_id: str,
+    revision: str | None,
+    model_id: str | None,
+    offline: bool | None,
+    gguf_file: str | None = None,
+) -> Checkpoint:
     rev = revision or "main"
     off = _is_offline(offline)
     files: tuple[str, ...] | None = None
@@ -417,6 +419,10 @@ def _hub(repo_id: str, revision: str | None, model_id: str | None, offline: bool
             )
         commit, files = _model_info(repo_id, rev)
         _remember(repo_id, rev, commit, None)
+    if gguf_file is not None:
+        from pos_geometry.sources.gguf_open import hub_gguf_checkpoint
+
+        return hub_gguf_checkpoint(repo_id, commit, gguf_file, revision, model_id or repo_id, off)
     config, _ = read_config(repo_id, commit, offline=off)
     ckpt = Checkpoint(config, model_id or repo_id, revision, commit, f"{repo_id}@{commit[:10]}")
     ckpt._repo_id, ckpt._offline = repo_id, off
@@ -430,8 +436,10 @@ def open_checkpoint(
     revision: str | None = None,
     offline: bool | None = None,
     model_id: str | None = None,
+    gguf_file: str | None = None,
 ) -> Checkpoint:
-    """A :class:`Checkpoint` on a local model folder (or a file in one), a model-table name or a hub repo id.
+    """A :class:`Checkpoint` on a local model folder (or a file in one, a ``.gguf`` file included), a
+    model-table name or a hub repo id (``gguf_file``: that GGUF file of the repo, as transformers takes it).
 
     For the hub, the revision is resolved to one commit here (one ``model_info`` request, or the
     local refs when offline) and every later read uses that commit.
@@ -440,14 +448,20 @@ def open_checkpoint(
 
     name = os.fspath(name_or_path)
     path = Path(name).expanduser()
+    if gguf_file is not None:
+        from pos_geometry.sources.gguf_open import check_gguf_name
+
+        check_gguf_name(gguf_file)
+        if path.is_dir():
+            return _local(path / gguf_file, revision, model_id)
     if path.exists():
         return _local(path, revision, model_id)
     spec = find_spec(name)
     if spec is not None:
-        return _hub(spec.repo_id, check_revision(spec, revision), model_id or spec.name, offline)
+        return _hub(spec.repo_id, check_revision(spec, revision), model_id or spec.name, offline, gguf_file)
     parts = name.split("/")
     if len(parts) != 2 or not all(parts):
         raise InvalidArgumentError(
             f"{name!r} is neither an existing path, a model-table name nor a hub repo id ('org/name')."
         )
-    return _hub(name, revision, model_id, offline)
+    return _hub(name, revision, model_id, offline, gguf_file)

@@ -162,3 +162,19 @@ def test_every_rotary_architecture_is_derived_or_refused_with_a_reason():
     for model_type, why in sorted(refused.items()):
         print(f"  {model_type}: {why[:160]}")
     assert len(passed) >= 70
+
+
+def test_load_lists_the_layers_a_rotary_table_does_not_apply_to(tmp_path):
+    import pos_geometry as pg
+
+    config = transformers.SmolLM3Config(
+        hidden_size=64, intermediate_size=64, num_attention_heads=4, num_key_value_heads=2, num_hidden_layers=8,
+        vocab_size=64, max_position_embeddings=128, pad_token_id=0, bos_token_id=1, eos_token_id=2,
+    )  # fmt: skip
+    (tmp_path / "config.json").write_text(config.to_json_string())
+    table = pg.load(tmp_path)
+    nope = tuple(i for i, rotates in enumerate(config.no_rope_layers) if not rotates)
+    assert nope and dict(table.provenance.config)[
+        "layers without rotation (NoPE; this table does not apply to them)"
+    ] == nope
+    assert derive_layout(config.to_dict()).unrotated == nope  # transformers' own forward agrees
