@@ -49,6 +49,7 @@ def _every_figure() -> dict:
         "plot_checkpoints": lambda: plotting.plot_checkpoints([x, x + 0.1 * tokens[:1]]),
         "plot_atlas_heatmap": lambda: plotting.plot_atlas_heatmap(_small_atlas()),
         "plot_atlas_usage": lambda: plotting.plot_atlas_usage(_small_atlas()),
+        "plot_atlas_short_share": lambda: plotting.plot_atlas_short_share(_small_atlas()),
         "plot_atlas_head": lambda: plotting.plot_atlas_head(_small_atlas(), 0, 1),
         "plot_position_qk_offsets": lambda: plotting.plot_position_qk_offsets(_small_position_qk()),
         "plot_position_qk_shares": lambda: plotting.plot_position_qk_shares(_small_position_qk()),

@@ -27,7 +27,7 @@ def _tiny_neox(folder):
 
 def test_a_given_checkpoint_is_read_and_a_missing_model_is_named(tmp_path):
     folder = _tiny_neox(tmp_path / "neox")
-    section = atlas_section(["pythia-160m", "mistral-7b-v0.1"], paths={"pythia-160m": folder})
+    section = atlas_section(["pythia-160m", "mistral-7b-v0.1"], paths={"pythia-160m": folder}, real_model=False)
     expected = rotary_atlas(folder)
     torch.testing.assert_close(section.atlases["pythia-160m"].qk_share, expected.qk_share, rtol=0, atol=0)
     assert section.atlases["pythia-160m"].provenance.model_id == "pythia-160m"
@@ -60,8 +60,21 @@ def test_a_model_in_the_hf_cache_is_found_offline(tmp_path, monkeypatch):
         fh.write(COMMIT)
     for name in ("config.json", "model.safetensors"):
         shutil.copy(folder / name, f"{snapshot}/{name}")
-    section = atlas_section(["pythia-160m"])
+    section = atlas_section(["pythia-160m"], real_model=False)
     assert section.missing == {}
     assert section.atlases["pythia-160m"].provenance.commit == COMMIT
     torch.testing.assert_close(section.atlases["pythia-160m"].qk_share, rotary_atlas(folder).qk_share)
     assert "local cache" in section.where["pythia-160m"]
+
+
+def test_the_real_smollm2_atlas_is_shown_with_the_barbero_comparison(smollm2_gguf):
+    section = atlas_section([], layers=[0, 1, 2])
+    atlas = section.atlases["SmolLM2-135M-Instruct"]
+    expected = rotary_atlas(smollm2_gguf, layers=[0, 1, 2], fold_norm=True)
+    torch.testing.assert_close(atlas.qk_share, expected.qk_share, rtol=0, atol=0)
+    assert sorted(section.figures) == [
+        "atlas_SmolLM2-135M-Instruct", "atlas_short_SmolLM2-135M-Instruct", "atlas_usage_SmolLM2-135M-Instruct",
+    ]  # fmt: skip
+    usage = expected.layer_usage.mean(dim=0)
+    assert f"the 8 slowest planes hold {float(usage[-8:].sum()):.2f}" in section.markdown
+    assert "Barbero et al." in section.markdown and "real trained weights" in section.where["SmolLM2-135M-Instruct"]
