@@ -92,6 +92,11 @@ def sweep(
     fold_norm: bool = typer.Option(
         False, "--fold-norm", help="Rotary models: fold the attention norm's gain into W_q/W_k."
     ),
+    gguf_file: str | None = typer.Option(
+        None,
+        "--gguf-file",
+        help="Rotary models: read each checkpoint's GGUF file of this name (header and q/k only).",
+    ),
 ) -> None:
     """Read every training checkpoint's positional table (rotary models: its q/k weights, as the frequency
     atlas) and measure it; resumable (re-run the same command).
@@ -108,6 +113,7 @@ def sweep(
             analyses=_analyses(analyses), n_surrogates=n_surrogates, alpha=alpha, n_components=n_components,
             window=parse_window_text(window), executor=executor, n_workers=workers, resume=resume,
             keep_tables=keep_tables, progress=True, layers=parse_layers(layers), fold_norm=fold_norm,
+            gguf_file=gguf_file,
         )  # fmt: skip
         revs = _revisions(revisions)
         folders = [out] if len(models) == 1 else [out / safe_name(m) for m in models]

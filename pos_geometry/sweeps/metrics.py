@@ -25,6 +25,7 @@ centring, scaling and the best rotation): 0 when the curves are the same up to r
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import math
@@ -65,7 +66,8 @@ class SweepConfig:
     accepted by :meth:`make`. Learned: ``n_components``: PCA components kept (the ``top{n}_ratio``);
     ``n_surrogates``, ``alpha``, ``random_state``: the helix and periodicity nulls; ``window``:
     ``(start, stop)`` positions analysed (None: all). Rotary: ``layers`` (None: all) and ``fold_norm``, as in
-    :func:`~pos_geometry.analysis.rotary_atlas.rotary_atlas`.
+    :func:`~pos_geometry.analysis.rotary_atlas.rotary_atlas`, and ``gguf_file``: the ``.gguf`` file of each
+    checkpoint that is read instead of its transformers weights (None: those).
     """
 
     analyses: tuple[str, ...]
@@ -77,6 +79,7 @@ class SweepConfig:
     kind: str = "learned"
     layers: tuple[int, ...] | None = None
     fold_norm: bool = False
+    gguf_file: str | None = None
 
     @classmethod
     def make(
@@ -91,14 +94,25 @@ class SweepConfig:
         kind: str = "learned",
         layers: Any = None,
         fold_norm: bool = False,
+        gguf_file: str | None = None,
     ) -> SweepConfig:
         """Validate the arguments of :func:`~pos_geometry.sweeps.sweep` into a config."""
+        if gguf_file is not None:
+            from pos_geometry.sources.gguf_open import check_gguf_name
+
+            check_gguf_name(gguf_file)
         if kind == "rotary":
             from pos_geometry.sweeps.rotary import rotary_config
 
-            return rotary_config(cls, analyses, layers=layers, fold_norm=fold_norm)
+            config = rotary_config(cls, analyses, layers=layers, fold_norm=fold_norm)
+            return dataclasses.replace(config, gguf_file=gguf_file)
         if kind != "learned":
             raise InvalidArgumentError(f"kind must be 'learned' or 'rotary'; got {kind!r}.")
+        if gguf_file is not None:
+            raise InvalidArgumentError(
+                "gguf_file sweeps read a rotary model's query/key weights from each checkpoint's GGUF file; this "
+                "model has a learned table. Leave gguf_file out."
+            )
         if layers is not None or fold_norm:
             raise InvalidArgumentError(
                 "layers and fold_norm choose the query/key weights of a rotary model's atlas; this sweep reads a "
@@ -135,10 +149,11 @@ class SweepConfig:
         and ``fold_norm``."""
         fields = asdict(self)
         if self.kind == "learned":
-            for name in ("kind", "layers", "fold_norm"):
+            for name in ("kind", "layers", "fold_norm", "gguf_file"):
                 fields.pop(name)
         else:
-            fields = {k: fields[k] for k in ("analyses", "kind", "layers", "fold_norm")}
+            keys = ("analyses", "kind", "layers", "fold_norm") + (("gguf_file",) if self.gguf_file else ())
+            fields = {k: fields[k] for k in keys}
         text = json.dumps(fields, sort_keys=True)
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 

@@ -188,8 +188,9 @@ def read_atlas(task: Any) -> Any:
     before = set(folder.iterdir()) if folder is not None and folder.is_dir() else set()
     try:
         checkpoint = open_checkpoint(
-            task.repo_id, revision=task.commit or task.revision, model_id=task.model_id
-        )
+            task.repo_id, revision=task.commit or task.revision, model_id=task.model_id,
+            gguf_file=config.gguf_file,
+        )  # fmt: skip
         checkpoint = dataclasses.replace(checkpoint, revision=task.revision)
         # one tensor at a time: the sweep already reads several checkpoints at once (bounded by its workers)
         return rotary_atlas(

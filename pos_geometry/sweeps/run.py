@@ -78,15 +78,20 @@ def _refs(repo_id: str) -> dict[str, str]:
         return {}
 
 
-def _from_config(model: _Model, revision: str, commit: str | None) -> _Model:
-    """``model`` with its kind and row offset read from ``config.json`` at ``revision`` where the model table
-    does not give them (one small request the first time; the HF cache answers re-runs)."""
+def _from_config(model: _Model, revision: str, commit: str | None, gguf_file: str | None = None) -> _Model:
+    """``model`` with its kind and row offset read from ``config.json`` (or the GGUF file's header) at
+    ``revision`` where the model table does not give them (one small request the first time; the HF cache
+    answers re-runs)."""
     if model.kind is not None and (model.kind == "rotary" or model.row_offset is not None):
         return model
     from pos_geometry.registry import kind_from_config, row_offset_from_config
     from pos_geometry.sources.hub import read_config
+    from pos_geometry.sources.tensor_set import open_checkpoint
 
-    config, _ = read_config(model.repo_id, commit or revision)
+    if gguf_file is not None:
+        config = open_checkpoint(model.repo_id, revision=commit or revision, gguf_file=gguf_file).config
+    else:
+        config, _ = read_config(model.repo_id, commit or revision)
     kind = "rotary" if kind_from_config(config) == "rotary" else "learned"
     offset = row_offset_from_config(config) if kind == "learned" else None
     return dataclasses.replace(model, kind=kind, row_offset=offset)
@@ -128,6 +133,7 @@ def sweep(
     progress: bool | None = None,
     layers: Any = None,
     fold_norm: bool = False,
+    gguf_file: str | None = None,
 ) -> SweepResult:
     """Read the positional table (or, for a rotary model, the query/key weights) of each training checkpoint
     of ``model`` and measure it.
@@ -147,6 +153,8 @@ def sweep(
             A rotary model's analyses are ``"atlas"`` and ``"drift"`` (both cheap; ``"all"``/``"cheap"``).
         layers, fold_norm: a rotary model's atlas: the layers read (None: all) and whether the norm gain
             is folded in (:func:`~pos_geometry.analysis.rotary_atlas.rotary_atlas`).
+        gguf_file: read each checkpoint's ``.gguf`` file of this name (rotary models; its header, then
+            only the q/k tensors, at the checkpoint's commit) instead of its transformers weights.
         executor: ``"local"`` (a pool of ``n_workers`` threads, default 8), a Dask scheduler address
             (``"tcp://host:8786"``), a ``dask.distributed.Client``, or any ``concurrent.futures.Executor``.
         out: also write ``metrics.csv``, ``metrics.parquet`` and ``sweep.json`` there; the store then
@@ -171,7 +179,7 @@ def sweep(
     """
     options = dict(
         n_components=n_components, n_surrogates=n_surrogates, alpha=alpha, random_state=random_state,
-        window=window, layers=layers, fold_norm=fold_norm,
+        window=window, layers=layers, fold_norm=fold_norm, gguf_file=gguf_file,
     )  # fmt: skip
     executor_label = describe_executor(executor, n_workers)  # validates it before any request
     info = _resolve_model(model)
@@ -181,7 +189,7 @@ def sweep(
     published = info.published or published_from_refs(refs)
     selected = select_revisions(revisions, published, model=info.name)
     anchor = next((r for r in reversed(selected) if r in refs), selected[-1])  # the last one that exists
-    info = _from_config(info, anchor, refs.get(anchor))
+    info = _from_config(info, anchor, refs.get(anchor), gguf_file)
     config = config or SweepConfig.make(analyses, kind=info.kind, **options)
     root = (
         Path(store)

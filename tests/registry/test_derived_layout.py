@@ -174,7 +174,9 @@ def test_load_lists_the_layers_a_rotary_table_does_not_apply_to(tmp_path):
     (tmp_path / "config.json").write_text(config.to_json_string())
     table = pg.load(tmp_path)
     nope = tuple(i for i, rotates in enumerate(config.no_rope_layers) if not rotates)
-    assert nope and dict(table.provenance.config)[
-        "layers without rotation (NoPE; this table does not apply to them)"
-    ] == nope
+    assert (
+        nope
+        and dict(table.provenance.config)["layers without rotation (NoPE; this table does not apply to them)"]
+        == nope
+    )
     assert derive_layout(config.to_dict()).unrotated == nope  # transformers' own forward agrees

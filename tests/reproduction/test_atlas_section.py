@@ -27,7 +27,9 @@ def _tiny_neox(folder):
 
 def test_a_given_checkpoint_is_read_and_a_missing_model_is_named(tmp_path):
     folder = _tiny_neox(tmp_path / "neox")
-    section = atlas_section(["pythia-160m", "mistral-7b-v0.1"], paths={"pythia-160m": folder}, real_model=False)
+    section = atlas_section(
+        ["pythia-160m", "mistral-7b-v0.1"], paths={"pythia-160m": folder}, real_model=False
+    )
     expected = rotary_atlas(folder)
     torch.testing.assert_close(section.atlases["pythia-160m"].qk_share, expected.qk_share, rtol=0, atol=0)
     assert section.atlases["pythia-160m"].provenance.model_id == "pythia-160m"
@@ -77,4 +79,7 @@ def test_the_real_smollm2_atlas_is_shown_with_the_barbero_comparison(smollm2_ggu
     ]  # fmt: skip
     usage = expected.layer_usage.mean(dim=0)
     assert f"the 8 slowest planes hold {float(usage[-8:].sum()):.2f}" in section.markdown
-    assert "Barbero et al." in section.markdown and "real trained weights" in section.where["SmolLM2-135M-Instruct"]
+    assert (
+        "Barbero et al." in section.markdown
+        and "real trained weights" in section.where["SmolLM2-135M-Instruct"]
+    )
