@@ -3,12 +3,27 @@
 The rotary atlas's counterpart for a model whose positions come from a learned table ``T``
 ``(n_positions, d_model)``. For layer ``l`` and head ``h``, with the layer's own LayerNorm
 (gain ``γ``, bias ``β``) applied to the table, ``X = LN_l(T)`` ``(n_positions, d_model)``, and the
-head's query/key columns ``A = W_q[:, h]``, ``B = W_k[:, h]`` ``(d_model, d_head)`` (biases excluded,
-as in the rotary atlas), the head's QK bilinear form is ``F = A Bᵀ`` and its position-position
-logits are ``L = X A Bᵀ Xᵀ / s`` (``s = √d_head``, times ``l + 1`` when the config scales by the
-layer index). For layer 0 and a position-only input (token embeddings zero) ``L`` is exactly the
-logit matrix GPT-2 computes; for later layers it is the direct path (the table as the layer's
-norm would read it were it alone in the residual stream), not the whole circuit. Per head:
+head's query/key columns ``A = W_q[:, h]``, ``B = W_k[:, h]`` ``(d_model, d_head)`` and biases
+``b_q``, ``b_k``, the head's QK bilinear form is ``F = A Bᵀ`` and its position-position logits are
+``L = (X A + b_q)(X B + b_k)ᵀ / s`` (``s = √d_head``, times ``l + 1`` when the config scales by the
+layer index). ``L`` is the sum of four terms (``terms``):
+
+* ``"position"``: ``X A Bᵀ Xᵀ / s``, the only one that couples the two positions;
+* ``"query_bias"``: ``b_q Bᵀ X_jᵀ / s``, a function of the KEY's position ``j`` alone: a preference for
+  some positions whatever the query (a first-token or recency bias);
+* ``"key_bias"``: ``X_i A b_kᵀ / s``, a function of the QUERY's position alone: the same for every key
+  of a query, so it cannot change where that query attends (softmax removes it);
+* ``"constant"``: ``b_q b_kᵀ / s``.
+
+``term_share`` gives each term's share of the positional logits, as ``‖t_c‖² / Σ_t ‖t_c‖²`` over the
+causal pairs ``j ≤ i`` (``t_c``: the term minus its mean there; the constant has share 0).
+
+**The direct path only** (``path = "direct"``). For layer 0 and a position-only input (token
+embeddings zero), ``L`` is exactly the logit matrix GPT-2 computes. For later layers it is the table
+as the layer's norm would read it were it alone in the residual stream. Position also reaches later
+layers composed through earlier ones (a previous-token head built from layer-0 outputs, say), which
+this view cannot see: on GPT-2's real weights ``form_share`` is at most 0.001 from layer 3 on, and a
+known previous-token head (L4H11) has ``offset_r2`` 0.21 here. Per head:
 
 * ``form_share = ‖Pᵀ F P‖²_F / ‖F‖²_F``: the share of the form's energy lying in the top
   ``n_components`` principal directions ``P`` of ``X`` (centred PCA, per layer);
@@ -18,7 +33,13 @@ norm would read it were it alone in the residual stream), not the whole circuit.
 * ``offset_r2``: the share of the causal logits' variance that the offset alone explains
   (between-offset variance / total): near 1, the head's positional logits depend on relative
   position only, as a rotary head's would;
-* ``logit_std``: the standard deviation of the causal logits (how strongly position moves them).
+* ``logit_std``: the standard deviation of the causal logits (how strongly position moves them);
+* ``peak_offset``: the offset ``Δ ≤ n/2`` at which ``offset_profile`` is largest (where the head's
+  positional logit peaks, among offsets with at least ``n/2`` pairs).
+
+``offset_profile``, ``offset_r2``, ``logit_std`` and ``peak_offset`` are of the whole ``L`` (biases
+included; ``biases=False`` leaves them out, as in earlier versions); ``form_share`` and
+``logit_share`` are of the position term.
 
 Models with neither rotary embeddings nor a row in
 :data:`~pos_geometry.registry.attention.TABLE_QK_LAYOUTS` get :class:`NotApplicableError`.
@@ -37,12 +58,27 @@ from pos_geometry._device import resolve_device
 from pos_geometry._dtypes import dtype_name
 from pos_geometry.analysis._results import Result
 from pos_geometry.embedding import Provenance
-from pos_geometry.errors import CheckpointFormatError, InvalidArgumentError, NotApplicableError
+from pos_geometry.errors import (
+    CheckpointFormatError,
+    InvalidArgumentError,
+    MissingTensorError,
+    NotApplicableError,
+)
 from pos_geometry.registry.attention import TableQKLayout, table_qk_layout
 from pos_geometry.sources.roles import _layers, _resolve_prefix, head_counts
 from pos_geometry.sources.tensor_set import Checkpoint, open_checkpoint
 
-__all__ = ["PositionQKAtlas", "position_qk_atlas", "position_logits", "layer_norm_table", "offset_means"]
+__all__ = [
+    "PositionQKAtlas",
+    "position_qk_atlas",
+    "position_logits",
+    "layer_norm_table",
+    "offset_means",
+    "TERMS",
+]
+
+TERMS: tuple[str, ...] = ("position", "query_bias", "key_bias", "constant")
+"""The terms of the position logits, in the order of ``term_share`` (module docstring)."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -56,6 +92,12 @@ class PositionQKAtlas(Result):
         offset_r2: ``(n_layers, n_heads)`` share of the causal logits' variance explained by the offset.
         logit_std: ``(n_layers, n_heads)`` standard deviation of the causal position logits.
         explained_variance_ratio: ``(n_layers, n_components)`` of ``LN_l(table)``'s PCA.
+        term_share: ``(n_layers, n_heads, 4)`` each term's share of the positional logits, in the order
+            of :data:`TERMS` (all zeros but the position term with ``biases=False``).
+        peak_offset: ``(n_layers, n_heads)`` long: the offset where the logit profile peaks.
+        path: ``"direct"``: the table read straight through each layer's norm and W_q/W_k (see the
+            module docstring for what this cannot see).
+        biases: whether the c_attn biases are in the logits.
         layers: the layer indices, in order.
         n_components: the PCA directions counted as "top".
         n_positions: rows of the table used.
@@ -72,6 +114,10 @@ class PositionQKAtlas(Result):
     n_components: int
     n_positions: int
     provenance: Provenance
+    term_share: torch.Tensor | None = None
+    peak_offset: torch.Tensor | None = None
+    path: str = "direct"
+    biases: bool = True
 
     @property
     def shape(self) -> tuple[int, int]:
@@ -84,6 +130,10 @@ class PositionQKAtlas(Result):
         best = divmod(int(torch.argmax(r2)), n_heads)
         return [
             ("layers × heads", f"{n_layers} × {n_heads}"),
+            (
+                "path",
+                f"{self.path} (the table through each layer's norm and W_q/W_k; misses composed position)",
+            ),
             ("positions", str(self.n_positions)),
             (
                 f"QK form in the table's top {self.n_components} directions",
@@ -93,6 +143,16 @@ class PositionQKAtlas(Result):
             (
                 "logit variance explained by the offset",
                 f"mean {r2.mean():.3f}; most relative head L{self.layers[best[0]]} H{best[1]} ({r2.max():.3f})",
+            ),
+            *(
+                [
+                    (
+                        "share of the logits: " + ", ".join(TERMS),
+                        ", ".join(f"{v:.3f}" for v in self.term_share.mean(dim=(0, 1)).tolist()),
+                    )
+                ]
+                if self.term_share is not None and self.biases
+                else []
             ),
         ]
 
@@ -116,25 +176,46 @@ def offset_means(logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def _head_view(
-    x: torch.Tensor, x_k: torch.Tensor, basis: torch.Tensor, a: torch.Tensor, b: torch.Tensor, scale: float
-) -> tuple[float, float, torch.Tensor, float, float]:
-    """``(form_share, logit_share, offset_profile, offset_r2, logit_std)`` of one head (module docstring)."""
+    x: torch.Tensor,
+    x_k: torch.Tensor,
+    basis: torch.Tensor,
+    a: torch.Tensor,
+    b: torch.Tensor,
+    bq: torch.Tensor | None,
+    bk: torch.Tensor | None,
+    scale: float,
+) -> tuple[float, float, torch.Tensor, float, float, torch.Tensor, int]:
+    """``(form_share, logit_share, offset_profile, offset_r2, logit_std, term_share, peak_offset)`` of one
+    head (module docstring); ``bq``/``bk`` ``(d_head,)`` or None (no biases)."""
     ga, gb = a.T @ a, b.T @ b  # ‖A Bᵀ‖² = tr(AᵀA BᵀB), never forming the d × d form
     pa, pb = basis.T @ a, basis.T @ b
     total = float((ga * gb).sum())
     form_share = float(((pa.T @ pa) * (pb.T @ pb)).sum()) / total if total > 0 else math.nan
-    logits = (x @ a) @ (x @ b).T / scale
+    position = (x @ a) @ (x @ b).T / scale
     rebuilt = (x_k @ a) @ (x_k @ b).T / scale
-    i, j = torch.tril_indices(*logits.shape, device=logits.device)
+    i, j = torch.tril_indices(*position.shape, device=position.device)
+    n = position.shape[0]
+    zeros = torch.zeros(n, dtype=position.dtype, device=position.device)
+    query_bias = (x @ b @ bq) / scale if bq is not None else zeros  # (n,): a function of the key position
+    key_bias = (x @ a @ bk) / scale if bk is not None else zeros  # (n,): of the query position
+    constant = float(bq @ bk) / scale if bq is not None and bk is not None else 0.0
+    parts = [position[i, j], query_bias[j], key_bias[i]]
+    energy = torch.stack([((p - p.mean()) ** 2).sum() for p in parts] + [zeros.sum()])
+    term_share = energy / energy.sum() if float(energy.sum()) > 0 else torch.full_like(energy, math.nan)
+    logits = position + query_bias[None, :] + key_bias[:, None] + constant
     causal = logits[i, j]
-    centred = causal - causal.mean()
-    variance = float((centred**2).sum())
-    residual = float(((causal - rebuilt[i, j]) ** 2).sum())
+    pos_causal = position[i, j]
+    centred = pos_causal - pos_causal.mean()
+    pos_variance = float((centred**2).sum())
+    residual = float(((pos_causal - rebuilt[i, j]) ** 2).sum())
+    logit_share = 1 - residual / pos_variance if pos_variance > 0 else math.nan
     means, counts = offset_means(logits)
+    variance = float(((causal - causal.mean()) ** 2).sum())
     between = float((counts * (means - causal.mean()) ** 2).sum())
+    peak = int(torch.argmax(means[: n // 2 + 1]))
     if variance > 0:
-        return form_share, 1 - residual / variance, means, between / variance, float(causal.std())
-    return form_share, math.nan, means, math.nan, 0.0
+        return form_share, logit_share, means, between / variance, float(causal.std()), term_share, peak
+    return form_share, logit_share, means, math.nan, 0.0, term_share, peak
 
 
 def _read(ckpt: Checkpoint, layout: TableQKLayout, key: str) -> torch.Tensor:
@@ -178,6 +259,23 @@ class _Model:
         root = math.sqrt(self.d_head) if config.get("scale_attn_weights", True) else 1.0
         return root * (index + 1 if config.get("scale_attn_by_inverse_layer_idx", False) else 1)
 
+    def bias(
+        self, index: int, device: torch.device, dtype: torch.dtype
+    ) -> tuple[torch.Tensor | None, str | None]:
+        """``(bias, key)``: the c_attn bias ``(3·d_model,)`` of layer ``index``, or ``(None, None)`` when the
+        checkpoint has none (``Conv1D`` without bias)."""
+        key = self.layout.keys(index)["qkv"].removesuffix("weight") + "bias"
+        try:
+            spelled = _resolve_prefix(self.ckpt, self.layout, key)
+        except MissingTensorError:
+            return None, None
+        bias = self.ckpt.read([spelled])[spelled]
+        if tuple(bias.shape) != (3 * self.d_model,):
+            raise CheckpointFormatError(
+                f"{spelled} has shape {tuple(bias.shape)}; expected ({3 * self.d_model},)."
+            )
+        return bias.to(device, dtype), spelled
+
     def layer(
         self, index: int, device: torch.device, dtype: torch.dtype
     ) -> tuple[torch.Tensor, torch.Tensor, tuple[str, ...]]:
@@ -196,9 +294,10 @@ class _Model:
         return x.to(device, dtype), w.to(device, dtype), keys
 
     def head(self, w: torch.Tensor, h: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """``(A, B)``: head ``h``'s query and key columns of the c_attn weight, each ``(d_model, d_head)``."""
+        """``(A, B)``: head ``h``'s query and key columns of the c_attn weight, each ``(d_model, d_head)``
+        (also: its query and key entries of the c_attn bias, each ``(d_head,)``)."""
         d, dh = self.d_model, self.d_head
-        return w[:, h * dh : (h + 1) * dh], w[:, d + h * dh : d + (h + 1) * dh]
+        return w[..., h * dh : (h + 1) * dh], w[..., d + h * dh : d + (h + 1) * dh]
 
 
 def position_logits(
@@ -230,11 +329,13 @@ def position_qk_atlas(
     offline: bool | None = None,
     model_id: str | None = None,
     device: str | torch.device | None = "cpu",
+    biases: bool = True,
 ) -> PositionQKAtlas:
     """How each head's query/key weights read a learned position table (GPT-2), without building the model.
 
-    Reads the position table and, for each requested layer, the fused ``c_attn`` weight and the
-    ``ln_1`` gain and bias (nothing else). Definitions in the module docstring.
+    Reads the position table and, for each requested layer, the fused ``c_attn`` weight and bias and
+    the ``ln_1`` gain and bias (nothing else). Definitions in the module docstring. This is the
+    direct path only (``result.path == "direct"``): position composed through earlier layers is not in it.
 
     Args:
         name_or_path: a model-table name (``"gpt2"``), a hub repo id or a local model folder whose
@@ -244,6 +345,7 @@ def position_qk_atlas(
         revision, offline, model_id: as in :func:`pos_geometry.load`.
         device: where the per-head products run (``"auto"``: CUDA, then MPS, else CPU); results
             come back as float64 CPU tensors (the CPU result is the reference).
+        biases: include the c_attn query/key biases in the logits (``term_share`` splits them out).
 
     Returns:
         a :class:`PositionQKAtlas`.
@@ -265,18 +367,30 @@ def position_qk_atlas(
     ):
         raise InvalidArgumentError(f"n_components must be an int in [1, {d_model}]; got {n_components!r}.")
     keys = [model.table_key]
-    rows: list[list[tuple[float, float, torch.Tensor, float, float]]] = []
+    rows: list[list[tuple]] = []
     ratios = []
     for index in chosen:
         x, w, layer_keys = model.layer(index, where, dtype)
         keys += layer_keys
+        bias, bias_key = model.bias(index, where, dtype) if biases else (None, None)
+        keys += [bias_key] if bias_key else []
         mean = x.mean(0, keepdim=True)
         _, s, vh = torch.linalg.svd(x - mean, full_matrices=False)
         basis = vh[:n_components].T
         ratios.append((s[:n_components] ** 2 / (s**2).sum()).to("cpu", torch.float64))
         x_k = mean + (x - mean) @ basis @ basis.T
         rows.append(
-            [_head_view(x, x_k, basis, *model.head(w, h), model.scale(index)) for h in range(model.n_heads)]
+            [
+                _head_view(
+                    x,
+                    x_k,
+                    basis,
+                    *model.head(w, h),
+                    *(model.head(bias, h) if bias is not None else (None, None)),
+                    model.scale(index),
+                )
+                for h in range(model.n_heads)
+            ]
         )
         del w, x, x_k
 
@@ -301,7 +415,11 @@ def position_qk_atlas(
         },
         original_dtype=dtype_name(model.table.dtype),
         commit=model.ckpt.commit,
-        processing=(f"ln_1 of each layer applied to the table; top {n_components} PCA directions",),
+        processing=(
+            f"ln_1 of each layer applied to the table; top {n_components} PCA directions",
+            "c_attn biases in the logits" if biases else "c_attn biases left out",
+            "direct path only",
+        ),
     )
     return PositionQKAtlas(
         form_share=stack(0),
@@ -314,4 +432,10 @@ def position_qk_atlas(
         n_components=n_components,
         n_positions=model.n_positions,
         provenance=provenance,
+        term_share=torch.stack([torch.stack([head[5] for head in layer]) for layer in rows]).to(
+            "cpu", torch.float64
+        ),
+        peak_offset=torch.tensor([[head[6] for head in layer] for layer in rows], dtype=torch.long),
+        path="direct",
+        biases=biases,
     )
