@@ -372,3 +372,17 @@ def test_one_missing_model_does_not_stop_the_others(table_path: Path, tmp_path: 
     empty = tmp_path / "never"
     res = runner.invoke(app, ["plot", "no-such-model-xyz", "--out", str(empty)])
     assert res.exit_code == 1 and not empty.exists()
+
+
+def test_version_and_python_dash_m():
+    import subprocess
+    import sys
+
+    import pos_geometry
+
+    out = subprocess.run([sys.executable, "-m", "pos_geometry", "--version"], capture_output=True, text=True)
+    assert out.returncode == 0 and out.stdout.strip() == f"pos-geometry {pos_geometry.__version__}"
+    help_text = subprocess.run(
+        [sys.executable, "-m", "pos_geometry", "--help"], capture_output=True, text=True
+    )
+    assert help_text.returncode == 0 and "atlas" in help_text.stdout

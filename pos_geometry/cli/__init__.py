@@ -32,9 +32,20 @@ app = typer.Typer(
 )
 
 
+def _version(value: bool) -> None:
+    if value:
+        from pos_geometry._version import __version__
+
+        typer.echo(f"pos-geometry {__version__}")
+        raise typer.Exit()
+
+
 @app.callback()
 def _root(
     debug: bool = typer.Option(False, "--debug", help="Show the full traceback of errors."),
+    version: bool = typer.Option(
+        False, "--version", callback=_version, is_eager=True, help="Print the version and exit."
+    ),
 ) -> None:
     """The geometry of positional embeddings in pretrained transformers."""
     STATE["debug"] = debug
