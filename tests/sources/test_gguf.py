@@ -235,3 +235,27 @@ def test_gguf_model_equals_transformers_own_gguf_loader(smollm2_gguf, tmp_path):
     ids = torch.tensor([[1, 504, 3458, 282, 260, 1345, 30, 216]])
     with torch.no_grad():
         torch.testing.assert_close(ours.eval()(ids).logits, theirs.eval()(ids).logits, rtol=0, atol=0)
+
+
+def test_rope_scaling_metadata_becomes_the_transformers_rope_config(tmp_path):
+    """``{arch}.rope.scaling.type/factor`` (linear: position interpolation) scales every frequency, as
+    transformers' linear rope type does."""
+    import gguf
+
+    model = _tiny_llama()
+    plain = gguf_files.llama_to_gguf(model, tmp_path / "plain.gguf")
+    writer = gguf_files._writer(tmp_path / "scaled.gguf", "llama", {
+        "num_hidden_layers": 2, "max_position_embeddings": 256, "hidden_size": 64, "intermediate_size": 128,
+        "num_attention_heads": 4, "num_key_value_heads": 2, "rope_theta": 10000.0, "rms_norm_eps": 1e-6,
+        "vocab_size": 64, "head_dim": 16,
+    })  # fmt: skip
+    writer.add_rope_scaling_type(gguf.RopeScalingType.LINEAR)
+    writer.add_rope_scaling_factor(4.0)
+    writer.add_tensor("blk.0.attn_q.weight", np.zeros((64, 64), np.float32))
+    gguf_files._finish(writer)
+    scaled = GGUFWeights(FileByteSource(tmp_path / "scaled.gguf")).config
+    assert scaled["rope_scaling"] == {"rope_type": "linear", "factor": 4.0}
+    table, reference = pg.load(tmp_path / "scaled.gguf"), pg.load(plain)
+    assert dict(table.provenance.config)["rope_type"] == "linear"
+    # every plane turns at θ_i / 4: position 4 of the scaled table is position 1 of the plain one
+    torch.testing.assert_close(table.matrix[4], reference.matrix[1], rtol=0, atol=1e-6)
