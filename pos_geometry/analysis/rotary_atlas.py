@@ -356,14 +356,18 @@ def rotary_atlas(
     )
 
 
-def _base(reader: QKReader, group: RotationGroup) -> float:
-    """The rope base of ``group``'s layers as the config states it (NaN where it states none pos_geometry reads)."""
-    if group.label == "all":
-        return reader.rotary.base
+def _base(reader: QKReader, group: RotationGroup) -> float | None:
+    """The rope base of ``group``'s layers as the config states it (None where it states none pos_geometry
+    reads: the frequencies then come from transformers alone, and JSON stays strict)."""
     try:
-        return rotary_params(reader.config, layer_type=group.label).base
+        base = (
+            reader.rotary.base
+            if group.label == "all"
+            else rotary_params(reader.config, layer_type=group.label).base
+        )
     except InvalidArgumentError:
-        return math.nan
+        return None
+    return base if math.isfinite(base) else None
 
 
 def _rotating_layers(

@@ -9,6 +9,7 @@ runs it) and its count is in the README.
 from __future__ import annotations
 
 import importlib
+import json
 import math
 
 import numpy as np
@@ -84,6 +85,10 @@ def test_llama4_nope_layers_are_marked_and_left_out(tmp_path):
     atlas = rotary_atlas(tmp_path)
     assert atlas.layers == (0, 1, 2) and atlas.unrotated_layers == (3,)
     assert "layers with no rotation" in atlas.summary()
+    data = json.loads(atlas.to_json(allow_nan=False))  # strict JSON
+    assert data["unrotated_layers"] == [3] and data["provenance"]["config"]["layout"].startswith(
+        "derived from"
+    )
 
 
 def _logit_period(model, layer: int, head: int, n: int) -> float:

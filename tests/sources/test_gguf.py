@@ -7,6 +7,7 @@ own GGUF loader (``from_pretrained(gguf_file=...)``) on the real SmolLM2 file's 
 
 from __future__ import annotations
 
+import json
 import struct
 
 import _pos_geometry_tests_gguf_files as gguf_files
@@ -108,6 +109,7 @@ def test_atlas_of_gguf_equals_atlas_of_the_transformers_folder(tiny):
         torch.testing.assert_close(getattr(ours, name), getattr(reference, name), rtol=1e-6, atol=1e-9)
     config = dict(ours.provenance.config)
     assert config["quantization"] == ("F32",) and dict(config["gguf"])["architecture"] == "llama"
+    assert json.loads(ours.to_json(allow_nan=False))["provenance"]["config"]["quantization"] == ["F32"]
 
 
 def test_load_builds_the_rotary_table_from_gguf_metadata(tiny):
