@@ -165,18 +165,25 @@ def per_layer_type(config: Mapping[str, Any], layer_type: str | None) -> Mapping
         raise InvalidArgumentError(
             f"layers of type {layer_type!r} do not rotate (no rope parameters): {listing}."
         )
-    return {**config, "rope_parameters": dict(params)}
+    flat = (
+        "rope_theta",
+        "rope_scaling",
+        "rope_local_base_freq",
+    )  # v4 fields: the per-type dict replaces them
+    return {**{k: v for k, v in config.items() if k not in flat}, "rope_parameters": dict(params)}
 
 
-_PER_TYPE_HINTS = ("rope_local_base_freq", "sliding_window_pattern", "layer_types", "no_rope_layers")
+_PER_TYPE_HINTS = ("rope_local_base_freq", "sliding_window_pattern")
 
 
 def as_transformers_config(config: Mapping[str, Any]) -> Mapping[str, Any]:
     """``config`` as transformers itself reads it, when its rotation may differ by layer (a v4-style Gemma-3
-    ``rope_local_base_freq``/``sliding_window_pattern``, or ``layer_types``): transformers' own config
+    ``rope_local_base_freq``/``sliding_window_pattern``, or ``layer_types`` of more than one kind): transformers' own config
     class fills in per-layer-type ``rope_parameters`` and ``layer_types``. Other configs, or when
     transformers is not installed or rejects the config, come back unchanged."""
-    if layer_type_groups(config) is not None or not any(k in config for k in _PER_TYPE_HINTS):
+    kinds = config.get("layer_types")
+    mixed = isinstance(kinds, list | tuple) and len(set(map(str, kinds))) > 1
+    if layer_type_groups(config) is not None or not (mixed or any(k in config for k in _PER_TYPE_HINTS)):
         return config
     try:
         import transformers
@@ -189,11 +196,9 @@ def as_transformers_config(config: Mapping[str, Any]) -> Mapping[str, Any]:
 
 
 def _spans(layers: tuple[int, ...]) -> str:
-    return (
-        ", ".join(str(i) for i in layers)
-        if len(layers) <= 12
-        else f"{len(layers)} layers, {layers[0]}..{layers[-1]}"
-    )
+    if len(layers) <= 12:
+        return ", ".join(str(i) for i in layers)
+    return ", ".join(str(i) for i in layers[:6]) + f", ..., {layers[-1]} ({len(layers)} layers)"
 
 
 def rotary_params(config: Mapping[str, Any], *, layer_type: str | None = None) -> RotaryParams:

@@ -249,3 +249,33 @@ def test_n_positions_must_be_positive():
     params = rotary_params(PYTHIA_LIKE)
     with pytest.raises(InvalidArgumentError, match="n_positions"):
         rotary_table(params, 0)
+
+
+def test_a_v4_gemma3_config_gives_one_labelled_table_per_layer_type(tmp_path):
+    """Gemma-3 4B's config.json as published (v4 fields): local layers rotate at base 1e4, the global ones at
+    1e6 with linear scaling ×8. transformers' own config class tells which layer is which."""
+    import json
+
+    import pos_geometry as pg
+
+    config = {
+        "model_type": "gemma3_text", "hidden_size": 2560, "num_attention_heads": 8, "num_key_value_heads": 4,
+        "head_dim": 256, "num_hidden_layers": 34, "max_position_embeddings": 131072, "rope_theta": 1000000.0,
+        "rope_local_base_freq": 10000.0, "rope_scaling": {"factor": 8.0, "rope_type": "linear"},
+        "sliding_window_pattern": 6, "vocab_size": 262208,
+    }  # fmt: skip
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    with pytest.raises(InvalidArgumentError, match="pass layer_type=") as info:
+        pg.load(tmp_path)
+    assert "'full_attention': layers 5, 11, 17, 23, 29" in str(info.value)
+    local = pg.load(tmp_path, layer_type="sliding_attention", n_positions=64)
+    full = pg.load(tmp_path, layer_type="full_attention", n_positions=64)
+    fields = dict(full.provenance.config)
+    assert fields["layers"] == (5, 11, 17, 23, 29) and fields["rope_type"] == "linear"
+    assert len(dict(local.provenance.config)["layers"]) == 29
+    p = torch.arange(64, dtype=torch.float64)[:, None]
+    i = torch.arange(128, dtype=torch.float64)
+    expected_local = torch.cos(p * 10000.0 ** (-2 * i / 256))
+    expected_full = torch.cos(p * 1000000.0 ** (-2 * i / 256) / 8)
+    torch.testing.assert_close(local.matrix[:, 0::2].double(), expected_local, rtol=0, atol=1e-6)
+    torch.testing.assert_close(full.matrix[:, 0::2].double(), expected_full, rtol=0, atol=1e-6)
