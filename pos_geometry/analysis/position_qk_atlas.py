@@ -57,6 +57,7 @@ import torch
 from pos_geometry._device import resolve_device
 from pos_geometry._dtypes import dtype_name
 from pos_geometry.analysis._results import Result
+from pos_geometry.analysis.qk_lookback import implied_offset, plane_step, rotation_in_plane, toeplitz_share
 from pos_geometry.embedding import Provenance
 from pos_geometry.errors import (
     CheckpointFormatError,
@@ -98,6 +99,11 @@ class PositionQKAtlas(Result):
         path: ``"direct"``: the table read straight through each layer's norm and W_q/W_k (see the
             module docstring for what this cannot see).
         biases: whether the c_attn biases are in the logits.
+        toeplitz_share, toeplitz_null: ``(n_layers, n_heads)`` share of the position term's variance (all
+            pairs) that the offset explains, and the same with the key rows permuted (the null).
+        rotation_fit, rotation_angle: ``(n_layers, n_heads)`` how much of the form on the table's top
+            principal plane is a scaled rotation, and its angle (radians).
+        plane_step: ``(n_layers,)`` radians per position the normed table turns in that plane.
         layers: the layer indices, in order.
         n_components: the PCA directions counted as "top".
         n_positions: rows of the table used.
@@ -118,6 +124,23 @@ class PositionQKAtlas(Result):
     peak_offset: torch.Tensor | None = None
     path: str = "direct"
     biases: bool = True
+    toeplitz_share: torch.Tensor | None = None
+    toeplitz_null: torch.Tensor | None = None
+    rotation_fit: torch.Tensor | None = None
+    rotation_angle: torch.Tensor | None = None
+    plane_step: torch.Tensor | None = None
+
+    @property
+    def implied_offset(self) -> torch.Tensor:
+        """``(n_layers, n_heads)``: ``(rotation_angle / plane_step) mod (2π/|plane_step|)``, the look-back the
+        head's rotation in the table's top plane alone would give (:mod:`~pos_geometry.analysis.qk_lookback`)."""
+        return torch.tensor(
+            [
+                [implied_offset(float(a), float(self.plane_step[i])) for a in row]
+                for i, row in enumerate(self.rotation_angle)
+            ],
+            dtype=torch.float64,
+        )
 
     @property
     def shape(self) -> tuple[int, int]:
@@ -184,9 +207,12 @@ def _head_view(
     bq: torch.Tensor | None,
     bk: torch.Tensor | None,
     scale: float,
-) -> tuple[float, float, torch.Tensor, float, float, torch.Tensor, int]:
-    """``(form_share, logit_share, offset_profile, offset_r2, logit_std, term_share, peak_offset)`` of one
-    head (module docstring); ``bq``/``bk`` ``(d_head,)`` or None (no biases)."""
+    plane: torch.Tensor,
+    perm: torch.Tensor,
+) -> tuple:
+    """``(form_share, logit_share, offset_profile, offset_r2, logit_std, term_share, peak_offset,
+    toeplitz_share, toeplitz_null, rotation_fit, rotation_angle)`` of one head (module docstrings);
+    ``bq``/``bk`` ``(d_head,)`` or None (no biases); ``plane`` ``(d, 2)``; ``perm`` the null's key order."""
     ga, gb = a.T @ a, b.T @ b  # ‖A Bᵀ‖² = tr(AᵀA BᵀB), never forming the d × d form
     pa, pb = basis.T @ a, basis.T @ b
     total = float((ga * gb).sum())
@@ -213,9 +239,22 @@ def _head_view(
     variance = float(((causal - causal.mean()) ** 2).sum())
     between = float((counts * (means - causal.mean()) ** 2).sum())
     peak = int(torch.argmax(means[: n // 2 + 1]))
+    toeplitz = toeplitz_share(position)
+    toeplitz_null = toeplitz_share((x @ a) @ (x[perm] @ b).T / scale)
+    fit, angle = rotation_in_plane((plane.T @ a) @ (plane.T @ b).T)
+    lookback = (toeplitz, toeplitz_null, fit, angle)
     if variance > 0:
-        return form_share, logit_share, means, between / variance, float(causal.std()), term_share, peak
-    return form_share, logit_share, means, math.nan, 0.0, term_share, peak
+        return (
+            form_share,
+            logit_share,
+            means,
+            between / variance,
+            float(causal.std()),
+            term_share,
+            peak,
+            *lookback,
+        )
+    return form_share, logit_share, means, math.nan, 0.0, term_share, peak, *lookback
 
 
 def _read(ckpt: Checkpoint, layout: TableQKLayout, key: str) -> torch.Tensor:
@@ -368,7 +407,8 @@ def position_qk_atlas(
         raise InvalidArgumentError(f"n_components must be an int in [1, {d_model}]; got {n_components!r}.")
     keys = [model.table_key]
     rows: list[list[tuple]] = []
-    ratios = []
+    ratios, steps = [], []
+    perm = torch.randperm(model.n_positions, generator=torch.Generator().manual_seed(0)).to(where)
     for index in chosen:
         x, w, layer_keys = model.layer(index, where, dtype)
         keys += layer_keys
@@ -379,6 +419,8 @@ def position_qk_atlas(
         basis = vh[:n_components].T
         ratios.append((s[:n_components] ** 2 / (s**2).sum()).to("cpu", torch.float64))
         x_k = mean + (x - mean) @ basis @ basis.T
+        plane = vh[:2].T
+        steps.append(plane_step(x, plane))
         rows.append(
             [
                 _head_view(
@@ -388,6 +430,8 @@ def position_qk_atlas(
                     *model.head(w, h),
                     *(model.head(bias, h) if bias is not None else (None, None)),
                     model.scale(index),
+                    plane,
+                    perm,
                 )
                 for h in range(model.n_heads)
             ]
@@ -438,4 +482,9 @@ def position_qk_atlas(
         peak_offset=torch.tensor([[head[6] for head in layer] for layer in rows], dtype=torch.long),
         path="direct",
         biases=biases,
+        toeplitz_share=stack(7),
+        toeplitz_null=stack(8),
+        rotation_fit=stack(9),
+        rotation_angle=stack(10),
+        plane_step=torch.tensor(steps, dtype=torch.float64),
     )

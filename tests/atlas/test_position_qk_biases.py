@@ -4,6 +4,12 @@ c_attn biases, against an independent float64 computation from the safetensors f
 Measured here (all 12 layers, 1024 positions): the query-bias term (a function of the key's position
 alone) holds 0.32 of layer 0's positional-logit energy and 0.05 over all layers; adding the biases moves
 ``offset_r2`` of layer 2's head 7 by 0.31 (the largest change), and L4H11's peak offset from 0 to 512.
+
+The "look back N tokens" measures (all layers): the normed table turns 0.0122 rad per position in its
+top plane at layer 0 (period 516); the position terms' Toeplitz share is 0.52 on average against 0.02
+with the key rows permuted (127 of 144 heads above the null's maximum, 0.27); 73 heads' forms on that
+plane are more than 90% a rotation (L0H3: 1.000). The rotation's implied look-back and the logits' peak
+agree in order of magnitude only where both are short (L5H1: 14 vs 7 positions, L6H9: 22 vs 9).
 """
 
 from __future__ import annotations
@@ -77,3 +83,17 @@ def test_the_biases_change_real_heads_and_the_view_says_it_is_the_direct_path(vi
     torch.testing.assert_close(without.term_share[..., 0], torch.ones(2, 12, dtype=torch.float64))
     assert with_biases.path == "direct" and "misses composed position" in with_biases.summary()
     assert "c_attn biases in the logits" in with_biases.provenance.processing
+
+
+def test_look_back_measures_on_the_real_table_beat_their_null(views):
+    view, _ = views
+    assert view.plane_step.shape == (2,) and 2 * np.pi / abs(float(view.plane_step[0])) == pytest.approx(
+        516, rel=0.01
+    )
+    assert bool((view.toeplitz_share > view.toeplitz_null).float().mean() > 0.9)
+    assert float(view.toeplitz_null.mean()) < 0.05 < 0.4 < float(view.toeplitz_share.mean())
+    assert float(view.rotation_fit[0, 3]) > 0.99
+    offsets = view.implied_offset
+    assert offsets.shape == (2, 12) and bool(
+        ((offsets >= 0) & (offsets < 2 * np.pi / view.plane_step.abs()[:, None])).all()
+    )
