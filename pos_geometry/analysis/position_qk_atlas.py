@@ -57,7 +57,8 @@ import torch
 from pos_geometry._device import resolve_device
 from pos_geometry._dtypes import dtype_name
 from pos_geometry.analysis._results import Result
-from pos_geometry.analysis.qk_lookback import implied_offset, plane_step, rotation_in_plane, toeplitz_share
+from pos_geometry.analysis.qk_head_view import head_view, layer_norm_table, offset_means
+from pos_geometry.analysis.qk_lookback import implied_offset, plane_step
 from pos_geometry.embedding import Provenance
 from pos_geometry.errors import (
     CheckpointFormatError,
@@ -178,83 +179,6 @@ class PositionQKAtlas(Result):
                 else []
             ),
         ]
-
-
-def layer_norm_table(table: torch.Tensor, gain: torch.Tensor, bias: torch.Tensor, eps: float) -> torch.Tensor:
-    """``(n, d)`` float64: ``LayerNorm`` over the last dimension (biased variance), then ``· gain + bias``."""
-    x = table.to(torch.float64)
-    mean = x.mean(-1, keepdim=True)
-    var = ((x - mean) ** 2).mean(-1, keepdim=True)
-    return (x - mean) / torch.sqrt(var + eps) * gain.to(torch.float64) + bias.to(torch.float64)
-
-
-def offset_means(logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """``(means, counts)``, each ``(n,)``: the mean of ``logits[i, i - Δ]`` over ``i ≥ Δ``, for ``Δ = 0..n-1``."""
-    n = logits.shape[-1]
-    i, j = torch.tril_indices(n, n, device=logits.device)
-    offset = i - j
-    counts = torch.bincount(offset, minlength=n).to(logits.dtype)
-    sums = torch.zeros(n, dtype=logits.dtype, device=logits.device).index_add_(0, offset, logits[i, j])
-    return sums / counts, counts
-
-
-def _head_view(
-    x: torch.Tensor,
-    x_k: torch.Tensor,
-    basis: torch.Tensor,
-    a: torch.Tensor,
-    b: torch.Tensor,
-    bq: torch.Tensor | None,
-    bk: torch.Tensor | None,
-    scale: float,
-    plane: torch.Tensor,
-    perm: torch.Tensor,
-) -> tuple:
-    """``(form_share, logit_share, offset_profile, offset_r2, logit_std, term_share, peak_offset,
-    toeplitz_share, toeplitz_null, rotation_fit, rotation_angle)`` of one head (module docstrings);
-    ``bq``/``bk`` ``(d_head,)`` or None (no biases); ``plane`` ``(d, 2)``; ``perm`` the null's key order."""
-    ga, gb = a.T @ a, b.T @ b  # ‖A Bᵀ‖² = tr(AᵀA BᵀB), never forming the d × d form
-    pa, pb = basis.T @ a, basis.T @ b
-    total = float((ga * gb).sum())
-    form_share = float(((pa.T @ pa) * (pb.T @ pb)).sum()) / total if total > 0 else math.nan
-    position = (x @ a) @ (x @ b).T / scale
-    rebuilt = (x_k @ a) @ (x_k @ b).T / scale
-    i, j = torch.tril_indices(*position.shape, device=position.device)
-    n = position.shape[0]
-    zeros = torch.zeros(n, dtype=position.dtype, device=position.device)
-    query_bias = (x @ b @ bq) / scale if bq is not None else zeros  # (n,): a function of the key position
-    key_bias = (x @ a @ bk) / scale if bk is not None else zeros  # (n,): of the query position
-    constant = float(bq @ bk) / scale if bq is not None and bk is not None else 0.0
-    parts = [position[i, j], query_bias[j], key_bias[i]]
-    energy = torch.stack([((p - p.mean()) ** 2).sum() for p in parts] + [zeros.sum()])
-    term_share = energy / energy.sum() if float(energy.sum()) > 0 else torch.full_like(energy, math.nan)
-    logits = position + query_bias[None, :] + key_bias[:, None] + constant
-    causal = logits[i, j]
-    pos_causal = position[i, j]
-    centred = pos_causal - pos_causal.mean()
-    pos_variance = float((centred**2).sum())
-    residual = float(((pos_causal - rebuilt[i, j]) ** 2).sum())
-    logit_share = 1 - residual / pos_variance if pos_variance > 0 else math.nan
-    means, counts = offset_means(logits)
-    variance = float(((causal - causal.mean()) ** 2).sum())
-    between = float((counts * (means - causal.mean()) ** 2).sum())
-    peak = int(torch.argmax(means[: n // 2 + 1]))
-    toeplitz = toeplitz_share(position)
-    toeplitz_null = toeplitz_share((x @ a) @ (x[perm] @ b).T / scale)
-    fit, angle = rotation_in_plane((plane.T @ a) @ (plane.T @ b).T)
-    lookback = (toeplitz, toeplitz_null, fit, angle)
-    if variance > 0:
-        return (
-            form_share,
-            logit_share,
-            means,
-            between / variance,
-            float(causal.std()),
-            term_share,
-            peak,
-            *lookback,
-        )
-    return form_share, logit_share, means, math.nan, 0.0, term_share, peak, *lookback
 
 
 def _read(ckpt: Checkpoint, layout: TableQKLayout, key: str) -> torch.Tensor:
@@ -423,7 +347,7 @@ def position_qk_atlas(
         steps.append(plane_step(x, plane))
         rows.append(
             [
-                _head_view(
+                head_view(
                     x,
                     x_k,
                     basis,
