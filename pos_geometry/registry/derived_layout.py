@@ -178,9 +178,10 @@ def _derive(config_json: str) -> DerivedLayout:
     q_norm, k_norm = _child(attn, _Q_NORM), _child(attn, _K_NORM)
 
     probe_cfg = shrunk(cfg)
-    torch.manual_seed(0)
     try:
-        probe = transformers.AutoModelForCausalLM.from_config(probe_cfg).float().eval()
+        with torch.random.fork_rng(devices=[]):  # the probe's seed leaves the caller's random stream alone
+            torch.manual_seed(0)
+            probe = transformers.AutoModelForCausalLM.from_config(probe_cfg).float().eval()
     except Exception as exc:
         raise LayoutUnavailable(f"a small {model_type} probe could not be built: {exc}") from None
     p_blocks = _blocks(probe, n_layers)[1]

@@ -185,3 +185,13 @@ def test_load_lists_the_layers_a_rotary_table_does_not_apply_to(tmp_path):
         == nope
     )
     assert derive_layout(config.to_dict()).unrotated == nope  # transformers' own forward agrees
+
+
+def test_deriving_leaves_the_callers_random_stream_alone():
+    config = CONFIGS["mistral"]().to_dict()
+    config["num_hidden_layers"] = 3  # not cached by an earlier test
+    torch.manual_seed(123)
+    expected = torch.rand(3)
+    torch.manual_seed(123)
+    derive_layout(config)
+    torch.testing.assert_close(torch.rand(3), expected)
