@@ -107,7 +107,7 @@ def atlas(
 
     def run() -> None:
         chosen = parse_layers(layers)
-        fmts, folder = figure_output(format, out)
+        fmts, folder = figure_output(format, out, create=False)
         results = []
         with progress("reading q/k weights", len(models)) as advance:
             for name in models:
@@ -115,6 +115,7 @@ def atlas(
                     qk_atlas(name, layers=chosen, revision=revision, fold_norm=fold_norm, offline=offline)
                 )
                 advance(name)
+        folder.mkdir(parents=True, exist_ok=True)  # only now: a failed run leaves no empty folder
         written: list[Path] = []
         for result, stem in zip(results, file_stems(models, results), strict=True):
             if isinstance(result, RotaryAtlas):

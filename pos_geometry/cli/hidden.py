@@ -88,7 +88,7 @@ def hidden(
 
     def run() -> None:
         chosen = parse_layers(layers)
-        fmts, folder = figure_output(format, out)
+        fmts, folder = figure_output(format, out, create=False)
         with progress_bar() as bar:
             task = bar.add_task("hidden states" + (" and attention" if attention else ""), total=None)
             result = hidden_positions(
@@ -97,6 +97,7 @@ def hidden(
                 progress=lambda done, total: bar.update(task, completed=done, total=total),
             )  # fmt: skip
         att = result.attention
+        folder.mkdir(parents=True, exist_ok=True)  # only now: a failed run leaves no empty folder
         written = [
             atomic_write(folder / "metrics.json", result.to_json(allow_nan=False, indent=1)),
             atomic_write(folder / "metrics.csv", _csv(result.metrics_rows())),

@@ -57,7 +57,8 @@ def test_atlas_of_a_learned_table_model_is_its_qk_view(tmp_path):
 def test_atlas_of_a_model_with_neither_is_one_clear_error(tmp_path):
     config = transformers.BloomConfig(hidden_size=32, n_layer=1, n_head=2, vocab_size=20)
     transformers.BloomForCausalLM(config).save_pretrained(tmp_path / "bloomish")
-    res = runner.invoke(app, ["atlas", str(tmp_path / "bloomish"), "--out", str(tmp_path / "out")])
+    res = runner.invoke(app, ["atlas", str(tmp_path / "bloomish"), "--out", str(tmp_path / "out" / "sub")])
     assert res.exit_code == 1
     assert "does not apply" in res.output and "ALiBi" in res.output
     assert "Traceback" not in res.output
+    assert not (tmp_path / "out").exists()  # a failed run leaves no (empty) output folder

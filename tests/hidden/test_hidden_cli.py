@@ -54,3 +54,4 @@ def test_hidden_bad_layers_is_one_line_and_status_1(tiny_gpt2, tmp_path):
     )
     assert result.exit_code == 1
     assert "layer 9 is out of range" in result.output and "Traceback" not in result.output
+    assert not (tmp_path / "o").exists()  # a failed run leaves no (empty) output folder
