@@ -161,10 +161,8 @@ def _derive(config_json: str) -> DerivedLayout:
 
     cfg = _cfg(json.loads(config_json))
     text = cfg.get_text_config() if hasattr(cfg, "get_text_config") else cfg
-    if text is not cfg and getattr(
-        text, "model_type", None
-    ):  # a composite model: its language model's config
-        cfg = text
+    if text is not cfg and getattr(text, "model_type", None):
+        cfg = text  # a composite model: its language model's config
     model_type = cfg.model_type
     n_layers = cfg.num_hidden_layers
     with torch.device("meta"):

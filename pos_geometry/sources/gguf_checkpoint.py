@@ -101,7 +101,8 @@ def gguf_config(header: GGUFHeader, name: str = "") -> dict[str, Any]:
 
     ``rope.dimension_count`` below the head size becomes ``partial_rotary_factor``; a rope scaling
     type other than ``none`` becomes ``rope_scaling``. ``gguf`` records the file's own facts: the
-    architecture, the file type and each tensor's quantisation.
+    architecture, the file type, the model name and the format version (each tensor's quantisation
+    is :meth:`GGUFWeights.quantization`).
     """
     fields = header.fields
     arch = fields.get("general.architecture")
@@ -118,10 +119,8 @@ def gguf_config(header: GGUFHeader, name: str = "") -> dict[str, Any]:
         target = renames.get(key[len(prefix) :]) if key.startswith(prefix) else None
         if target is not None and target != -1 and not isinstance(value, LargeArray):
             config[target] = value
-    for field in (
-        "num_key_value_heads",
-        "num_attention_heads",
-    ):  # per-layer counts: transformers keeps the max
+    # per-layer head counts (a tuple): transformers keeps the largest
+    for field in ("num_key_value_heads", "num_attention_heads"):
         if isinstance(config.get(field), tuple):
             config[field] = max(config[field])
     if "vocab_size" not in config and isinstance(fields.get("tokenizer.ggml.tokens"), LargeArray | tuple):

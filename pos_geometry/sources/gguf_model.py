@@ -56,9 +56,8 @@ def gguf_model(path: str | os.PathLike[str], *, dtype: torch.dtype = torch.float
     config = transformers.AutoConfig.for_model(**fields)
     from transformers.initialization import no_init_weights
 
-    with (
-        no_init_weights()
-    ):  # every parameter is overwritten below; buffers (rotary inv_freq) are built as usual
+    # every parameter is overwritten below; buffers (the rotary inv_freq) are built as usual
+    with no_init_weights():
         model = transformers.AutoModelForCausalLM.from_config(config, dtype=dtype)
     state: dict[str, torch.Tensor] = {}
     for key in model.state_dict():

@@ -227,10 +227,16 @@ class Checkpoint:
         span = opened.span(key)
         return dtype_name(span[0]) if span is not None else dtype_name(opened.read_rows(key, 0, 0).dtype)
 
+    @property
+    def _keeps_cache(self) -> bool:
+        """Whether pos_geometry's cache serves and keeps this checkpoint's tensors and results: a hub
+        checkpoint at a pinned commit, not a local folder, and not a GGUF file (its transformers key names
+        would collide with those of the repo's other weight files at the same commit)."""
+        return self._directory is None and self._single is None and self.commit is not None
+
     def _cache_entry(self, key: str) -> WeightFile | None:
-        """pos_geometry's cache file of ``key`` at this commit, opened (hub only), else None. A GGUF file's
-        tensors are not cached: its transformers key names would collide with the repo's other weights."""
-        if self._directory is not None or self._single is not None:
+        """pos_geometry's cache file of ``key`` at this commit, opened (when :attr:`_keeps_cache`), else None."""
+        if not self._keeps_cache:
             return None
         if key not in self._cached:
             path = cached_path(str(self._repo_id), str(self.commit), key)
@@ -268,7 +274,7 @@ class Checkpoint:
             name, opened = self._located(key)
             tensor = opened.read(key)
             out[key] = tensor
-            if self._directory is None and self._single is None:
+            if self._keeps_cache:
                 record = TensorRecord(tensor, key, name, dtype_name(tensor.dtype), ())
                 _remember(str(self._repo_id), self.revision or str(self.commit), str(self.commit), record)
         return out
@@ -348,7 +354,7 @@ class Checkpoint:
     def cached_result(self, name: str, spec: str) -> tuple[dict[str, torch.Tensor], dict[str, str]] | None:
         """A small result computed before from this hub commit (:func:`~pos_geometry.sources.cache.cached_result`);
         None for a local folder or when there is none with this ``spec``."""
-        if self._directory is not None or self.commit is None or self._single is not None:
+        if not self._keeps_cache:
             return None
         return cached_result(str(self._repo_id), self.commit, name, spec)
 
@@ -357,7 +363,7 @@ class Checkpoint:
     ) -> None:
         """Keep a small result computed from this hub commit in pos_geometry's cache (nothing for a local
         folder; a cache that cannot be written only warns)."""
-        if self._directory is not None or self.commit is None or self._single is not None:
+        if not self._keeps_cache:
             return
         try:
             store_result(str(self._repo_id), self.commit, name, tensors, spec, meta)
