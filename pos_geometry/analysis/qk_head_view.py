@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 
 import torch
@@ -20,10 +21,17 @@ def layer_norm_table(table: torch.Tensor, gain: torch.Tensor, bias: torch.Tensor
     return (x - mean) / torch.sqrt(var + eps) * gain.to(torch.float64) + bias.to(torch.float64)
 
 
+@functools.lru_cache(maxsize=4)
+def _causal(n: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(i, j)``: the indices of the pairs ``j ≤ i`` of an ``n × n`` matrix (kept: every head reuses them)."""
+    i, j = torch.tril_indices(n, n, device=device)
+    return i, j
+
+
 def offset_means(logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """``(means, counts)``, each ``(n,)``: the mean of ``logits[i, i - Δ]`` over ``i ≥ Δ``, for ``Δ = 0..n-1``."""
     n = logits.shape[-1]
-    i, j = torch.tril_indices(n, n, device=logits.device)
+    i, j = _causal(n, logits.device)
     offset = i - j
     counts = torch.bincount(offset, minlength=n).to(logits.dtype)
     sums = torch.zeros(n, dtype=logits.dtype, device=logits.device).index_add_(0, offset, logits[i, j])
@@ -32,7 +40,8 @@ def offset_means(logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 
 def head_view(
     x: torch.Tensor,
-    x_k: torch.Tensor,
+    mean: torch.Tensor,
+    coords: torch.Tensor,
     basis: torch.Tensor,
     a: torch.Tensor,
     b: torch.Tensor,
@@ -40,22 +49,25 @@ def head_view(
     bk: torch.Tensor | None,
     scale: float,
     plane: torch.Tensor,
-    perm: torch.Tensor,
 ) -> tuple:
     """``(form_share, logit_share, offset_profile, offset_r2, logit_std, term_share, peak_offset,
-    toeplitz_share, toeplitz_null, rotation_fit, rotation_angle)`` of one head (module docstrings);
-    ``bq``/``bk`` ``(d_head,)`` or None (no biases); ``plane`` ``(d, 2)``; ``perm`` the null's key order."""
+    toeplitz_share, rotation_fit, rotation_angle)`` of one head (module docstrings): ``x`` ``(n, d)`` the
+    normed rows, ``mean`` ``(1, d)`` their mean and ``coords`` ``(n, k)`` their centred coordinates in
+    the top-``k`` principal ``basis`` ``(d, k)`` (the rank-k rebuild is ``mean + coords basisᵀ``),
+    ``a``/``b`` ``(d, d_head)``,
+    ``bq``/``bk`` ``(d_head,)`` or None (no biases), ``plane`` ``(d, 2)``."""
     ga, gb = a.T @ a, b.T @ b  # ‖A Bᵀ‖² = tr(AᵀA BᵀB), never forming the d × d form
     pa, pb = basis.T @ a, basis.T @ b
     total = float((ga * gb).sum())
     form_share = float(((pa.T @ pa) * (pb.T @ pb)).sum()) / total if total > 0 else math.nan
-    position = (x @ a) @ (x @ b).T / scale
-    rebuilt = (x_k @ a) @ (x_k @ b).T / scale
-    i, j = torch.tril_indices(*position.shape, device=position.device)
+    xa, xb = x @ a, x @ b
+    position = xa @ xb.T / scale
+    rebuilt = (mean @ a + coords @ pa) @ (mean @ b + coords @ pb).T / scale
     n = position.shape[0]
+    i, j = _causal(n, position.device)
     zeros = torch.zeros(n, dtype=position.dtype, device=position.device)
-    query_bias = (x @ b @ bq) / scale if bq is not None else zeros  # (n,): a function of the key position
-    key_bias = (x @ a @ bk) / scale if bk is not None else zeros  # (n,): of the query position
+    query_bias = (xb @ bq) / scale if bq is not None else zeros  # (n,): a function of the key position
+    key_bias = (xa @ bk) / scale if bk is not None else zeros  # (n,): of the query position
     constant = float(bq @ bk) / scale if bq is not None and bk is not None else 0.0
     parts = [position[i, j], query_bias[j], key_bias[i]]
     energy = torch.stack([((p - p.mean()) ** 2).sum() for p in parts] + [zeros.sum()])
@@ -72,9 +84,8 @@ def head_view(
     between = float((counts * (means - causal.mean()) ** 2).sum())
     peak = int(torch.argmax(means[: n // 2 + 1]))
     toeplitz = toeplitz_share(position)
-    toeplitz_null = toeplitz_share((x @ a) @ (x[perm] @ b).T / scale)
     fit, angle = rotation_in_plane((plane.T @ a) @ (plane.T @ b).T)
-    lookback = (toeplitz, toeplitz_null, fit, angle)
+    lookback = (toeplitz, fit, angle)
     if variance > 0:
         return (
             form_share,

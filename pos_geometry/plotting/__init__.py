@@ -21,7 +21,11 @@ from pos_geometry.plotting.grid import plot_helix_grid
 from pos_geometry.plotting.helix3d import block_means, plot_helix
 from pos_geometry.plotting.hidden import plot_attention_offsets, plot_hidden_metrics, plot_hidden_trajectory
 from pos_geometry.plotting.notebook import use_static_fallback
-from pos_geometry.plotting.position_qk import plot_position_qk_offsets, plot_position_qk_shares
+from pos_geometry.plotting.position_qk import (
+    plot_position_qk_lookback,
+    plot_position_qk_offsets,
+    plot_position_qk_shares,
+)
 from pos_geometry.plotting.recurrence import plot_recurrence
 from pos_geometry.plotting.similarity import plot_similarity, plot_similarity_by_offset
 from pos_geometry.plotting.spectra import plot_spectrum
@@ -46,6 +50,7 @@ __all__ = [
     "plot_helix_grid",
     "plot_hidden_metrics",
     "plot_hidden_trajectory",
+    "plot_position_qk_lookback",
     "plot_position_qk_offsets",
     "plot_position_qk_shares",
     "plot_recurrence",

@@ -5,6 +5,9 @@
   positional preference changes with distance).
 * :func:`plot_position_qk_shares`: two layer × head heatmaps: the share of the QK form in the
   table's top principal directions, and the share of the position logits' variance the offset explains.
+* :func:`plot_position_qk_lookback`: each head against its null (``permute_key_rows=True``): the
+  position term's Toeplitz share, and the look-back its rotation in the table's top plane implies
+  against where its logits peak.
 
 Titles name the model (and revision); every figure is returned, never shown.
 """
@@ -18,7 +21,7 @@ from pos_geometry.analysis.position_qk_atlas import PositionQKAtlas
 from pos_geometry.errors import InvalidArgumentError
 from pos_geometry.plotting._style import base_layout, model_label
 
-__all__ = ["plot_position_qk_offsets", "plot_position_qk_shares"]
+__all__ = ["plot_position_qk_offsets", "plot_position_qk_shares", "plot_position_qk_lookback"]
 
 
 def _check(atlas: object) -> PositionQKAtlas:
@@ -83,4 +86,68 @@ def plot_position_qk_shares(atlas: PositionQKAtlas, *, title: str | None = None)
         fig.update_yaxes(autorange="reversed", row=1, col=col)
     label = title or f"{model_label(atlas.provenance)}: how each head's QK circuit reads the position table"
     fig.update_layout(**base_layout(label), height=max(360, 22 * len(atlas.layers) + 200))
+    return fig
+
+
+def plot_position_qk_lookback(
+    atlas: PositionQKAtlas, null: PositionQKAtlas, *, rotation: float = 0.9, title: str | None = None
+) -> go.Figure:
+    """Two panels, one point per head, the trained heads (``atlas``) against the ``null`` (the same heads
+    with ``W_k``'s rows permuted). Left: Toeplitz share of the position term (y) against the head's
+    null value (x), with the diagonal. Right: the look-back implied by the rotation in the table's top
+    plane (y) against the offset where the logits peak (x), on log axes (offset + 1), for the heads
+    whose form there is at least ``rotation`` a rotation; the diagonal is exact agreement."""
+    atlas, null = _check(atlas), _check(null)
+    if not null.permuted_key_rows or atlas.shape != null.shape:
+        raise InvalidArgumentError(
+            "null must be the same model's atlas with permute_key_rows=True (same layers); got "
+            f"permuted_key_rows={null.permuted_key_rows}, shape {null.shape} against {atlas.shape}."
+        )
+    fig = make_subplots(
+        rows=1, cols=2, horizontal_spacing=0.12,
+        subplot_titles=("position term that depends on the offset alone",
+                        f"heads whose form in the top plane is ≥ {rotation:g} a rotation"),
+    )  # fmt: skip
+    n_heads = atlas.shape[1]
+    names = [f"L{layer} H{h}" for layer in atlas.layers for h in range(n_heads)]
+    fig.add_trace(
+        go.Scatter(
+            x=null.toeplitz_share.flatten().numpy(), y=atlas.toeplitz_share.flatten().numpy(), mode="markers",
+            text=names, name="trained head vs its null", marker={"size": 6, "color": "#1f77b4"},
+            hovertemplate="%{text}<br>null %{x:.3f}<br>trained %{y:.3f}<extra></extra>",
+        ),
+        row=1, col=1,
+    )  # fmt: skip
+    fig.add_trace(
+        go.Scatter(x=[0, 1], y=[0, 1], mode="lines", line={"dash": "dash", "color": "gray"}, showlegend=False),
+        row=1, col=1,
+    )  # fmt: skip
+    for result, label, color in (
+        (atlas, "trained heads", "#1f77b4"),
+        (null, "null (W_k rows permuted)", "#d62728"),
+    ):
+        keep = (result.rotation_fit >= rotation).flatten()
+        peak = result.peak_offset.flatten()[keep].double().numpy()
+        implied = result.implied_offset.flatten()[keep].numpy()
+        fig.add_trace(
+            go.Scatter(
+                x=peak + 1, y=implied + 1, mode="markers", name=f"{label}: {int(keep.sum())}",
+                text=[n for n, k in zip(names, keep.tolist(), strict=True) if k],
+                marker={"size": 7, "color": color, "opacity": 0.8},
+                hovertemplate="%{text}<br>peak %{customdata[0]}<br>implied %{customdata[1]:.1f}<extra></extra>",
+                customdata=list(zip(peak.tolist(), implied.tolist(), strict=True)),
+            ),
+            row=1, col=2,
+        )  # fmt: skip
+    top = atlas.n_positions + 1
+    fig.add_trace(
+        go.Scatter(x=[1, top], y=[1, top], mode="lines", line={"dash": "dash", "color": "gray"}, showlegend=False),
+        row=1, col=2,
+    )  # fmt: skip
+    fig.update_xaxes(title="Toeplitz share, null", range=[0, 1], row=1, col=1)
+    fig.update_yaxes(title="Toeplitz share, trained", range=[0, 1], row=1, col=1)
+    fig.update_xaxes(title="offset where the logits peak + 1", type="log", row=1, col=2)
+    fig.update_yaxes(title="look-back the rotation implies + 1", type="log", row=1, col=2)
+    label = title or f"{model_label(atlas.provenance)}: does a head look back N tokens by rotating the helix?"
+    fig.update_layout(**base_layout(label), height=460)
     return fig

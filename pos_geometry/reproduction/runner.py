@@ -248,6 +248,12 @@ def reproduce_blog_post(
 
     rotary_atlas = atlas_section(ROTARY_MODELS, paths=paths, online=online, device=dev)
     figures.update(rotary_atlas.figures)
+    step("reading GPT-2 small's attention weights (does a head look back N tokens?)", len(names) + 1, total)
+    from pos_geometry.reproduction.lookback_section import lookback_section
+
+    lookback = lookback_section(folder, online=online, device=dev)
+    figures.update(lookback.figures)
+    claims = (*claims, lookback.claim)
     out.mkdir(parents=True, exist_ok=True)
     entries = _write(figures, out, formats, step, len(names) + 2, total + len(figures), plotlyjs)
 
@@ -264,7 +270,13 @@ def reproduce_blog_post(
     report_md = out / "report.md"
     published = published_vs_measured(gpt2, tuple(windows.values()))
     md = render_markdown(
-        claims, located, entries, notes=notes, out=out, published=published, sections=(rotary_atlas.markdown,)
+        claims,
+        located,
+        entries,
+        notes=notes,
+        out=out,
+        published=published,
+        sections=(rotary_atlas.markdown, lookback.markdown),
     )
     atomic_write(report_md, md)
     data = render_json(claims, located, entries, out=out)

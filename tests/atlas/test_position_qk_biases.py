@@ -6,10 +6,12 @@ alone) holds 0.32 of layer 0's positional-logit energy and 0.05 over all layers;
 ``offset_r2`` of layer 2's head 7 by 0.31 (the largest change), and L4H11's peak offset from 0 to 512.
 
 The "look back N tokens" measures (all layers): the normed table turns 0.0122 rad per position in its
-top plane at layer 0 (period 516); the position terms' Toeplitz share is 0.52 on average against 0.02
-with the key rows permuted (127 of 144 heads above the null's maximum, 0.27); 73 heads' forms on that
-plane are more than 90% a rotation (L0H3: 1.000). The rotation's implied look-back and the logits' peak
-agree in order of magnitude only where both are short (L5H1: 14 vs 7 positions, L6H9: 22 vs 9).
+top plane at layer 0 (period 516); the position terms' Toeplitz share is 0.52 on average against 0.27
+for the same heads with W_k's rows permuted (126 of 144 heads above their null); 73 heads' forms on
+that plane are more than 90% a rotation (11 in the null; L0H3: 1.000). The rotation's implied
+look-back and the logits' peak agree within a factor of 2 for 40 of the 45 rotating heads that peak
+past offset 0, nearly all at 400-460 positions; the short look-backs agree in order of magnitude only
+(L5H1: 14 vs 7 positions, L6H9: 22 vs 9).
 """
 
 from __future__ import annotations
@@ -38,6 +40,11 @@ def views(folder):
     return pg.position_qk_atlas(folder, layers=LAYERS), pg.position_qk_atlas(
         folder, layers=LAYERS, biases=False
     )
+
+
+@pytest.fixture(scope="module")
+def null(folder):
+    return pg.position_qk_atlas(folder, layers=LAYERS, permute_key_rows=True)
 
 
 def _independent(folder, layer: int, head: int) -> dict[str, np.ndarray]:
@@ -85,13 +92,18 @@ def test_the_biases_change_real_heads_and_the_view_says_it_is_the_direct_path(vi
     assert "c_attn biases in the logits" in with_biases.provenance.processing
 
 
-def test_look_back_measures_on_the_real_table_beat_their_null(views):
+def test_look_back_measures_on_the_real_table_beat_their_null(views, null):
+    """The null: the same heads with W_k's rows permuted (the key reads a smooth curve, not the trained one).
+    Layers 0 and 2 measured: Toeplitz share 0.65 vs 0.18 on average (every head above its null); rotation fit
+    0.96 vs 0.41."""
     view, _ = views
     assert view.plane_step.shape == (2,) and 2 * np.pi / abs(float(view.plane_step[0])) == pytest.approx(
         516, rel=0.01
     )
-    assert bool((view.toeplitz_share > view.toeplitz_null).float().mean() > 0.9)
-    assert float(view.toeplitz_null.mean()) < 0.05 < 0.4 < float(view.toeplitz_share.mean())
+    assert null.permuted_key_rows and torch.equal(null.plane_step, view.plane_step)
+    assert bool((view.toeplitz_share > null.toeplitz_share).float().mean() > 0.75)
+    assert float(null.toeplitz_share.mean()) + 0.15 < float(view.toeplitz_share.mean())
+    assert float(null.rotation_fit.mean()) + 0.2 < float(view.rotation_fit.mean())
     assert float(view.rotation_fit[0, 3]) > 0.99
     offsets = view.implied_offset
     assert offsets.shape == (2, 12) and bool(

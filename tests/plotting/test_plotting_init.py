@@ -53,6 +53,9 @@ def _every_figure() -> dict:
         "plot_atlas_head": lambda: plotting.plot_atlas_head(_small_atlas(), 0, 1),
         "plot_position_qk_offsets": lambda: plotting.plot_position_qk_offsets(_small_position_qk()),
         "plot_position_qk_shares": lambda: plotting.plot_position_qk_shares(_small_position_qk()),
+        "plot_position_qk_lookback": lambda: plotting.plot_position_qk_lookback(
+            _small_position_qk(), _small_position_qk(null=True)
+        ),
         "plot_hidden_metrics": lambda: plotting.plot_hidden_metrics(_small_hidden()[0]),
         "plot_hidden_trajectory": lambda: plotting.plot_hidden_trajectory(_small_hidden()[0]),
         "plot_attention_offsets": lambda: plotting.plot_attention_offsets(_small_hidden()[1]),
@@ -62,18 +65,20 @@ def _every_figure() -> dict:
     }
 
 
-def _small_position_qk():
+def _small_position_qk(null: bool = False):
     """A PositionQKAtlas of random statistics (2 layers, 3 heads, 10 positions), built without a checkpoint."""
     import torch
 
     from pos_geometry import PositionQKAtlas, Provenance
 
-    gen = torch.Generator().manual_seed(0)
+    gen = torch.Generator().manual_seed(int(null))
     share = torch.rand(2, 3, generator=gen, dtype=torch.float64)
     return PositionQKAtlas(
         form_share=share, logit_share=share, offset_profile=torch.randn(2, 3, 10, generator=gen, dtype=torch.float64),
         offset_r2=1 - share, logit_std=share, explained_variance_ratio=torch.full((2, 4), 0.2, dtype=torch.float64),
         layers=(0, 1), n_components=4, n_positions=10, provenance=Provenance("toy-gpt2", "learned", "synthetic"),
+        peak_offset=torch.randint(0, 6, (2, 3), generator=gen), permuted_key_rows=null, toeplitz_share=share,
+        rotation_fit=1 - share / 2, rotation_angle=share, plane_step=torch.tensor([0.1, 0.2], dtype=torch.float64),
     )  # fmt: skip
 
 

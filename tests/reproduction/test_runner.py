@@ -51,6 +51,7 @@ def test_claims_and_numbers(run, gpt2_wpe):
     claims = {c.key: c for c in result.claims}
     assert list(claims) == [
         "variance_3d", "truncation", "outliers", "helix", "family", "similarity", "columns", "tokens", "rotary",
+        "look_back",
     ]  # fmt: skip
     oracle = PCA(3).fit(gpt2_wpe.astype(np.float64)).explained_variance_ratio_.sum()
     assert claims["variance_3d"].values["top3"] == pytest.approx(oracle, abs=1e-6)
@@ -63,6 +64,17 @@ def test_claims_and_numbers(run, gpt2_wpe):
     assert claims["helix"].values["nulls"].keys() == {"step_walk", "smooth_gp"}
     assert claims["tokens"].verdict == "not measured"  # no wte here: not estimated
     assert claims["rotary"].verdict == "corrected"
+    # the look-back claim, on GPT-2's real attention weights against the permuted-key null: the rotation
+    # picture holds for long look-backs (39 of 45 rotating heads) and fails for the short ones (0 of 5)
+    look = claims["look_back"]
+    assert look.verdict == "partly reproduced", look.measured
+    assert (
+        look.values["heads_above_null"] >= 0.75 * 144
+        and look.values["rotating_heads"] > 3 * look.values["rotating_heads_null"]
+    )
+    assert look.values["rotation_gives_peak"] > look.values["rotating_peaked"] / 2
+    assert "L5H1" in look.values["short_heads"] and look.values["short_heads_agreeing"] == []
+    assert len(look.values["heads"]) == 144 and "direct path" in look.measured
     family = claims["family"]
     assert family.verdict == "partly reproduced" and "2 of 9 measured" in family.measured
     assert sorted(family.values["missing"]) == sorted(set(NINE_GPT2S) - {"gpt2", "gpt2-medium"})
@@ -80,13 +92,20 @@ def test_report_files(run):
     # the rotary models' atlas section: their q/k weights are not here, so each is named with its fetch command
     assert "## How the rotary models use position: the frequency atlas" in md
     assert "`pos-geometry atlas pythia-160m --out atlas --online`" in md
+    assert "## Does a head look back N tokens?" in md and "| L5H1 |" in md
     data = json.loads((result.out / "report.json").read_text())
     assert [c["key"] for c in data["claims"]] == [c.key for c in result.claims]
     found = {d["model"]: d["found"] for d in data["data"]}
     assert found["gpt2"] and found["gpt2-medium"] and not found["gpt2-xl"]
     assert found["pythia-160m"] and found["mistral-7b-v0.1"] and found["openai-gpt"]
     stems = {f.stem for f in result.figures}
-    assert {"gpt2_helix", "gpt2_helix_rows100-1023", "gpt2_family_grid", "rotary_tables"} <= stems
+    assert {
+        "gpt2_helix",
+        "gpt2_helix_rows100-1023",
+        "gpt2_family_grid",
+        "rotary_tables",
+        "gpt2_lookback",
+    } <= stems
     for f in result.figures:
         assert [p.suffix for p in f.files] == [".html"]
         text = f.files[0].read_text()
@@ -130,6 +149,7 @@ def test_without_real_tables_nothing_is_faked(tmp_path, monkeypatch):
         "similarity",
         "columns",
         "tokens",
+        "look_back",
     ):
         assert claims[key].verdict == "not measured"
     assert claims["rotary"].verdict == "corrected"
