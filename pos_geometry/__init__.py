@@ -8,6 +8,7 @@ The data flow, and where each step lives::
     position_qk_atlas (learned tables: how each head's QK reads it) ->  PositionQKAtlas
     hidden_positions (any model run on a corpus)  ->  HiddenPositions: each layer's pos[t] as a table
     attention_by_offset                         ->  AttentionByOffset: attention and logits vs offset
+    intervene / intervene_sweep (edits in pos_geometry.interventions) -> Intervention: Δloss of an edit
     sweep (every training checkpoint: range reads, metrics, drift)  ->  SweepResult (CSV/Parquet/JSON)
     pos_geometry.plotting                       ->  plotly figures (never shown)
 
@@ -73,6 +74,10 @@ _EXPORTS: dict[str, str] = {
     "HiddenPositions": "pos_geometry.hidden.decomposition",
     "attention_by_offset": "pos_geometry.hidden.attention",
     "AttentionByOffset": "pos_geometry.hidden.attention",
+    "intervene": "pos_geometry.interventions.run",
+    "intervene_sweep": "pos_geometry.interventions.run",
+    "Intervention": "pos_geometry.interventions.run",
+    "InterventionSweep": "pos_geometry.interventions.run",
     "sweep": "pos_geometry.sweeps",
     "SweepResult": "pos_geometry.sweeps",
     "FetchedTable": "pos_geometry.sources.fetch",
@@ -122,6 +127,11 @@ __all__ = [
     "HiddenPositions",
     "attention_by_offset",
     "AttentionByOffset",
+    # does the model use it: causal edits
+    "intervene",
+    "intervene_sweep",
+    "Intervention",
+    "InterventionSweep",
     # training-checkpoint sweeps
     "sweep",
     "SweepResult",
@@ -192,6 +202,7 @@ if TYPE_CHECKING:  # static tools see the real imports
     )
     from pos_geometry.hidden.attention import AttentionByOffset, attention_by_offset
     from pos_geometry.hidden.decomposition import HiddenPositions, hidden_positions
+    from pos_geometry.interventions.run import Intervention, InterventionSweep, intervene, intervene_sweep
     from pos_geometry.loading import load, load_token_embedding
     from pos_geometry.registry import ModelSpec, get_spec
     from pos_geometry.sources.fetch import FetchedTable, fetch_table

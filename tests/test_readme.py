@@ -35,6 +35,7 @@ NOT_RUN = {
     f"{CLI} fetch": "downloads from the hub (tests/sources/test_fetch.py covers it against a loopback hub)",
     f"{CLI} hidden": "path/to/model is a placeholder (tests/hidden covers the command on a built model)",
     f"{CLI} sweep": "reads checkpoints from the hub (tests/sweeps covers it against a loopback hub)",
+    f"{CLI} intervene": "runs SmolLM2 nine times over 8 contexts (tests/interventions covers the command; notebook 03 runs it)",
     "dask ": "starts a Dask cluster",
     ".venv/bin/python": "the test suite and the benchmarks",
     ".venv/bin/ruff": "lint, run by CI",
@@ -47,6 +48,7 @@ PYTHON_NOT_RUN = {
     "res = pg.hidden_positions": "path/to/model is a placeholder",
     "res = pg.sweep": "reads 61 checkpoints from the hub",
     "from distributed import Client": "needs a Dask cluster",
+    "from pos_geometry.interventions import": "runs whole models (tests/interventions and notebook 03 run these calls)",
 }
 
 

@@ -1,6 +1,6 @@
 """The ``pos-geometry`` command line.
 
-Commands: ``plot``, ``atlas``, ``analyze``, ``info``, ``reproduce``, ``hidden`` and ``sweep``; one module
+Commands: ``plot``, ``atlas``, ``analyze``, ``info``, ``reproduce``, ``hidden``, ``intervene`` and ``sweep``; one module
 per group (:mod:`~pos_geometry.cli.figures`, :mod:`~pos_geometry.cli.tables`,
 :mod:`~pos_geometry.cli.reproduce`, :mod:`~pos_geometry.cli.hidden`, :mod:`~pos_geometry.cli.sweep`), what
 they share in :mod:`~pos_geometry.cli._common`.
@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import typer
 
-from pos_geometry.cli import fetch, figures, hidden, models, reproduce, sweep, tables
+from pos_geometry.cli import fetch, figures, hidden, intervene, models, reproduce, sweep, tables
 from pos_geometry.cli._common import STATE
 
 __all__ = ["app", "main"]
@@ -59,6 +59,7 @@ app.command()(models.models)
 app.command()(fetch.fetch)
 app.command()(reproduce.reproduce)
 app.command()(hidden.hidden)
+app.command()(intervene.intervene)
 app.command()(sweep.sweep)
 
 

@@ -107,13 +107,15 @@ def make_corpus(
     n_sequences: int | None = None,
     random_state: int = 0,
     tokenizer: Any = None,
+    beyond_context: bool = False,
 ) -> Corpus:
     """The :class:`Corpus` for ``tokens`` (see the module docstring for what it may be).
 
     ``seq_len`` defaults to the model's context (capped at :data:`MAX_DEFAULT_SEQ_LEN`) for text and
     the random default; ``n_sequences`` defaults to :data:`DEFAULT_N_SEQUENCES` for the random
     default and, when given, keeps the first ``n_sequences`` contexts of arrays, files and text.
-    A context longer than the model's (learned tables end there) is refused.
+    A context longer than the model's (learned tables end there) is refused unless ``beyond_context``
+    (a rotary model run past its training context, as position interpolation is tested).
     """
     default_len = min(context_length or MAX_DEFAULT_SEQ_LEN, MAX_DEFAULT_SEQ_LEN)
     if tokens is None:
@@ -160,7 +162,7 @@ def make_corpus(
         corpus = Corpus(
             ids, f"token array: {ids.shape[0]} x {ids.shape[1]} (sha256 {_fingerprint(ids)})", "array"
         )
-    if context_length is not None and corpus.seq_len > context_length:
+    if context_length is not None and corpus.seq_len > context_length and not beyond_context:
         raise InvalidArgumentError(
             f"seq_len={corpus.seq_len} is longer than the model's context ({context_length} positions); "
             f"pass seq_len <= {context_length}."

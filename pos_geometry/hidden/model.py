@@ -36,7 +36,7 @@ class LoadedModel:
         revision: the revision asked for (names), else None.
         config: the model's config as a plain dict.
         device: the device its parameters live on.
-        tokenizer_source: where a tokenizer can be loaded from (a folder or repo id), or None.
+        tokenizer_source: where a tokenizer can be loaded from (a folder, repo id or ``.gguf`` file), or None.
     """
 
     module: Any
@@ -138,6 +138,7 @@ def open_model(
     *,
     device: str | Any = "auto",
     revision: str | None = None,
+    causal_lm: bool = False,
 ) -> LoadedModel:
     """A :class:`LoadedModel` from a model-table name, a hub repo id, a local folder, or a loaded model.
 
@@ -146,11 +147,18 @@ def open_model(
     A model already in memory (a ``transformers.PreTrainedModel``) stays where it is: ``device``
     must then be ``"auto"`` or its own device (pos_geometry never moves a model silently). Names and
     paths are loaded in float32 onto ``device`` (``"auto"``: CUDA, then MPS, else CPU).
+    ``causal_lm``: load with the language-model head (``AutoModelForCausalLM``), which the loss needs;
+    a model in memory must then have one.
     """
     from pos_geometry._device import resolve_device
     from pos_geometry.errors import DeviceMismatchError
 
     if hasattr(model, "config") and hasattr(model, "named_modules"):
+        if causal_lm and getattr(model, "get_output_embeddings", lambda: None)() is None:
+            raise NotApplicableError(
+                f"{type(model).__name__} has no language-model head, so it has no next-token loss; load it with "
+                "transformers.AutoModelForCausalLM (or pass its name or folder)."
+            )
         loaded = _wrap(model, str(getattr(model, "name_or_path", "") or type(model).__name__), revision, None)
         if not (device is None or device == "auto") and resolve_device(device) != loaded.device:
             raise DeviceMismatchError(
@@ -177,7 +185,13 @@ def open_model(
 
         module = gguf_model(path)
         module.to(resolve_device(device))
-        return _wrap(module, str(path), None, None)
+        return _wrap(module, str(path), None, str(path))  # the file holds its tokenizer too
+    if path.is_file():
+        raise InvalidArgumentError(
+            f"{name!r} is a single {path.suffix or 'extensionless'} file: a table or some tensors at most, not a "
+            "model that can run. Running needs the whole model: a transformers folder (config.json and every "
+            "weight), a .gguf file, or a model name in the Hugging Face cache. pg.load reads a table from this file."
+        )
     if path.exists():
         if not (path / "config.json").is_file():
             raise InvalidArgumentError(
@@ -196,7 +210,8 @@ def open_model(
                 f"{name!r} is neither an existing folder, a model-table name nor a hub repo id ('org/name')."
             )
     try:
-        module = transformers.AutoModel.from_pretrained(repo, revision=rev, dtype="float32")
+        auto = transformers.AutoModelForCausalLM if causal_lm else transformers.AutoModel
+        module, info = auto.from_pretrained(repo, revision=rev, dtype="float32", output_loading_info=True)
     except OSError as exc:
         from pos_geometry.errors import NotCachedError
 
@@ -204,5 +219,22 @@ def open_model(
             f"could not load {name!r} with transformers ({str(exc).splitlines()[0]}). Download it first "
             f"(huggingface-cli download {repo}) or pass a local folder."
         ) from None
+    _check_complete(module, info, name)
     module.to(resolve_device(device))
     return _wrap(module, model_id, rev, repo)
+
+
+def _check_complete(module: Any, info: dict[str, Any], name: str) -> None:
+    """Refuse a checkpoint that lacks weights the model needs: transformers would fill them with random
+    initial values, and every number measured on it would be a number about noise."""
+    from pos_geometry.errors import MissingTensorError
+
+    tied = getattr(module, "_tied_weights_keys", None) or {}
+    missing = sorted(set(info.get("missing_keys") or ()) - set(tied))
+    if missing:
+        shown = ", ".join(missing[:4]) + (f" and {len(missing) - 4} more" if len(missing) > 4 else "")
+        raise MissingTensorError(
+            f"{name!r} lacks {len(missing)} weight(s) the whole model needs ({shown}); transformers would fill them "
+            "with random initial values. Running the model needs a complete checkpoint: a position table or a "
+            "partial folder can be read by pg.load / position_qk_atlas, not run."
+        )

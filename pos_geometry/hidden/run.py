@@ -68,6 +68,7 @@ class Run:
             "corpus_source": corpus.source,
             "n_sequences": corpus.n_sequences,
             "seq_len": corpus.seq_len,
+            "context_length": loaded.context_length,
         }
 
 
@@ -100,8 +101,19 @@ def _check_int(name: str, value: Any, *, minimum: int, optional: bool) -> None:
         raise InvalidArgumentError(f"{name} must be {allowed}an int >= {minimum}; got {value!r}.")
 
 
-def start(model: Any, tokens: Any, *, batch_size: int | None, device: Any, options: RunOptions) -> Run:
-    """Check the shared arguments, load the model and build the corpus (see :class:`RunOptions`).
+def start(
+    model: Any,
+    tokens: Any,
+    *,
+    batch_size: int | None,
+    device: Any,
+    options: RunOptions,
+    causal_lm: bool = False,
+    beyond_context: bool = False,
+) -> Run:
+    """Check the shared arguments, load the model (with its language-model head when ``causal_lm``) and
+    build the corpus (see :class:`RunOptions`). ``beyond_context``: a rotary model may run contexts
+    longer than its training context (a learned table still cannot).
 
     ``batch_size`` None: :data:`TOKENS_PER_BATCH` tokens per pass on the model's device.
     """
@@ -113,13 +125,17 @@ def start(model: Any, tokens: Any, *, batch_size: int | None, device: Any, optio
         )
     _check_int("batch_size", batch_size, minimum=1, optional=True)
     _check_int("random_state", options.get("random_state", 0), minimum=0, optional=False)
-    loaded = open_model(model, device=device, revision=options.get("revision"))
+    loaded = open_model(model, device=device, revision=options.get("revision"), causal_lm=causal_lm)
     tokenizer = options.get("tokenizer")
     if tokenizer is None and loaded.tokenizer_source is not None and _is_text(tokens):
         try:
             import transformers
 
-            tokenizer = transformers.AutoTokenizer.from_pretrained(loaded.tokenizer_source)
+            source = Path(loaded.tokenizer_source)
+            if source.suffix.lower() == ".gguf":  # the GGUF's own vocabulary, read by transformers
+                tokenizer = transformers.AutoTokenizer.from_pretrained(source.parent, gguf_file=source.name)
+            else:
+                tokenizer = transformers.AutoTokenizer.from_pretrained(loaded.tokenizer_source)
         except (OSError, ValueError):
             tokenizer = None
     corpus = make_corpus(
@@ -130,6 +146,7 @@ def start(model: Any, tokens: Any, *, batch_size: int | None, device: Any, optio
         n_sequences=options.get("n_sequences"),
         random_state=options.get("random_state", 0),
         tokenizer=tokenizer,
+        beyond_context=beyond_context and positional_kind(loaded.config) == "rotary",
     )
     if batch_size is None:
         budget = TOKENS_PER_BATCH["cpu" if torch.device(loaded.device).type == "cpu" else "other"]

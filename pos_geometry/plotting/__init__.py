@@ -20,6 +20,7 @@ from pos_geometry.plotting.export import figure_to_html, figure_to_image, find_b
 from pos_geometry.plotting.grid import plot_helix_grid
 from pos_geometry.plotting.helix3d import block_means, plot_helix
 from pos_geometry.plotting.hidden import plot_attention_offsets, plot_hidden_metrics, plot_hidden_trajectory
+from pos_geometry.plotting.interventions import plot_intervention_positions, plot_intervention_sweep
 from pos_geometry.plotting.notebook import use_static_fallback
 from pos_geometry.plotting.position_qk import (
     plot_position_qk_lookback,
@@ -50,6 +51,8 @@ __all__ = [
     "plot_helix_grid",
     "plot_hidden_metrics",
     "plot_hidden_trajectory",
+    "plot_intervention_positions",
+    "plot_intervention_sweep",
     "plot_position_qk_lookback",
     "plot_position_qk_offsets",
     "plot_position_qk_shares",

@@ -43,7 +43,10 @@ def _converter_order(w: torch.Tensor, n_head: int) -> torch.Tensor:
     return w.reshape(n_head, 2, w.shape[0] // n_head // 2, w.shape[1]).transpose(1, 2).reshape(w.shape)
 
 
-def test_loss_with_the_right_pairing_is_clearly_lower_than_with_the_stored_order(smollm2, paragraph):
+@pytest.fixture(scope="module")
+def losses(smollm2, paragraph) -> tuple[float, float]:
+    """``(right, swapped)``: the paragraph's loss as loaded, and with llama.cpp's stored q/k row order."""
+
     def loss() -> float:
         with torch.no_grad():
             return float(smollm2(paragraph, labels=paragraph).loss)
@@ -61,9 +64,28 @@ def test_loss_with_the_right_pairing_is_clearly_lower_than_with_the_stored_order
     finally:
         for block, (q, k) in zip(smollm2.model.layers, saved, strict=True):
             block.self_attn.q_proj.weight.data, block.self_attn.k_proj.weight.data = q, k
+    assert loss() == right
+    return right, swapped
+
+
+def test_loss_with_the_right_pairing_is_clearly_lower_than_with_the_stored_order(losses):
+    right, swapped = losses
     assert right < 3.2  # measured 2.840
     assert swapped - right > 1.5  # measured +2.10 nats
-    assert loss() == right
+
+
+def test_the_pairing_control_of_intervene_is_the_stored_order(smollm2, paragraph, losses):
+    """pg.intervene's SwapPairing on two copies of the paragraph: the same two losses, found by the tool."""
+    from pos_geometry.interventions import SwapPairing
+
+    ids = paragraph.numpy()
+    result = pg.intervene(
+        smollm2, np.concatenate([ids, ids]), SwapPairing(), attention=False, n_bootstrap=100
+    )
+    right, swapped = losses
+    assert result.base_loss == pytest.approx(right, abs=1e-4)
+    assert result.edited_loss == pytest.approx(swapped, abs=1e-4)
+    assert result.delta > 1.5 and abs(result.delta_by_position[0]) < 1e-4
 
 
 def test_hidden_positions_report_the_floor_and_the_first_positions(smollm2):

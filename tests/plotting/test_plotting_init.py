@@ -56,6 +56,10 @@ def _every_figure() -> dict:
         "plot_position_qk_lookback": lambda: plotting.plot_position_qk_lookback(
             _small_position_qk(), _small_position_qk(null=True)
         ),
+        "plot_intervention_sweep": lambda: plotting.plot_intervention_sweep(_small_sweep_of_edits()),
+        "plot_intervention_positions": lambda: plotting.plot_intervention_positions(
+            _small_sweep_of_edits().results[0]
+        ),
         "plot_hidden_metrics": lambda: plotting.plot_hidden_metrics(_small_hidden()[0]),
         "plot_hidden_trajectory": lambda: plotting.plot_hidden_trajectory(_small_hidden()[0]),
         "plot_attention_offsets": lambda: plotting.plot_attention_offsets(_small_hidden()[1]),
@@ -80,6 +84,28 @@ def _small_position_qk(null: bool = False):
         peak_offset=torch.randint(0, 6, (2, 3), generator=gen), permuted_key_rows=null, toeplitz_share=share,
         rotation_fit=1 - share / 2, rotation_angle=share, plane_step=torch.tensor([0.1, 0.2], dtype=torch.float64),
     )  # fmt: skip
+
+
+def _small_sweep_of_edits():
+    """An InterventionSweep of three made-up edits (two of one family), built without a model."""
+    import numpy as np
+
+    from pos_geometry import Intervention, InterventionSweep, Provenance
+
+    prov = Provenance("toy-llama", "hidden", "synthetic")
+
+    def one(label: str, parameter, delta: float) -> Intervention:
+        base = np.linspace(5.0, 3.0, 9)
+        return Intervention(
+            edit=label, parameter=parameter, base_loss=4.0, edited_loss=4.0 + delta, delta=delta,
+            delta_interval=(delta - 0.1, delta + 0.1), confidence=0.95, n_bootstrap=10,
+            sequence_delta=np.full(3, delta), base_loss_by_position=base, edited_loss_by_position=base + delta,
+            n_sequences=3, seq_len=10, corpus="toy", provenance=prov,
+        )  # fmt: skip
+
+    results = (one("the 1 slowest rotation planes removed", 1.0, 0.1), one("the 4 slowest rotation planes removed", 4.0, 0.5),
+               one("rotation pairing swapped", None, 2.0))  # fmt: skip
+    return InterventionSweep(results=results, base_loss=4.0, provenance=prov)
 
 
 def _small_hidden():

@@ -1,0 +1,95 @@
+"""The pairing control: every rotation plane made to turn two dimensions that were never trained as a pair.
+
+Within each head's ``rotary_dim`` rotated dimensions, the query and key rows are put in the order
+``[0, r/2, 1, r/2+1, ...]`` (``r = rotary_dim``): for a rotate-half model (planes ``(i, i + r/2)``) the
+planes now turn ``(0, 1)``, ``(r/2, r/2+1)``...; for an interleaved model (planes ``(2i, 2i+1)``) they
+turn ``(i, i + r/2)``. Either way no plane keeps its trained pair. The same order is applied to the
+query and the key rows, their biases and their per-head norm gains, so the unrotated ``q·k`` is
+unchanged: only the rotation is wrong. This is how llama.cpp stores Llama's q/k rows; loading them
+unconverted costs SmolLM2-135M about 2 nats on a fixed paragraph (``tests/hidden/test_real_smollm2.py``).
+
+The rows are found from the model's attention-layout row (:mod:`pos_geometry.registry.attention`):
+separate ``q``/``k`` projections, or a fused one whose query/key rows are picked per head.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from pos_geometry.errors import InvalidArgumentError, NotApplicableError
+from pos_geometry.interventions.target import EditTarget
+
+__all__ = ["swap_pairing", "interleave_order"]
+
+
+def interleave_order(rotary_dim: int, head_dim: int) -> torch.Tensor:
+    """``(head_dim,)`` long: one head's new row order (rotated dims interleaved, the rest in place)."""
+    half = rotary_dim // 2
+    order = torch.stack([torch.arange(half), torch.arange(half) + half], dim=1).reshape(-1)
+    return torch.cat([order, torch.arange(rotary_dim, head_dim)])
+
+
+def _parameters(target: EditTarget) -> dict[str, torch.Tensor]:
+    return dict(target.loaded.module.named_parameters())
+
+
+def _find(params: dict[str, torch.Tensor], key: str, prefix: str) -> tuple[str, torch.Tensor]:
+    """The parameter named ``key`` in a model whose names may carry or lack ``prefix`` (a bare base model)."""
+    bare = key.removeprefix(prefix)
+    for name in (key, bare):
+        if name in params:
+            return name, params[name]
+    hits = [name for name in params if name.endswith("." + bare)]
+    if len(hits) == 1:
+        return hits[0], params[hits[0]]
+    raise NotApplicableError(f"the model has no parameter {key!r} (its attention-layout row names it).")
+
+
+def _head_rows(n_heads: int, head_dim: int, start: int, stride: int) -> list[torch.Tensor]:
+    return [torch.arange(head_dim) + start + h * stride for h in range(n_heads)]
+
+
+def swap_pairing(target: EditTarget) -> None:
+    """Reorder every layer's query/key rows (module docstring), recording the undo in ``target``."""
+    from pos_geometry.encodings.rotary import rotary_params
+    from pos_geometry.registry.attention import attention_layout
+    from pos_geometry.sources.roles import head_counts
+
+    config = target.loaded.config
+    try:
+        layout = attention_layout(config)
+    except InvalidArgumentError as exc:
+        raise NotApplicableError(f"the pairing swap needs the model's query/key rows: {exc}") from None
+    params = rotary_params(config)
+    n_layers, n_heads, n_kv = head_counts(config)
+    hd = params.head_dim
+    order = interleave_order(params.rotary_dim, hd)
+    found = _parameters(target)
+    for layer in range(n_layers):
+        keys = layout.keys(layer, norm=True)
+        if "qkv" in keys:
+            name, weight = _find(found, keys["qkv"], layout.prefix)
+            if layout.fused == "per_head":  # rows [q_h, k_h, v_h] head after head
+                q_rows = _head_rows(n_heads, hd, 0, 3 * hd)
+                k_rows = _head_rows(n_heads, hd, hd, 3 * hd)
+            else:  # "blocks": all q rows, then all k rows, then all v rows
+                q_rows = _head_rows(n_heads, hd, 0, hd)
+                k_rows = _head_rows(n_kv, hd, n_heads * hd, hd)
+            tensors = [weight] + ([found[b]] if (b := name.removesuffix("weight") + "bias") in found else [])
+            for tensor in tensors:
+                for rows in (*q_rows, *k_rows):
+                    target.permute_rows(tensor, rows, order)
+            continue
+        for role, count in (("q", n_heads), ("k", n_kv)):
+            name, weight = _find(found, keys[role], layout.prefix)
+            rows = torch.arange(count * hd)
+            full = torch.cat([order + h * hd for h in range(count)])
+            target.permute_rows(weight, rows, full)
+            bias = name.removesuffix("weight") + "bias"
+            if bias in found:
+                target.permute_rows(found[bias], rows, full)
+            norm_key = keys.get(f"{role}_norm")
+            if norm_key is not None:
+                _, gain = _find(found, norm_key, layout.prefix)
+                per = order if gain.shape[0] == hd else full
+                target.permute_rows(gain, torch.arange(gain.shape[0]), per)
