@@ -200,16 +200,20 @@ class _Target:
     path: Path | None = None
     spec: ModelSpec | None = None
     repo_id: str | None = None
+    label: str | None = None  # NAME of NAME=PATH (the spec's name when it is in the model table)
 
 
 def _resolve(name: str) -> _Target:
     """The one place a name becomes a path, a model-table row or a repo id (for every loader)."""
-    path = Path(name).expanduser()
+    try:
+        path = Path(name).expanduser()
+    except RuntimeError:  # "~user..." of no such user: not a path here
+        path = Path(name)
     if path.exists():
         return _Target(path=path)
     named = parse_named_path(name)
-    if named is not None:
-        return _Target(path=named[1], spec=get_spec(named[0]))
+    if named is not None:  # NAME labels the file; a model-table NAME also brings its row's metadata
+        return _Target(path=named[1], spec=find_spec(named[0]), label=named[0])
     spec = find_spec(name)
     if spec is not None:
         return _Target(spec=spec)
@@ -296,7 +300,7 @@ def _load(
     opts = {"revision": revision, "device": dev, "dtype": dtype, "n_positions": n_positions, "key": key,
             "layer_type": layer_type}  # fmt: skip
     if target.path is not None:
-        return _load_path(target.path, target.spec, model_id=model_id or name, **opts)
+        return _load_path(target.path, target.spec, model_id=model_id or target.label or name, **opts)
     if target.spec is not None:
         return _load_spec(target.spec, offline=offline, **opts)
     return _load_repo(name, offline=offline, **opts)
@@ -348,8 +352,17 @@ def _load_path(
         offset = _spec_offset(spec, record)
     else:
         offset = row_offset_from_config(config) if config is not None else 0
-    return _finish(
+    table = _finish(
         record, model_id=name, revision=revision, row_offset=offset, commit=None, device=device, dtype=dtype
+    )
+    if spec is None:
+        return table
+    fields = {
+        **table.provenance.config_dict,
+        "model_table_row": spec.name,
+    }  # NAME=PATH: the row's metadata applied
+    return PositionalEmbedding(
+        table.matrix, dataclasses.replace(table.provenance, config=fields), check_finite=False
     )
 
 
@@ -515,7 +528,7 @@ def load_token_embedding(
         commit, rev = None, revision
         if target.path is not None:
             record = read_local(target.path, which="token", key=key)
-            model_id = model_id or (target.spec.name if target.spec is not None else name)
+            model_id = model_id or target.label or name
         else:
             spec = target.spec
             repo = spec.repo_id if spec is not None else name

@@ -26,7 +26,7 @@ from pos_geometry.errors import InvalidArgumentError
 __all__ = ["BatchResult", "PCAItem", "pca_items", "renamed"]
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, repr=False)
 class BatchResult(Result):
     """Per-matrix results of a batched analysis: ``items[i]`` belongs to ``provenance[i]``."""
 

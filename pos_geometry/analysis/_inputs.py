@@ -162,7 +162,8 @@ def as_batch(x, *, min_positions: int = 1, name: str = "x") -> Batch:
 def parse_window(window, n_positions: int) -> tuple[int, int]:
     """Validate a position window ``(start, stop)`` (Python slice semantics, None = open end).
 
-    Returns concrete ``(start, stop)`` with ``0 <= start < stop <= n_positions``.
+    Returns concrete ``(start, stop)`` with ``0 <= start < stop <= n_positions``. A bound past the table
+    (``stop > n_positions``) is refused, never clipped.
     """
     if window is None:
         return 0, n_positions
@@ -180,6 +181,12 @@ def parse_window(window, n_positions: int) -> tuple[int, int]:
             )
     start = None if start is None else int(start)
     stop = None if stop is None else int(stop)
+    for name, v in (("start", start), ("stop", stop)):
+        if v is not None and not -n_positions <= v <= n_positions:
+            raise InvalidArgumentError(
+                f"window={window!r}: {name} {v} is past the table's {n_positions} positions (one rule: a window is "
+                f"never clipped silently). Use -{n_positions} <= start < stop <= {n_positions}, or None for an open end."
+            )
     a, b, _ = slice(start, stop).indices(n_positions)
     if b <= a:
         raise InvalidArgumentError(

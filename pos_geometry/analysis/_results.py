@@ -2,7 +2,8 @@
 
 Results are frozen dataclasses. Subclasses implement :meth:`Result.summary_rows`
 (label/value pairs for the summary) and inherit ``to_dict``, ``to_json``,
-``__str__`` and ``_repr_html_``.
+``__str__`` (the summary), a one-line ``__repr__`` (never the arrays: a REPL stays readable) and
+``_repr_html_`` (the summary as a table, for Jupyter).
 """
 
 from __future__ import annotations
@@ -20,6 +21,9 @@ import torch
 from pos_geometry.embedding import Provenance
 
 __all__ = ["Result", "to_jsonable"]
+
+REPR_ROWS = 3  # summary rows a result's one-line repr shows
+REPR_WIDTH = 300  # and at most this many characters of them
 
 
 def _finite_or_strings(array: np.ndarray) -> Any:
@@ -110,6 +114,15 @@ class Result:
 
     def __str__(self) -> str:
         return self.summary()
+
+    def __repr__(self) -> str:
+        """One line: the type, what it was measured on, and the first summary rows (never the arrays)."""
+        prov = getattr(self, "provenance", None)
+        label = prov.label if isinstance(prov, Provenance) else self._source_label()
+        body = "; ".join(f"{k}: {v}" for k, v in self.summary_rows()[:REPR_ROWS])
+        if len(body) > REPR_WIDTH:
+            body = body[: REPR_WIDTH - 1] + "…"
+        return f"<{type(self).__name__} of {label}: {body}>"
 
     def _repr_html_(self) -> str:
         rows = "".join(

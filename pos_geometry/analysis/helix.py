@@ -72,7 +72,7 @@ VERDICTS = ("helix", "not a helix", "does not apply", "untested")
 _MIN_DELTA_BIC = 10.0  # "very strong" evidence on the Kass & Raftery scale
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, repr=False)
 class HelixFit(Result):
     """A helix fitted to one matrix's top-``k`` PCA trajectory (``K`` harmonics, largest radius first).
 

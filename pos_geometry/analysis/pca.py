@@ -47,7 +47,7 @@ __all__ = ["PCAResult", "pca", "SOLVERS", "surrogate_coordinates"]
 SOLVERS: tuple[str, ...] = ("auto", "exact", "randomized")
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, repr=False)
 class PCAResult(Result):
     """Top-``k`` principal components of one matrix, or of each matrix of a batch.
 

@@ -93,7 +93,7 @@ class PeriodPeak:
         return SERIES_LABELS.get(self.series, self.series)
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, repr=False)
 class PeriodicityResult(Result):
     """Periodicity analysis of one matrix (``n`` positions in ``window``, ``d`` columns).
 

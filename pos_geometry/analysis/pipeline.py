@@ -42,7 +42,7 @@ HELIX_MAX_POSITIONS = 4096
 _MIN_PERIODICITY_POSITIONS = 8
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class Analysis(Result):
     """Every analysis of one table over one window, fitted on one PCA.
 

@@ -94,7 +94,7 @@ TERMS: tuple[str, ...] = ("position", "query_bias", "key_bias", "constant")
 """The terms of the position logits, in the order of ``term_share`` (module docstring)."""
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, repr=False)
 class PositionQKAtlas(Result):
     """Per layer × head view of how a learned-table model's QK circuit reads position.
 

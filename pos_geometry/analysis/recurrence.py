@@ -70,7 +70,7 @@ MODULUS_TOLERANCE = 0.05
 PERSISTENCE_RATIO = 1.0
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, repr=False)
 class RecurrenceFit(Result):
     """A linear (or affine) recurrence fitted to one matrix's top-``k`` PCA coordinates.
 

@@ -52,7 +52,7 @@ MIN_STREAMS = 2
 """A hub atlas runs at least this many range requests at once (one q/k tensor each), however few cores."""
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, repr=False)
 class RotaryAtlas(Result):
     """Per layer × head × rotation plane statistics of a rotary model's query/key weights.
 

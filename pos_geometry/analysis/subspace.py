@@ -31,7 +31,7 @@ from pos_geometry.errors import DeviceMismatchError, InvalidArgumentError
 __all__ = ["SubspaceOverlap", "subspace_overlap", "principal_angles"]
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, repr=False)
 class SubspaceOverlap(Result):
     """Overlap of token embeddings with the top-``k`` positional PCA subspace.
 

@@ -234,10 +234,10 @@ REVISION = typer.Option(None, "--revision", help="Branch, tag, commit, checkpoin
 WINDOW = typer.Option(None, "--window", help="Positions start:stop (slice semantics), e.g. 1:1024.")
 DEVICE = typer.Option("auto", "--device", help="auto, cpu, cuda, cuda:N or mps.")
 PLOTLYJS = typer.Option(
-    "inline",
+    "directory",
     "--plotlyjs",
-    help="How HTML figures get plotly.js: inline (each file self-contained, ~5 MB), directory (one shared "
-    "plotly.min.js beside them) or cdn (needs a network to view).",
+    help="How HTML figures get plotly.js: directory (the default: one shared plotly.min.js beside them, "
+    "offline and small), inline (each file self-contained, ~5 MB) or cdn (needs a network to view).",
 )
 OFFLINE = typer.Option(
     None, "--offline/--online", help="Never touch the network / allow downloads (default: environment)."

@@ -90,6 +90,7 @@ def atlas(
     ),
     format: str = typer.Option("html", "--format", help="Comma-separated: html,png,svg,pdf,jpeg,webp."),
     offline: bool | None = OFFLINE,
+    plotlyjs: str = PLOTLYJS,
 ) -> None:
     """Write the query/key atlas of each model: figures and a JSON file.
 
@@ -102,10 +103,11 @@ def atlas(
     from pos_geometry.analysis.qk_atlas import qk_atlas
     from pos_geometry.analysis.rotary_atlas import RotaryAtlas
     from pos_geometry.plotting.atlas import plot_atlas_heatmap, plot_atlas_usage
-    from pos_geometry.plotting.export import save_figure
+    from pos_geometry.plotting.export import check_plotlyjs, save_figure
     from pos_geometry.plotting.position_qk import plot_position_qk_offsets, plot_position_qk_shares
 
     def run() -> None:
+        check_plotlyjs(plotlyjs)
         chosen = parse_layers(layers)
         fmts, folder = figure_output(format, out, create=False)
         results = []
@@ -126,7 +128,9 @@ def atlas(
                     (plot_position_qk_shares(result), "shares"),
                 )
             for fig, kind in figures:
-                written += [save_figure(fig, folder / f"{stem}_{kind}.{f}", format=f) for f in fmts]
+                written += [
+                    save_figure(fig, folder / f"{stem}_{kind}.{f}", format=f, plotlyjs=plotlyjs) for f in fmts
+                ]
             path = folder / f"{stem}_atlas.json"
             path.write_text(result.to_json(allow_nan=False))
             written.append(path)

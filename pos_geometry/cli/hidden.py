@@ -10,6 +10,7 @@ import typer
 
 from pos_geometry.cli._common import (
     DEVICE,
+    PLOTLYJS,
     REVISION,
     figure_output,
     guard,
@@ -68,6 +69,7 @@ def hidden(
     format: str = typer.Option("html", "--format", help="Comma-separated: html,png,svg,pdf,jpeg,webp."),
     revision: str | None = REVISION,
     device: str = DEVICE,
+    plotlyjs: str = PLOTLYJS,
 ) -> None:
     """Decompose each layer's hidden states into position, context and residual; attention by offset.
 
@@ -87,6 +89,9 @@ def hidden(
     )
 
     def run() -> None:
+        from pos_geometry.plotting.export import check_plotlyjs
+
+        check_plotlyjs(plotlyjs)
         chosen = parse_layers(layers)
         fmts, folder = figure_output(format, out, create=False)
         with progress_bar() as bar:
@@ -111,7 +116,7 @@ def hidden(
             ):
                 figures[name] = plot_attention_offsets(att, value=value, max_offset=max_offset)
         for name, fig in figures.items():
-            written += [save_figure(fig, folder / f"{name}.{f}", format=f) for f in fmts]
+            written += [save_figure(fig, folder / f"{name}.{f}", format=f, plotlyjs=plotlyjs) for f in fmts]
         if save_tables:
             written += [
                 pe.save(folder / "positional" / f"layer_{i}.safetensors")

@@ -8,7 +8,15 @@ from pathlib import Path
 
 import typer
 
-from pos_geometry.cli._common import DEVICE, REVISION, figure_output, guard, out_console, progress_bar
+from pos_geometry.cli._common import (
+    DEVICE,
+    PLOTLYJS,
+    REVISION,
+    figure_output,
+    guard,
+    out_console,
+    progress_bar,
+)
 
 __all__ = ["intervene"]
 
@@ -50,6 +58,7 @@ def intervene(
     format: str = typer.Option("html", "--format", help="Comma-separated: html,png,svg,pdf,jpeg,webp."),
     revision: str | None = REVISION,
     device: str = DEVICE,
+    plotlyjs: str = PLOTLYJS,
 ) -> None:
     """Run MODEL on the corpus as it is and with each positional edit; write Δloss with bootstrap intervals.
 
@@ -64,6 +73,9 @@ def intervene(
     from pos_geometry.plotting import plot_intervention_sweep, save_figure
 
     def run() -> None:
+        from pos_geometry.plotting.export import check_plotlyjs
+
+        check_plotlyjs(plotlyjs)
         edits = parse_edits(edit)
         fmts, folder = figure_output(format, out, create=False)
         with progress_bar() as bar:
@@ -79,7 +91,9 @@ def intervene(
             atomic_write(folder / "interventions.csv", _csv(sweep)),
         ]
         fig = plot_intervention_sweep(sweep)
-        written += [save_figure(fig, folder / f"interventions.{f}", format=f) for f in fmts]
+        written += [
+            save_figure(fig, folder / f"interventions.{f}", format=f, plotlyjs=plotlyjs) for f in fmts
+        ]
         console = out_console()
         console.print(f"{sweep.provenance.label}: {sweep.results[0].corpus}", markup=False)
         console.print(f"base loss {sweep.base_loss:.4f} nats/token", markup=False)

@@ -7,6 +7,7 @@ from pathlib import Path
 import typer
 
 from pos_geometry.cli._common import (
+    PLOTLYJS,
     WINDOW,
     err,
     guard,
@@ -97,6 +98,7 @@ def sweep(
         "--gguf-file",
         help="Rotary models: read each checkpoint's GGUF file of this name (header and q/k only).",
     ),
+    plotlyjs: str = PLOTLYJS,
 ) -> None:
     """Read every training checkpoint's positional table (rotary models: its q/k weights, as the frequency
     atlas) and measure it; resumable (re-run the same command).
@@ -109,6 +111,9 @@ def sweep(
     from pos_geometry.plotting import plot_sweep_helix, plot_sweep_metrics, plot_sweep_usage, save_figure
 
     def run() -> None:
+        from pos_geometry.plotting.export import check_plotlyjs
+
+        check_plotlyjs(plotlyjs)
         opts = dict(
             analyses=_analyses(analyses), n_surrogates=n_surrogates, alpha=alpha, n_components=n_components,
             window=parse_window_text(window), executor=executor, n_workers=workers, resume=resume,
@@ -131,13 +136,15 @@ def sweep(
             results.append(result)
             out_console().print(_line(result), markup=False)
             if figures and result.ok:
-                save_figure(plot_sweep_metrics(result), folder / "metrics.html")
+                save_figure(plot_sweep_metrics(result), folder / "metrics.html", plotlyjs=plotlyjs)
                 if "pca" in result.config.analyses and len(result.ok) > 1:
-                    save_figure(plot_sweep_helix(result), folder / "helix.html")
+                    save_figure(plot_sweep_helix(result), folder / "helix.html", plotlyjs=plotlyjs)
                 if result.config.kind == "rotary":
-                    save_figure(plot_sweep_usage(result), folder / "usage.html")
+                    save_figure(plot_sweep_usage(result), folder / "usage.html", plotlyjs=plotlyjs)
         if figures and len(results) > 1 and any(r.ok for r in results):
-            save_figure(plot_sweep_metrics([r for r in results if r.ok]), out / "metrics.html")
+            save_figure(
+                plot_sweep_metrics([r for r in results if r.ok]), out / "metrics.html", plotlyjs=plotlyjs
+            )
         err().print(f"wrote {out}", markup=False)
 
     guard(run)

@@ -39,7 +39,7 @@ from pos_geometry.hidden.run import Run, RunOptions, check_layers, start
 __all__ = ["AttentionByOffset", "attention_by_offset", "OffsetCollector", "check_max_offset"]
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, repr=False)
 class AttentionByOffset(Result):
     """Mean attention probability and pre-softmax logit by offset, per layer and head.
 

@@ -38,7 +38,7 @@ from pos_geometry.hidden.running_sums import PositionSums
 __all__ = ["HiddenPositions", "hidden_positions"]
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, repr=False)
 class HiddenPositions(Result):
     """The positional part of some layers' hidden states, with per-layer metrics.
 

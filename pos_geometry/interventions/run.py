@@ -35,7 +35,7 @@ from pos_geometry.interventions.target import EditTarget
 __all__ = ["Intervention", "InterventionSweep", "intervene", "intervene_sweep"]
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, repr=False)
 class Intervention(Result):
     """The loss of a model with and without one positional edit.
 
@@ -91,7 +91,7 @@ class Intervention(Result):
         ]
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, repr=False)
 class InterventionSweep(Result):
     """Several edits against one base pass: the curve Δloss vs the edits' parameter.
 

@@ -66,7 +66,7 @@ def parse_model_paths(items: Sequence[str]) -> dict[str, Path]:
     the same parser as ``load("NAME=PATH")``: :func:`~pos_geometry.sources.locations.parse_named_path`)."""
     out: dict[str, Path] = {}
     for item in items:
-        named = parse_named_path(item)
+        named = parse_named_path(item, known=True)
         if named is None:
             raise InvalidArgumentError(
                 f"--model takes NAME=PATH (a model-table name and a local checkpoint, file or folder); got "

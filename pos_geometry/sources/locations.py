@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from pos_geometry.errors import CheckpointFormatError, InvalidArgumentError, NotCachedError
-from pos_geometry.registry import ModelSpec, check_revision, get_spec
+from pos_geometry.registry import ModelSpec, check_revision, find_spec, get_spec
 
 if TYPE_CHECKING:
     import torch
@@ -304,27 +304,35 @@ def table_locations(
 
 
 # --- NAME=PATH ------------------------------------------------------------------------------------
-def parse_named_path(text: str) -> tuple[str, Path] | None:
+def parse_named_path(text: str, *, known: bool = False) -> tuple[str, Path] | None:
     """``"gpt2=../shared/data/real/gpt2_small_wpe.npy"`` -> ``("gpt2", Path(...))``; None without ``=``.
 
-    NAME is resolved by the model table (an alias gives the canonical name; an unknown name raises
-    :class:`~pos_geometry.errors.UnknownModelError` with the closest names); PATH must exist.
+    NAME labels the table. A model-table name or alias is given as its canonical name (that row's
+    metadata then applies); any other NAME is kept as written, a label only (``known=True`` refuses it
+    with :class:`~pos_geometry.errors.UnknownModelError` and the closest names, for callers that need
+    the row). NAME is a label, never a path: it may not contain path separators or ``..``. PATH must exist.
     """
     name, sep, path = text.partition("=")
     if not sep:
         return None
-    if not name.strip() or not path.strip():
+    name = name.strip()
+    if not name or not path.strip():
         raise InvalidArgumentError(
-            f"a local model is given as NAME=PATH (a model-table name and a local checkpoint file or folder); got "
+            f"a local model is given as NAME=PATH (a name for it and a local checkpoint file or folder); got "
             f"{text!r}. Example: gpt2=../shared/data/real/gpt2_small_wpe.npy"
         )
-    spec = get_spec(name.strip())
+    spec = get_spec(name) if known else find_spec(name)
+    if spec is None and ("\\" in name or ".." in name or name.startswith(("/", "~")) or name.count("/") > 1):
+        raise InvalidArgumentError(
+            f"NAME in NAME=PATH is a label, not a path; got {name!r}. Use a plain name such as 'mine' or "
+            "'gpt2-finetuned' (an 'org/name' id is fine)."
+        )
     target = Path(path.strip()).expanduser()
     if not target.exists():
         raise InvalidArgumentError(
             f"{text!r}: {str(target)!r} does not exist; give an existing checkpoint file or folder after '='."
         )
-    return spec.name, target
+    return (spec.name if spec is not None else name), target
 
 
 # --- the reproduction's view: one table found, or named as missing ---------------------------------

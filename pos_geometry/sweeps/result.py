@@ -51,7 +51,7 @@ def _require(module: str) -> Any:
         ) from None
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, repr=False)
 class SweepResult(Result):
     """Metrics over training: one :class:`~pos_geometry.sweeps.record.CheckpointRecord` per revision.
 

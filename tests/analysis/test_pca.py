@@ -281,3 +281,14 @@ def test_block_averaged_rows_projected_into_the_full_table_basis(gpt2_wpe):
     torch.testing.assert_close(projected, expected, atol=1e-4, rtol=0)
     oracle = PCA(n_components=3, svd_solver="full").fit(gpt2_wpe.astype(np.float64))
     np.testing.assert_allclose(projected.numpy(), oracle.transform(blocks.astype(np.float64)), atol=1e-3)
+
+
+@pytest.mark.parametrize("window", [(100, 2000), (2000, 3000), (0, 1025), (-1100, None)])
+def test_a_window_past_the_table_is_refused_never_clipped(gpt2_wpe, window):
+    """Issue 21: (100, 2000) on 1024 rows used to analyse 100:1024 silently while (2000, 3000) was refused."""
+    with pytest.raises(InvalidArgumentError, match="past the table's 1024 positions"):
+        pca(gpt2_wpe, 3, window=window)
+    assert tuple(pca(gpt2_wpe, 3, window=(-24, None)).window) == (
+        1000,
+        1024,
+    )  # slice semantics within the table

@@ -163,3 +163,18 @@ def test_mixed_devices_are_refused_not_copied():
             fn([cpu, meta])
     with pytest.raises(DeviceMismatchError, match=r"move one with \.to\(\)"):
         pg.subspace_overlap(cpu, torch.empty(300, 12, device="meta"))
+
+
+@pytest.mark.parametrize("name", sorted(ANALYSES))
+def test_repr_is_one_short_line_without_arrays(name):
+    """A result in a REPL prints its type, source and headline numbers, never kilobytes of tensors (issue 21)."""
+    embeddings = _embeddings()
+    for result in (ANALYSES[name](embeddings[0]), ANALYSES[name](embeddings)):
+        text = repr(result)
+        assert "\n" not in text and len(text) <= 400, text
+        assert (
+            text.startswith(f"<{type(result).__name__} of ")
+            and "tensor(" not in text
+            and "array(" not in text
+        )
+        assert "<table>" in result._repr_html_()  # Jupyter gets the whole summary as a table

@@ -19,6 +19,7 @@ def test_atlas_writes_figures_and_json(tiny_model, tmp_path):
     res = runner.invoke(app, ["atlas", str(folder), "--out", str(out), "--layers", "1", "--fold-norm"])
     assert res.exit_code == 0, res.output
     assert sorted(p.name for p in out.iterdir()) == [
+        "plotly.min.js",  # one shared copy beside the figures (the default of every command)
         "tiny-neox_atlas.html",
         "tiny-neox_atlas.json",
         "tiny-neox_usage.html",
@@ -41,7 +42,8 @@ def test_atlas_of_a_learned_table_model_is_its_qk_view(tmp_path):
         "gpt2ish_atlas.json",
         "gpt2ish_offsets.html",
         "gpt2ish_shares.html",
-    ]
+        "plotly.min.js",
+    ]  # sorted: "g" < "p"
     data = json.loads((out / "gpt2ish_atlas.json").read_text())
     expected = position_qk_atlas(tmp_path / "gpt2ish", layers=[1])
     assert data["form_share"] == expected.form_share.tolist()
