@@ -54,7 +54,12 @@ def test_plot_writes_one_figure_per_model_and_a_grid(table_path: Path, tmp_path:
     assert res.exit_code == 0, res.output
     # named after the files, never overwriting each other, plus the grid
     # one shared plotly.js beside the figures, the same default in every command (issue 21)
-    assert sorted(p.name for p in out.iterdir()) == ["grid.html", "helix-2.html", "helix.html", "plotly.min.js"]
+    assert sorted(p.name for p in out.iterdir()) == [
+        "grid.html",
+        "helix-2.html",
+        "helix.html",
+        "plotly.min.js",
+    ]
     assert 'src="plotly.min.js"' in (out / "grid.html").read_text(encoding="utf-8")
     assert "wrote 3 file(s)" in res.stdout
     lines = _summary_lines(res.stdout)
@@ -150,7 +155,13 @@ def test_plot_html_and_png(table_path: Path, tmp_path: Path):
     out = tmp_path / "figs"
     res = runner.invoke(app, ["plot", str(table_path), "--out", str(out), "--format", "html,png"])
     assert res.exit_code == 0, res.output
-    assert sorted(p.name for p in out.iterdir()) == ["grid.html", "grid.png", "helix.html", "helix.png", "plotly.min.js"]
+    assert sorted(p.name for p in out.iterdir()) == [
+        "grid.html",
+        "grid.png",
+        "helix.html",
+        "helix.png",
+        "plotly.min.js",
+    ]
     assert _png_size(out / "helix.png") == (DEFAULT_WIDTH, DEFAULT_HEIGHT)
     grid = plot_helix_grid([load(table_path)])
     assert _png_size(out / "grid.png") == (grid.layout.meta[STATIC_SIZE_META][0], grid.layout.height)
