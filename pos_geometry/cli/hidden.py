@@ -54,7 +54,9 @@ def hidden(
         None, "--n-sequences", help="Contexts to read (random default: 64)."
     ),
     batch_size: int | None = typer.Option(
-        None, "--batch-size", help="Contexts per forward pass (default: 2048 tokens per pass on a CPU)."
+        None,
+        "--batch-size",
+        help="Contexts per forward pass (default: 1024 tokens per pass on a CPU, 16384 on an accelerator).",
     ),
     random_state: int = typer.Option(0, "--random-state", help="Seed of the random-token default."),
     attention: bool = typer.Option(

@@ -50,7 +50,11 @@ def intervene(
         None, "--seq-len", help="Context length (default: the model's, ≤ 1024)."
     ),
     n_sequences: int | None = typer.Option(None, "--n-sequences", help="Contexts to read (default: all)."),
-    batch_size: int | None = typer.Option(None, "--batch-size", help="Contexts per forward pass."),
+    batch_size: int | None = typer.Option(
+        None,
+        "--batch-size",
+        help="Contexts per forward pass (default: 1024 tokens per pass on a CPU, 16384 on an accelerator).",
+    ),
     n_bootstrap: int = typer.Option(
         1000, "--n-bootstrap", help="Resamples of the sequences for the interval."
     ),

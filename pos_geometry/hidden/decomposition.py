@@ -160,7 +160,7 @@ def hidden_positions(
         layers: layer indices in ``0..n_layers`` (default all; negative ones count from the end);
             layer ``i < n_layers`` is the residual stream entering block ``i`` (0 = the embedding
             output), layer ``n_layers`` the last block's output before the final norm.
-        batch_size: contexts per forward pass (default: 2048 tokens per pass on a CPU, 16384 on an
+        batch_size: contexts per forward pass (default: 1024 tokens per pass on a CPU, 16384 on an
             accelerator); memory does not depend on the number of contexts.
         device: ``"auto"`` (CUDA, MPS, else CPU) or a device; a loaded model stays where it is.
         n_components: ``k`` of the top-k ratio and of the subspaces compared.
