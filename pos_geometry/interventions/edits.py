@@ -364,8 +364,10 @@ class RopeScaling(Edit):
             inv_freq, scaling = ROPE_INIT_FUNCTIONS[params["rope_type"]](
                 config, device=module.inv_freq.device
             )
-            target.set_frequencies(lambda _, f=inv_freq: f.to(torch.float64), scaling=scaling)
-            break  # set_frequencies writes every rotary module
+            # each module from its own config (a model may hold several rotary modules, one per layer type)
+            target.set_frequencies(
+                lambda _, f=inv_freq: f.to(torch.float64), scaling=scaling, modules=[module]
+            )
 
 
 @dataclass(frozen=True)

@@ -88,10 +88,14 @@ class EditTarget:
         self._undo.append(lambda: _copy(weight, saved))
 
     def set_frequencies(
-        self, change: Callable[[torch.Tensor], torch.Tensor], scaling: float | None = None
+        self,
+        change: Callable[[torch.Tensor], torch.Tensor],
+        scaling: float | None = None,
+        modules: list[Any] | None = None,
     ) -> None:
-        """``inv_freq ← change(inv_freq)`` in every rotary module (and its ``attention_scaling`` when given)."""
-        for module in self.rotary_modules():
+        """``inv_freq ← change(inv_freq)`` in ``modules`` (default: every rotary module), and their
+        ``attention_scaling`` when given."""
+        for module in self.rotary_modules() if modules is None else modules:
             buffer = module.inv_freq
             saved = buffer.detach().clone()
             new = change(saved.to(torch.float64)).to(buffer.dtype)
