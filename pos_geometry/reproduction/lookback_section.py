@@ -76,6 +76,7 @@ def _agrees(implied: torch.Tensor, peak: torch.Tensor) -> torch.Tensor:
 def _head_rows(view: PositionQKAtlas, null: PositionQKAtlas) -> list[dict[str, Any]]:
     n_heads = view.shape[1]
     implied, implied_null = view.implied_offset, null.implied_offset
+    gives = _agrees(implied, view.peak_offset.double())  # the rotation's look-back is where the logits peak
     rows = []
     for i, layer in enumerate(view.layers):
         for h in range(n_heads):
@@ -86,6 +87,7 @@ def _head_rows(view: PositionQKAtlas, null: PositionQKAtlas) -> list[dict[str, A
                 "rotation_angle": float(view.rotation_angle[i, h]), "implied_offset": float(implied[i, h]),
                 "peak_offset": int(view.peak_offset[i, h]), "implied_offset_null": float(implied_null[i, h]),
                 "peak_offset_null": int(null.peak_offset[i, h]), "logit_std": float(view.logit_std[i, h]),
+                "rotation_gives_peak": bool(gives[i, h]),
             })  # fmt: skip
     return rows
 
@@ -112,11 +114,7 @@ def claim_lookback(view: PositionQKAtlas | None, null: PositionQKAtlas | None) -
     rot, peaked, agree = _rotating(view)
     rot_null, peaked_null, agree_null = _rotating(null)
     short = [r for r in rows if 1 <= r["peak_offset"] <= SHORT]
-    short_ok = [
-        r
-        for r in short
-        if bool(_agrees(torch.tensor(r["implied_offset"]), torch.tensor(float(r["peak_offset"]))))
-    ]
+    short_ok = [r for r in short if r["rotation_gives_peak"]]
     a = above >= 0.75 * n
     b = rot >= 2 * max(rot_null, 1)
     c = peaked > 0 and agree > peaked / 2
@@ -127,7 +125,7 @@ def claim_lookback(view: PositionQKAtlas | None, null: PositionQKAtlas | None) -
     given = sorted(
         r["peak_offset"] for r in rows
         if r["rotation_fit"] >= ROTATION and r["peak_offset"] >= 1
-        and bool(_agrees(torch.tensor(r["implied_offset"]), torch.tensor(float(r["peak_offset"]))))
+        and r["rotation_gives_peak"]
     )  # fmt: skip
     period = 2 * torch.pi / abs(float(view.plane_step[0]))
     median = given[len(given) // 2] if given else float("nan")
