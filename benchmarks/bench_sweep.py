@@ -105,7 +105,7 @@ elif args["mode"] == "atlas":
     n_ok = len(args["revisions"])
 else:
     res = sweep(args["repo"], args["revisions"], analyses=args["analyses"], n_workers=args["workers"],
-                store=args["store"], progress=False)
+                store=args["store"], progress=False, null_method=args.get("null_method", "fast"))
     n_ok = len(res.ok)
 wall = time.perf_counter() - t0
 print(json.dumps({"wall_s": wall, "n_ok": n_ok, "maxrss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
@@ -144,9 +144,16 @@ def main() -> None:
     parser.add_argument(
         "--rotary", action="store_true", help="a Pythia-70m-shaped rotary run instead (bench_sweep_rotary)"
     )
+    parser.add_argument(
+        "--full-nulls", type=int, default=0, metavar="N",
+        help="instead: N checkpoints with analyses='all' (every null, 199 surrogates), fast against exact "
+        "nulls (bench_sweep_nulls)",
+    )  # fmt: skip
     opts = parser.parse_args()
     if opts.rotary:
         return main_rotary(opts)
+    if opts.full_nulls:
+        return main_full_nulls(opts)
     sys.path.insert(0, str(REPO / "benchmarks"))
     from bench_load import _machine, _versions
 
@@ -223,6 +230,49 @@ def main() -> None:
         "the bytes the sweep reads.",
     ]
     _report(lines, "bench_sweep", opts)
+
+
+def main_full_nulls(opts: argparse.Namespace) -> None:
+    """Checkpoints per minute of ``sweep(..., analyses="all")`` (PCA, drift, helix and periodicity with every
+    null at 199 surrogates) with ``null_method="exact"`` (the nulls as they were computed before issue 26:
+    whole tables) and ``"fast"``, over the same loopback hub."""
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    from bench_load import _machine, _versions
+
+    work = Path(opts.workdir or tempfile.mkdtemp(prefix="bench_sweep-"))
+    revisions = write_run(work / "ckpt", opts.full_nulls)
+    hub = _hub()
+    rows = []
+    with hub.HubServer() as server:
+        for rev in revisions:
+            step = rev.split("-")[1]
+            server.add_revision(REPO_ID, {"config.json": work / "ckpt" / "config.json",
+                                          "model.safetensors": work / "ckpt" / f"{step}.safetensors"}, refs=(rev,))  # fmt: skip
+        server.latency_s = opts.latency
+        for method in ("exact", "fast"):
+            print(f"sweep (all, {method} nulls) ...", flush=True)
+            rows.append((method, child(server, work, mode="sweep", revisions="all", repo=REPO_ID, analyses="all",
+                                       workers=opts.workers, null_method=method)))  # fmt: skip
+    shutil.rmtree(work, ignore_errors=True)
+    n = len(revisions)
+    lines = [
+        f'## Sweeps with every null: {n} GPT-2-small-shaped checkpoints, `analyses="all"`',
+        "",
+        f"- Command: `python benchmarks/bench_sweep.py --full-nulls {n} --latency {opts.latency} --workers {opts.workers}`",
+        f"- Machine: {_machine()}; load average {os.getloadavg()[0]:.2f} at the end. Versions: {_versions()}",
+        "- Each checkpoint: norms, top-10 PCA, Procrustes drift, the helix (two nulls) and periodicity (two nulls), "
+        "199 surrogates per null; fresh subprocess and empty caches per row, imports excluded.",
+        "",
+        "| nulls | checkpoints | wall s | checkpoints per minute | peak RSS MiB |",
+        "|---|---|---|---|---|",
+    ]
+    for method, r in rows:
+        lines.append(
+            f"| {method} | {r['n_ok']} | {r['wall_s']:.1f} | {60 * r['n_ok'] / r['wall_s']:.1f} | {r['maxrss_mib']:.0f} |"
+        )
+    speed = rows[0][1]["wall_s"] / rows[1][1]["wall_s"]
+    lines += ["", f"- Fast nulls: {speed:.1f}× the checkpoints per minute of the exact ones."]
+    _report(lines, "bench_sweep_nulls", opts)
 
 
 def _report(lines: list[str], section: str, opts: argparse.Namespace) -> None:

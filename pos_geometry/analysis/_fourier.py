@@ -28,6 +28,7 @@ __all__ = [
     "harmonic_rss",
     "linear_detrend",
     "own_rss",
+    "rss_near",
     "tapered_power",
     "work_dtype",
 ]
@@ -41,13 +42,17 @@ def work_dtype(device: torch.device) -> torch.dtype:
 def frequency_grid(span: float, n_points: int, *, min_turns: float = 1.0, oversample: int = 5, device=None):
     """Angular frequencies (rad/position) from ``min_turns`` turns over ``span`` positions up to π.
 
-    The spacing is ``2π / (oversample · n_points)``, a fraction of the periodogram's resolution.
-    Returns ``(grid, step)`` with ``grid`` a 1-D float64 tensor.
+    ``w_j = w_min + j·step`` with ``step = 2π / (oversample · n_points)``, a fraction of the periodogram's
+    resolution (so the grid is the bins of an ``oversample·n_points``-point FFT, shifted by ``w_min``:
+    :func:`harmonic_rss` evaluates it with one FFT), and π last. Returns ``(grid, step)`` with ``grid`` a
+    1-D float64 tensor.
     """
     w_min = 2 * math.pi * min_turns / max(span, 1.0)
     step = 2 * math.pi / (oversample * n_points)
-    count = max(math.ceil((math.pi - w_min) / step) + 1, 2)
-    grid = torch.linspace(w_min, math.pi, count, dtype=torch.float64, device=device)
+    count = max(math.floor((math.pi - w_min) / step + 1e-9) + 1, 1)
+    grid = w_min + step * torch.arange(count, dtype=torch.float64, device=device)
+    if float(grid[-1]) < math.pi - 1e-9 * step:
+        grid = torch.cat([grid, torch.tensor([math.pi], dtype=torch.float64, device=device)])
     return grid, step
 
 
@@ -59,10 +64,60 @@ def _orth_base(base: torch.Tensor) -> torch.Tensor:
 def harmonic_rss(y: torch.Tensor, t: torch.Tensor, base: torch.Tensor, freqs: torch.Tensor, chunk: int = 256):
     """RSS of ``y ≈ base·B + cos(w t)·a + sin(w t)·b`` for every ``w`` in ``freqs``, per column of ``y``.
 
-    ``y``: ``(n, c)``; ``t``: ``(n,)``; ``base``: ``(n, p)`` fixed regressors (full column rank);
-    ``freqs``: ``(G,)``. Returns ``(G, c)``. A frequency whose sine column vanishes on the
+    ``y``: ``(n, c)``; ``t``: ``(n,)`` consecutive positions; ``base``: ``(n, p)`` fixed regressors (full
+    column rank); ``freqs``: ``(G,)``. Returns ``(G, c)``. A frequency whose sine column vanishes on the
     sample (e.g. ``w = π`` on integer positions) is handled by a ridge on the 2×2 normal equations.
+    The run of ``freqs`` spaced ``2π/L`` apart for an integer ``L ≥ n`` (a :func:`frequency_grid`) is
+    evaluated by FFTs of length ``L``; the others one by one (:func:`_harmonic_rss_direct`).
     """
+    n = y.shape[0]
+    if freqs.shape[0] >= 3:
+        step = float(freqs[1] - freqs[0])
+        size = round(2 * math.pi / step) if step > 0 else 0
+        uniform = torch.isclose(freqs[1:] - freqs[:-1], freqs.new_tensor(step), rtol=0, atol=1e-9 * step)
+        run = int(torch.cumprod(uniform.to(torch.int64), 0).sum()) + 1
+        if size >= n and abs(2 * math.pi / size - step) <= 1e-9 * step and run >= 3:
+            head = _harmonic_rss_fft(y, t, base, float(freqs[0]), size, run)
+            if run == freqs.shape[0]:
+                return head
+            return torch.cat([head, _harmonic_rss_direct(y, t, base, freqs[run:], chunk)])
+    return _harmonic_rss_direct(y, t, base, freqs, chunk)
+
+
+def _harmonic_rss_fft(y: torch.Tensor, t: torch.Tensor, base: torch.Tensor, w0: float, size: int, count: int):
+    """:func:`harmonic_rss` at ``w_j = w0 + 2πj/size``, ``j < count``, from length-``size`` FFTs.
+
+    Positions are shifted to start at 0 (the pair ``cos(wt), sin(wt)`` spans the same plane as
+    ``cos(w(t − t₀)), sin(w(t − t₀))``, so the RSS does not change). With ``F = Σ_s f(s) e^{−iw_j s}``:
+    ``cᵀr = (Re, −Im) F[r]``, ``cᵀq`` likewise for the base, and ``Σ cos² = (n + Re E)/2``,
+    ``Σ sin² = (n − Re E)/2``, ``Σ cos·sin = −Im E / 2`` with ``E = Σ_s e^{−2iw_j s}``.
+    """
+    n, k = y.shape
+    q = _orth_base(base)
+    r = y - q @ (q.T @ y)
+    total = (r * r).sum(dim=0)
+    s = (t - t[0]).to(y.dtype)
+    one = torch.ones((), dtype=y.dtype, device=y.device)
+    phase = torch.polar(one.expand(n), -w0 * s)
+    spec = torch.fft.fft(torch.cat([r, q], dim=1) * phase[:, None], n=size, dim=0)[:count]  # (G, k + p)
+    j = torch.arange(count, device=y.device)
+    double = torch.fft.fft(phase * phase, n=size)[(2 * j) % size]  # Σ e^{-2iw_j s}
+    hc, hs = spec.real[:, :k], -spec.imag[:, :k]
+    qc, qs = spec.real[:, k:], -spec.imag[:, k:]
+    cc = (n + double.real) / 2 - (qc * qc).sum(dim=1)
+    ss = (n - double.real) / 2 - (qs * qs).sum(dim=1)
+    cs = -double.imag / 2 - (qc * qs).sum(dim=1)
+    ridge = 1e-10 * (cc + ss).clamp_min(1e-30)
+    cc, ss = (cc + ridge)[:, None], (ss + ridge)[:, None]
+    cs = cs[:, None]
+    explained = (ss * hc * hc - 2 * cs * hc * hs + cc * hs * hs) / (cc * ss - cs * cs)
+    return (total[None, :] - explained).clamp_min(0.0)
+
+
+def _harmonic_rss_direct(
+    y: torch.Tensor, t: torch.Tensor, base: torch.Tensor, freqs: torch.Tensor, chunk: int
+):
+    """:func:`harmonic_rss` for any ``freqs``, one ``(g, n, 2)`` block of cosines and sines at a time."""
     q = _orth_base(base)
     r = y - q @ (q.T @ y)
     total = (r * r).sum(dim=0)
@@ -104,13 +159,49 @@ def best_sinusoid(y: torch.Tensor, t: torch.Tensor, *, min_turns: float = 1.0, r
     lo, hi = max(w_min, float(grid[0]) - step), math.pi
     offsets = torch.linspace(-1.0, 1.0, 9, dtype=y.dtype, device=y.device)
     for _ in range(rounds):
-        cand = (best[:, None] + step * offsets[None, :]).clamp(lo, hi)  # (c, 9): each column's own grid
-        best = cand.gather(1, own_rss(y, t, base, cand).argmin(dim=1, keepdim=True))[:, 0]
+        # each column's own 9-point grid around its best frequency; points past the band are evaluated
+        # at its edge (the grid clamped to [lo, hi])
+        cand = best[:, None] + step * offsets[None, :]
+        rss = rss_near(y, t, best, step, offsets)
+        for edge, out in ((lo, cand < lo), (hi, cand > hi)):
+            if bool(out.any()):
+                at_edge = rss_near(y, t, torch.full_like(best, edge), step, offsets[4:5])  # (c, 1)
+                rss = torch.where(out, at_edge, rss)
+        cand = cand.clamp(lo, hi)
+        best = cand.gather(1, rss.argmin(dim=1, keepdim=True))[:, 0]
         step = step / 4
     final = own_rss(y, t, base, best[:, None])[:, 0]
     tss = ((y - y.mean(dim=0)) ** 2).sum(dim=0)
     r2 = torch.where(tss > 0, 1 - final / tss.clamp_min(1e-300), torch.zeros_like(tss))
     return best, r2
+
+
+def rss_near(y: torch.Tensor, t: torch.Tensor, centre: torch.Tensor, step: float, offsets: torch.Tensor):
+    """RSS of ``y[:, j] ≈ c + a cos(w t) + b sin(w t)`` at ``w = centre[j] + step·offsets[k]``: ``(c, m)``.
+
+    The same numbers as :func:`own_rss` with a constant base, computed from shared phasors: ``e^{iwt} =
+    e^{i centre_j t} · e^{i step·offset_k t}``, so each column needs one row of phases and the ``m`` trial
+    frequencies are one complex matrix product ``(c, n) @ (n, m)``. With ``S_k = Σ_t e^{iw_k t}`` and
+    ``C_k = Σ_t e^{2iw_k t}`` the centred normal equations are ``Σ cos² = (n + Re C)/2 − (Re S)²/n``,
+    ``Σ sin² = (n − Re C)/2 − (Im S)²/n``, ``Σ cos·sin = Im C / 2 − Re S·Im S / n``.
+    """
+    n = y.shape[0]
+    r = y - y.mean(dim=0)
+    total = (r * r).sum(dim=0)
+    one = torch.ones((), dtype=y.dtype, device=y.device)
+    base = torch.polar(one.expand(centre.shape[0], n), centre[:, None] * t[None, :])  # (c, n)
+    shift = torch.polar(one.expand(n, offsets.shape[0]), t[:, None] * (step * offsets)[None, :])  # (n, m)
+    sums = (base * r.T) @ shift  # Σ r e^{iwt}: (c, m)
+    s1 = base @ shift
+    s2 = (base * base) @ (shift * shift)
+    scc = (n + s2.real) / 2 - s1.real**2 / n
+    sss = (n - s2.real) / 2 - s1.imag**2 / n
+    scs = s2.imag / 2 - s1.real * s1.imag / n
+    ridge = 1e-10 * (scc + sss).clamp_min(1e-30)
+    scc, sss = scc + ridge, sss + ridge
+    hc, hs = sums.real, sums.imag
+    explained = (sss * hc * hc - 2 * scs * hc * hs + scc * hs * hs) / (scc * sss - scs * scs)
+    return (total[:, None] - explained).clamp_min(0.0)
 
 
 def own_rss(y: torch.Tensor, t: torch.Tensor, base: torch.Tensor, freqs: torch.Tensor, chunk: int = 32):
@@ -223,7 +314,9 @@ def refine_period(
     lo, hi = max(w_lo, w0 - 2 * bin_w), min(w_hi, w0 + 2 * bin_w)
     # A fine grid first (the RSS has several local minima within two bins), then Brent around the best.
     grid = np.linspace(lo, hi, 41)
-    costs = [sinusoid_rss(y, t, w)[0] for w in grid]
+    yt, tt = torch.from_numpy(np.ascontiguousarray(y, dtype=np.float64))[:, None], torch.from_numpy(t)
+    line = torch.stack([torch.ones_like(tt), tt - tt.mean()], dim=1)
+    costs = _harmonic_rss_direct(yt, tt, line, torch.from_numpy(grid), 64)[:, 0].numpy()
     i = int(np.argmin(costs))
     step = grid[1] - grid[0]
     res = minimize_scalar(

@@ -56,11 +56,14 @@ class Fitter:
         """Best added frequency given ``freqs``: grid search, then bounded 1-D refinement."""
         base = design(self.t, self.tau, freqs, drift=drift)
         far = np.all(np.abs(self.grid[:, None] - np.asarray(freqs)[None, :]) >= self.resolution, axis=1)
-        grid = self.grid[far]
         rss = harmonic_rss(
-            torch.from_numpy(self.z), torch.from_numpy(self.t), torch.from_numpy(base), torch.from_numpy(grid)
+            torch.from_numpy(self.z),
+            torch.from_numpy(self.t),
+            torch.from_numpy(base),
+            torch.from_numpy(self.grid),
         ).sum(dim=1)
-        w0 = float(grid[int(rss.argmin())])
+        rss = rss[torch.from_numpy(far)]
+        w0 = float(self.grid[far][int(rss.argmin())])
         lo, hi = max(self.w_lo, w0 - self.step), min(self.w_hi, w0 + self.step)
         res = minimize_scalar(
             lambda w: rss_of(self.z, self.t, self.tau, [*freqs, w], drift),

@@ -19,15 +19,15 @@ its length scale), each pushed through the same PCA and the same scan. The direc
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
 import torch
 
 from pos_geometry.analysis._nulls import NullTest, monte_carlo_p, surrogate_values
-from pos_geometry.analysis.pca import surrogate_coordinates
 
-__all__ = ["HELIX_NULLS", "RotationScan", "dct_correlation", "helix_null_tests"]
+__all__ = ["HELIX_NULLS", "RotationScan", "dct_correlation", "helix_null_tests", "rotation_scan"]
 
 HELIX_NULLS = ("step_walk", "smooth_gp")
 
@@ -35,35 +35,43 @@ HELIX_NULLS = ("step_walk", "smooth_gp")
 class RotationScan:
     """The rotation-share scan over trial frequencies for trajectories of ``n`` positions.
 
-    The projection onto ``cos(wt)``, ``sin(wt)`` (after removing a constant and a line) depends only on
-    the positions, so it is built once ``(G, 2, n)`` and applied to any batch of trajectories.
+    The trial frequencies are the bins ``w_j = j·π/(2n)`` of a 4×-zero-padded FFT (a quarter of a
+    periodogram bin apart) from ``min_turns`` turns over the window to Nyquist, so the projections of a
+    whole batch of trajectories onto ``cos(w_j t)``, ``sin(w_j t)`` are one ``rfft``. The normal equations
+    of those pairs (after removing a constant and a line) depend only on the positions: built once
+    ``(G, 2, 2)`` (and one scan per ``(n, min_turns, device)`` is kept, see :func:`rotation_scan`).
     """
 
     def __init__(self, n: int, *, min_turns: float = 1.0, device: torch.device | str = "cpu"):
         dt = torch.float64 if torch.device(device).type != "mps" else torch.float32
         t = torch.arange(n, dtype=dt, device=device)
+        self.n = n
+        self.step = math.pi / (2 * n)
         self.w_min = 2 * math.pi * min_turns / n
-        step = math.pi / (2 * n)
-        count = max(2, math.floor((math.pi - self.w_min) / step) + 1)
-        self.grid = torch.linspace(self.w_min, math.pi, count, dtype=dt, device=device)
-        self.step = step
+        first = min(max(1, math.ceil(self.w_min / self.step - 1e-9)), 2 * n - 1)
+        self.bins = slice(first, 2 * n + 1)
+        self.grid = self.step * torch.arange(first, 2 * n + 1, dtype=dt, device=device)
         tau = (t - t.mean()) / max(n / 2, 1.0)
         self.q = torch.linalg.qr(torch.stack([torch.ones_like(t), tau], dim=1)).Q  # (n, 2)
         wt = self.grid[:, None] * t[None, :]
         c = torch.stack([torch.cos(wt), torch.sin(wt)], dim=-1)  # (G, n, 2)
         c = c - self.q @ (self.q.T @ c)
-        gram = c.mT @ c
-        self.gram = gram  # (G, 2, 2): the fitted curve's covariance is Bᵀ G B
-        ridge = 1e-10 * gram.diagonal(dim1=-2, dim2=-1).sum(-1).clamp_min(1e-30)
-        gram = gram + ridge[:, None, None] * torch.eye(2, dtype=dt, device=device)
-        self.proj = torch.linalg.solve(gram, c.mT)  # (G, 2, n)
+        self.gram = c.mT @ c  # (G, 2, 2): the fitted curve's covariance is Bᵀ G B
+        ridge = 1e-10 * self.gram.diagonal(dim1=-2, dim2=-1).sum(-1).clamp_min(1e-30)
+        self.inverse = torch.linalg.inv(
+            self.gram + ridge[:, None, None] * torch.eye(2, dtype=dt, device=device)
+        )
         self.dtype = dt
 
     def __call__(self, z: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """``z`` ``(B, n, k)`` -> ``(share (B,), frequency (B,))`` of each trajectory's strongest rotation."""
         z = z.to(self.dtype)
         r = z - self.q @ (self.q.T @ z)
-        coef = torch.einsum("gcn,bnk->bgck", self.proj, r)  # (B, G, 2, k)
+        # cᵀr for every trial pair: the detrended r is orthogonal to the constant and the line, so the
+        # raw cos/sin projections are the detrended ones; rfft gives Σ r e^{-iwt} = Σ r cos − i Σ r sin.
+        spec = torch.fft.rfft(r, n=4 * self.n, dim=1)[:, self.bins]  # (B, G, k)
+        ctr = torch.stack([spec.real, -spec.imag], dim=2)  # (B, G, 2, k)
+        coef = self.inverse @ ctr  # (B, G, 2, k)
         # The fitted ellipse F = C B (n, k) has rank 2; the nonzero eigenvalues of FᵀF = Bᵀ G B are those of
         # the 2 x 2 matrix (B Bᵀ) G. Its smaller one is the sum of squares along the minor axis.
         mg = (coef @ coef.mT) @ self.gram  # (B, G, 2, 2)
@@ -74,6 +82,12 @@ class RotationScan:
         best, idx = minor.max(dim=-1)
         share = 2 * best / total.clamp_min(torch.finfo(self.dtype).tiny)
         return share, self.grid[idx]
+
+
+@functools.lru_cache(maxsize=8)
+def rotation_scan(n: int, min_turns: float, device: str = "cpu") -> RotationScan:
+    """The :class:`RotationScan` of ``n`` positions, built once per ``(n, min_turns, device)``."""
+    return RotationScan(n, min_turns=min_turns, device=device)
 
 
 def dct_correlation(z: np.ndarray) -> np.ndarray:
@@ -101,24 +115,35 @@ def helix_null_tests(
     n_surrogates: int,
     alpha: float,
     random_state: int,
+    method: str = "fast",
 ) -> tuple[NullTest, ...]:
     """Rotation share of ``rows`` ``(n, d)`` (already ``observed``) against each of :data:`HELIX_NULLS`.
 
-    Every surrogate is a whole ``(n, d)`` table, centred and decomposed by the same top-``n_components``
-    PCA, then scanned like the table.
+    Every surrogate is a table of the same rows (``method``: see :mod:`pos_geometry.analysis._null_basis`),
+    centred and decomposed by the same top-``n_components`` PCA, then scanned like the table.
     """
-    scan = RotationScan(rows.shape[0], min_turns=min_turns, device=rows.device)
+    scan = rotation_scan(rows.shape[0], float(min_turns), str(rows.device))
 
-    def statistic(batch: torch.Tensor) -> torch.Tensor:
-        return scan(surrogate_coordinates(batch, n_components, random_state=random_state))[0]
+    def statistic(coords: torch.Tensor) -> torch.Tensor:
+        return scan(coords)[0]
 
     return tuple(
         monte_carlo_p(
             "rotation_share",
             observed,
             null,
-            surrogate_values(rows, null, n_surrogates, random_state + i, statistic),
+            surrogate_values(
+                rows,
+                null,
+                n_surrogates,
+                random_state + i,
+                statistic,
+                method=method,
+                n_components=n_components,
+                coordinates=True,
+            ),
             alpha,
+            method,
         )
         for i, null in enumerate(HELIX_NULLS)
     )

@@ -8,17 +8,20 @@ pipeline as the table (PCA included). Three families, each matched to a statisti
 * :func:`step_walks` -- "a random walk with the table's own steps": the ``n - 1`` step vectors
   ``x[t+1] - x[t]``, in blocks of the table's length scale, in a random order, cumulated from ``x[0]``.
   Same steps and local arcs, no coordination between them.
-* :func:`smooth_gp` -- "a smooth Gaussian-process curve of the table's length scale": each column an
+* :func:`smooth_gp` -- "a smooth Gaussian-process curve of the table's length scale": each axis an
   independent draw of a Gaussian process with the squared-exponential kernel ``exp(-Δ²/(2ℓ²))`` plus the
-  table's share of white noise, scaled to the column's standard deviation; ``ℓ`` and the noise share are
+  table's share of white noise, scaled to the axis' standard deviation; ``ℓ`` and the noise share are
   read off the table's centred autocorrelation by offset (:func:`length_scale`).
-* :func:`red_noise` -- "AR(1) red noise plus white noise": each column an AR(1) process plus white
-  noise, fitted to the column's lag-1 and lag-2 autocorrelation and its variance (the red-noise
+* :func:`red_noise` -- "AR(1) red noise plus white noise": each axis an AR(1) process plus white
+  noise, fitted to the axis' lag-1 and lag-2 autocorrelation and its variance (the red-noise
   background of spectral peak tests in climate science and astronomy; Gilman et al. 1963, Schulz &
   Mudelsee 2002, with a white part for measurement noise).
 
-None of them has a period or a rotation of its own; a smooth curve bent into sinusoids by PCA is what
-they all produce. The p-value of an observed statistic ``T`` against ``S`` surrogate values is
+Each family is drawn column by column **on the table's principal axes** (its PCA basis; see
+:mod:`pos_geometry.analysis._null_basis`), where the columns are uncorrelated, and put back around the
+table's mean: the surrogates match the table's covariance in whatever basis it is stored, so no verdict
+depends on the basis. None of them has a period or a rotation of its own; a smooth curve bent into
+sinusoids by PCA is what they all produce. The p-value of an observed statistic ``T`` against ``S`` surrogate values is
 ``(1 + #{T_s >= T}) / (1 + S)`` (never 0; the smallest reachable value is ``1 / (1 + S)``).
 """
 
@@ -26,12 +29,16 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
 
+from pos_geometry import _progress
 from pos_geometry.analysis._fourier import ar1_plus_white
+from pos_geometry.analysis._null_basis import null_basis
+from pos_geometry.analysis._walk_coordinates import WalkCoordinates, block_orders
+from pos_geometry.analysis.pca import surrogate_coordinates
 
 __all__ = [
     "NullTest",
@@ -49,7 +56,7 @@ __all__ = [
 NULL_DESCRIPTIONS = {
     "step_walk": "random walks made of the table's own steps (blocks of its length scale, shuffled)",
     "smooth_gp": "smooth Gaussian-process curves with the table's length scale and noise share",
-    "red_noise": "AR(1) red noise plus white noise, fitted to each column's autocorrelation and variance",
+    "red_noise": "AR(1) red noise plus white noise, fitted to each principal axis' autocorrelation and variance",
 }
 
 
@@ -59,7 +66,9 @@ class NullTest:
 
     ``p_value`` = ``(1 + #{surrogate >= observed}) / (1 + n_surrogates)``; ``min_p_value`` = the
     smallest p these surrogates can give; ``null_median``/``null_q95``: the surrogate distribution;
-    ``significant``: ``p_value <= alpha``.
+    ``significant``: ``p_value <= alpha``; ``method``: how the surrogates were computed (``"fast"`` in the
+    table's leading principal subspace, ``"exact"`` as whole tables; the same null); ``values`` ``(S,)``:
+    the surrogates' statistics (not serialised).
     """
 
     statistic: str
@@ -72,6 +81,8 @@ class NullTest:
     alpha: float
     null_median: float
     null_q95: float
+    method: str = "fast"
+    values: np.ndarray | None = field(default=None, repr=False, compare=False, metadata={"serialize": False})
 
     @property
     def significant(self) -> bool:
@@ -85,7 +96,9 @@ class NullTest:
         )
 
 
-def monte_carlo_p(statistic: str, observed: float, null: str, values: np.ndarray, alpha: float) -> NullTest:
+def monte_carlo_p(
+    statistic: str, observed: float, null: str, values: np.ndarray, alpha: float, method: str = "fast"
+) -> NullTest:
     """The :class:`NullTest` of ``observed`` against the surrogate ``values`` ``(S,)``."""
     values = np.asarray(values, dtype=np.float64)
     s = int(values.size)
@@ -101,6 +114,8 @@ def monte_carlo_p(statistic: str, observed: float, null: str, values: np.ndarray
         alpha=float(alpha),
         null_median=float(np.median(values)),
         null_q95=float(np.quantile(values, 0.95)),
+        method=method,
+        values=values,
     )
 
 
@@ -111,34 +126,40 @@ def _randn(shape: tuple[int, ...], gen: torch.Generator, like: torch.Tensor) -> 
 
 
 Sampler = Callable[[int, torch.Generator], torch.Tensor]
-"""``sampler(count, generator)`` -> ``(count, n, d)`` surrogate tables."""
+"""``sampler(count, generator)`` -> ``(count, n, r)`` centred surrogate coordinates on the table's axes."""
 
 
-def step_walks(x: torch.Tensor) -> Sampler:
-    """Random walks: ``x[0]`` plus the steps of ``x`` ``(n, d)`` cumulated in a random order of blocks.
+def step_walks(y: torch.Tensor, ell: float, nugget: float) -> Sampler:
+    """Random walks: ``y[0]`` plus the steps of ``y`` ``(n, r)`` cumulated in a random order of blocks.
 
-    The ``n − 1`` steps ``x[t+1] − x[t]`` are cut into consecutive blocks of ``L = round(ℓ)`` steps (``ℓ``
+    The ``n − 1`` steps ``y[t+1] − y[t]`` are cut into consecutive blocks of ``L = round(ℓ)`` steps (``ℓ``
     from :func:`length_scale`) and the blocks are shuffled. A random walk's blocks are independent, so it
     is its own surrogate; a curve that turns keeps its local arcs but loses the coordination between
     them. (Blocks rather than single steps: position-to-position noise dominates single steps, and a walk of
-    shuffled noisy steps wanders like a random walk whatever the curve underneath.)
+    shuffled noisy steps wanders like a random walk whatever the curve underneath.) The walk is linear in
+    the table, so it is the same walk in any basis.
     """
-    steps = x[1:] - x[:-1]
+    steps = y[1:] - y[:-1]
     m = steps.shape[0]
-    block = max(1, min(m, round(length_scale(x)[0])))
+    block = walk_block(y.shape[0], ell)
     starts = torch.arange(0, m, block)
+    offsets = torch.arange(block)
 
     def draw(count: int, gen: torch.Generator) -> torch.Tensor:
-        out = torch.empty(count, m + 1, x.shape[1], dtype=x.dtype, device=x.device)
-        out[:, 0] = x[0]
-        for c in range(count):
-            order = starts[torch.randperm(starts.shape[0], generator=gen)]
-            idx = (order[:, None] + torch.arange(block)[None, :]).reshape(-1)
-            idx = idx[idx < m].to(x.device)
-            out[c, 1:] = x[0] + torch.cumsum(steps[idx], dim=0)
+        orders = block_orders(starts.shape[0], count, gen)
+        idx = (starts[orders][..., None] + offsets).reshape(count, -1)
+        idx = idx[idx < m].reshape(count, m).to(y.device)  # each order holds every step once
+        out = torch.empty(count, m + 1, y.shape[1], dtype=y.dtype, device=y.device)
+        out[:, 0] = y[0]
+        out[:, 1:] = y[0] + torch.cumsum(steps[idx], dim=1)
         return out
 
     return draw
+
+
+def walk_block(n: int, ell: float) -> int:
+    """The block length of :func:`step_walks` for ``n`` positions and length scale ``ell``."""
+    return max(1, min(n - 1, round(ell)))
 
 
 def autocorrelation(x: torch.Tensor) -> torch.Tensor:
@@ -177,64 +198,105 @@ def length_scale(x: torch.Tensor) -> tuple[float, float]:
     return float(max(0.5, i - 1 + frac)), 1.0 - smooth
 
 
-def smooth_gp(x: torch.Tensor) -> Sampler:
-    """Gaussian-process tables: squared-exponential kernel of ``x``'s :func:`length_scale`, plus its nugget.
+def _circulant_spectrum(n: int, ell: float) -> tuple[int, torch.Tensor]:
+    """``(M, λ)``: the squared-exponential kernel ``exp(-Δ²/2ℓ²)`` embedded in a circulant of size ``M``
+    (a power of two ≥ ``2n`` and ≥ ``14ℓ``, so the kernel has fallen below 1e-10 before the wrap) and its
+    eigenvalues ``λ`` ``(M/2 + 1,)`` (the real FFT of the kernel's first row; the few round-off negatives
+    clipped to 0). Wood & Chan 1994: draws through this spectrum have exactly the kernel's covariance
+    at the lags ``0..n−1`` that the table has."""
+    m = 1 << max(1, math.ceil(math.log2(max(2 * n, 14 * ell, 2))))
+    k = torch.arange(m, dtype=torch.float64)
+    lag = torch.minimum(k, m - k)
+    lam = torch.fft.rfft(torch.exp(-0.5 * (lag / ell) ** 2)).real.clamp_min(0)
+    return m, lam
 
-    Each column is ``sqrt(1 − η)·f + sqrt(η)·ε`` with ``f`` a GP draw of kernel ``exp(-Δ²/2ℓ²)`` and ``ε``
-    white noise, scaled to the standard deviation of the same column of ``x`` ``(n, d)``: smooth, with the
+
+def smooth_gp(y: torch.Tensor, ell: float, nugget: float) -> Sampler:
+    """Gaussian-process tables: squared-exponential kernel of length scale ``ell``, plus the nugget share.
+
+    Each axis is ``sqrt(1 − η)·f + sqrt(η)·ε`` with ``f`` a GP draw of kernel ``exp(-Δ²/2ℓ²)`` and ``ε``
+    white noise, scaled to the standard deviation of the same axis of ``y`` ``(n, r)``: smooth, with the
     table's length scale and its share of position-to-position noise, and no period or rotation of its own.
-    The kernel's square root keeps only eigenvalues above ``1e-10`` of the largest, so a smooth kernel costs
-    a few dozen columns instead of ``n``.
+    ``f`` is drawn by circulant embedding (:func:`_circulant_spectrum`): a sum of the circulant's Fourier
+    modes with independent Gaussian weights of variance ``λ_k / M``. The smooth kernel's spectrum falls
+    off like a Gaussian, so only the modes above 1e-10 of the largest are kept: a few dozen for a table
+    whose rows change slowly, drawn as one ``(n, 2K)`` basis times the weights; when many are needed
+    (a short length scale) the weights go through one inverse real FFT instead.
     """
-    n, d = x.shape
-    ell, nugget = length_scale(x)
-    t = torch.arange(n, dtype=torch.float64, device=x.device)
-    evals, evecs = torch.linalg.eigh(torch.exp(-0.5 * ((t[:, None] - t[None, :]) / ell) ** 2))
-    keep = evals > 1e-10 * evals.max()
-    root = (evecs[:, keep] * (evals[keep] * (1 - nugget)).sqrt()).to(x.dtype)  # (n, m)
-    sigma = x.to(torch.float64).std(dim=0).to(x.dtype)
+    n, r = y.shape
+    m, lam = _circulant_spectrum(n, ell)
+    sigma = y.to(torch.float64).std(dim=0)
     white = math.sqrt(nugget)
+    # f_t = Σ_k (a_k cos(2πkt/M) + b_k sin(2πkt/M)) over the real FFT's bins k = 0..M/2, with a_k, b_k of
+    # variance 2λ_k/M inside and λ_k/M at 0 and M/2 (b_0 = b_{M/2} = 0): Var(f_t) = Σ over all M bins of
+    # λ_k / M = k(0), Cov(f_s, f_t) = k(s − t) for |s − t| < M/2.
+    var = lam * (1 - nugget) / m * 2
+    var[0] /= 2
+    var[-1] /= 2
+    kept = int(torch.nonzero(lam > 1e-10 * lam.max()).max()) + 1
+    if 4 * kept <= n:
+        t = torch.arange(n, dtype=torch.float64)
+        wt = t[:, None] * (2 * math.pi * torch.arange(kept, dtype=torch.float64) / m)[None, :]
+        amp = var[:kept].sqrt()
+        basis = torch.cat([torch.cos(wt) * amp, torch.sin(wt) * amp], dim=1).to(y.device)  # (n, 2K)
+
+        def modes(count: int, gen: torch.Generator) -> torch.Tensor:
+            return basis @ _randn((count, 2 * kept, r), gen, basis)
+
+    else:
+        amp = var.sqrt().to(y.device)
+        amp[0] *= 2  # 0 and M/2 are counted once, the inside bins twice (as w_k and its conjugate)
+        amp[-1] *= 2
+
+        def modes(count: int, gen: torch.Generator) -> torch.Tensor:
+            w = torch.complex(
+                _randn((count, r, amp.shape[0]), gen, amp), _randn((count, r, amp.shape[0]), gen, amp)
+            )
+            w = w * amp / 2
+            w[..., 0] = w[..., 0].real
+            w[..., -1] = w[..., -1].real
+            # irfft(w)·M = w_0 + Σ_inside 2 Re(w_k e^{2πikt/M}) + w_{M/2}(−1)^t: w_k = (a + ib)/2 gives a cos − b sin
+            return torch.fft.irfft(w, n=m, dim=-1)[..., :n].mT * m
 
     def draw(count: int, gen: torch.Generator) -> torch.Tensor:
-        out = root @ _randn((count, root.shape[1], d), gen, root)
+        out = modes(count, gen)
         if white > 0:
-            out = out + white * _randn((count, n, d), gen, root)
-        return out * sigma
+            out = out + white * _randn((count, n, r), gen, sigma)
+        return (out * sigma).to(y.dtype)
 
     return draw
 
 
-def red_noise(x: torch.Tensor) -> Sampler:
-    """AR(1) red noise plus white noise, fitted column by column to ``x`` ``(n, d)``.
+def red_noise(y: torch.Tensor, ell: float, nugget: float) -> Sampler:
+    """AR(1) red noise plus white noise, fitted axis by axis to ``y`` ``(n, r)`` (``ell``, ``nugget`` unused).
 
-    Column ``j`` of a surrogate is ``mean_j + σ_j (sqrt(1 − η_j) a_t + sqrt(η_j) ε_t)`` with ``a`` a
-    stationary AR(1) process of coefficient ``φ_j`` and unit variance and ``ε`` white. For that model the
-    lag-1 and lag-2 autocorrelations are ``r₁ = (1 − η)φ`` and ``r₂ = (1 − η)φ²``, so ``φ = r₂ / r₁`` and
-    ``1 − η = r₁² / r₂`` (clipped to ``[0, 0.9999]`` and ``[0, 1]``); a column where that does not hold
-    (``r₂ ≤ 0`` or ``r₂ ≥ r₁``) is plain AR(1) with ``φ = max(r₁, 0)``. The white part matters: without it a
-    table's measurement noise would stand out against a purely red background at high frequencies.
+    Axis ``j`` of a surrogate is ``σ_j (sqrt(1 − η_j) a_t + sqrt(η_j) ε_t)`` with ``a`` a stationary AR(1)
+    process of coefficient ``φ_j`` and unit variance and ``ε`` white. For that model the lag-1 and lag-2
+    autocorrelations are ``r₁ = (1 − η)φ`` and ``r₂ = (1 − η)φ²``, so ``φ = r₂ / r₁`` and ``1 − η = r₁² / r₂``
+    (clipped to ``[0, 0.9999]`` and ``[0, 1]``); an axis where that does not hold (``r₂ ≤ 0`` or ``r₂ ≥ r₁``)
+    is plain AR(1) with ``φ = max(r₁, 0)``. The white part matters: without it a table's measurement noise
+    would stand out against a purely red background at high frequencies.
     """
-    a = x.to(torch.float64)
-    mean = a.mean(dim=0)
-    phi64, smooth, var = ar1_plus_white((a - mean).T)  # one fit per column
+    a = y.to(torch.float64)
+    phi64, smooth, var = ar1_plus_white((a - a.mean(dim=0)).T)  # one fit per axis
     sigma = var.sqrt()
-    phi = phi64.to(x.dtype)
-    innov = torch.sqrt(1 - phi64**2).to(x.dtype)
+    innov = torch.sqrt(1 - phi64**2)
     w_red, w_white = smooth.sqrt(), (1 - smooth).sqrt()
-    n, d = x.shape
+    n, r = y.shape
 
     def draw(count: int, gen: torch.Generator) -> torch.Tensor:
-        y = _randn((count, n, d), gen, x) * innov
-        y[:, 0] = y[:, 0] / innov
-        for i in range(1, n):
-            y[:, i] += phi * y[:, i - 1]
-        white = _randn((count, n, d), gen, x).double()
-        return ((y.double() * w_red + white * w_white) * sigma + mean).to(x.dtype)
+        red = _randn((n, count, r), gen, a) * innov  # positions first: each step is one contiguous block
+        red[0] = red[0] / innov
+        for t in range(1, n):  # a_t = φ a_{t-1} + e_t, all surrogates and axes at once
+            red[t].add_(red[t - 1] * phi64)
+        red = red.transpose(0, 1)
+        white = _randn((count, n, r), gen, a)
+        return ((red * w_red + white * w_white) * sigma).to(y.dtype)
 
     return draw
 
 
-SAMPLERS: dict[str, Callable[[torch.Tensor], Sampler]] = {
+SAMPLERS: dict[str, Callable[[torch.Tensor, float, float], Sampler]] = {
     "step_walk": step_walks,
     "smooth_gp": smooth_gp,
     "red_noise": red_noise,
@@ -248,24 +310,53 @@ def surrogate_values(
     random_state: int,
     statistic: Callable[[torch.Tensor], torch.Tensor | np.ndarray],
     *,
+    method: str = "fast",
+    n_components: int = 0,
+    coordinates: bool | None = None,
     budget_bytes: int = 48 * 2**20,
 ) -> np.ndarray:
-    """``statistic`` of ``n_surrogates`` whole surrogate tables of ``x`` ``(n, d)``: ``(S, ...)`` float64.
+    """``statistic`` of ``n_surrogates`` surrogate tables of ``x`` ``(n, d)``: ``(S, ...)`` float64.
 
-    Tables are drawn and evaluated in chunks of about ``budget_bytes`` (never all at once), from one
-    ``torch.Generator`` seeded with ``random_state``: the same seed gives the same surrogates on every
-    device. ``statistic`` maps a ``(c, n, d)`` batch to ``(c, ...)`` values and must be scale-free: ``x`` is
-    first divided by its largest entry, so a table times 1e200 gives the surrogates of the table itself.
+    The surrogates are drawn on the table's principal axes (:func:`null_basis` with ``method``; ``"fast"``
+    keeps the axes the surrogates need for an ``n_components``-component statistic) and handed to
+    ``statistic`` as ``(c, n, m)`` tables: ``m = d`` in the stored coordinates (``"exact"``), or ``m = r + 1``
+    coordinates isometric to them (``"fast"``). ``statistic`` must depend on the rows only through their
+    inner products (PCA, norms, cosine similarities) and be scale-free: ``x`` is first divided by its
+    largest entry, so a table times 1e200 gives the surrogates of the table itself. With ``coordinates``
+    (True: centred over positions, False: not) ``statistic`` gets the surrogates' top-``n_components`` PCA
+    coordinates ``(c, n, n_components)`` instead (for the fast step walks computed from their block
+    structure, :mod:`pos_geometry.analysis._walk_coordinates`). Tables are drawn and evaluated in chunks of
+    about ``budget_bytes``, from one ``torch.Generator`` seeded with ``random_state``: the same seed gives
+    the same surrogates on every device.
     """
-    x = (x.to(torch.float64) / x.detach().abs().amax().to(torch.float64).clamp_min(1e-300)).to(x.dtype)
-    draw = SAMPLERS[null](x)
+    basis = null_basis(x, method, null, min_rank=n_components)
+    coords = basis.coords.to(x.dtype)
+    draw = SAMPLERS[null](coords, *basis.length_scale)
+    walks = None
+    if coordinates is not None and method == "fast" and null == "step_walk" and x.device.type == "cpu":
+        walks = WalkCoordinates(
+            coords, walk_block(x.shape[0], basis.length_scale[0]), basis.mean_in, basis.mean_out
+        )
     gen = torch.Generator(device="cpu").manual_seed(int(random_state))
-    per_table = x.shape[0] * x.shape[1] * 8
-    chunk = max(1, budget_bytes // per_table)
+    width = x.shape[1] if method == "exact" else basis.rank + 1
+    chunk = max(1, budget_bytes // (x.shape[0] * (width + basis.rank) * 8))
     out = []
     for start in range(0, n_surrogates, chunk):
-        vals = statistic(draw(min(chunk, n_surrogates - start), gen))
+        count = min(chunk, n_surrogates - start)
+        if walks is not None:
+            orders = block_orders(walks.starts.shape[0], count, gen)
+            vals = statistic(
+                walks.coordinates(orders, n_components, center=coordinates, random_state=random_state)
+            )
+        elif coordinates is not None:
+            tables = basis.embed(draw(count, gen))
+            vals = statistic(
+                surrogate_coordinates(tables, n_components, center=coordinates, random_state=random_state)
+            )
+        else:
+            vals = statistic(basis.embed(draw(count, gen)))
         out.append(
             vals.detach().cpu().double().numpy() if isinstance(vals, torch.Tensor) else np.asarray(vals)
         )
+        _progress.advance(count)
     return np.concatenate(out).astype(np.float64)

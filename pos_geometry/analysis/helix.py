@@ -56,10 +56,12 @@ from typing import Any
 import numpy as np
 import torch
 
+from pos_geometry import _progress
 from pos_geometry.analysis._batch import BatchResult, PCAItem, pca_items, renamed
 from pos_geometry.analysis._helix_model import Fitter, design, rss_of, solve
-from pos_geometry.analysis._helix_test import RotationScan, dct_correlation, helix_null_tests
+from pos_geometry.analysis._helix_test import dct_correlation, helix_null_tests, rotation_scan
 from pos_geometry.analysis._inputs import check_int, check_level
+from pos_geometry.analysis._null_basis import check_null_method
 from pos_geometry.analysis._nulls import NullTest
 from pos_geometry.analysis._results import Result
 from pos_geometry.embedding import Provenance
@@ -280,7 +282,7 @@ def _fit_one(item: PCAItem, max_harmonics: int, min_turns: float, null: dict[str
     drift = coef[1] / (span / 2)
     tss = np.sum((z - z.mean(axis=0)) ** 2, axis=0)
     pinned = _pinned(w, f)
-    scan = RotationScan(n, min_turns=min_turns)
+    scan = rotation_scan(n, float(min_turns), "cpu")
     share_t, w_rot = scan(torch.from_numpy(z)[None])
     share = float(share_t[0])
     tests: tuple[NullTest, ...] = ()
@@ -325,7 +327,7 @@ def _fit_one(item: PCAItem, max_harmonics: int, min_turns: float, null: dict[str
         reason=reason,
         tests=tests,
         rotation_share=share,
-        rotation_period=rot_period if abs(float(w_rot[0]) - scan.w_min) > 1e-9 else None,
+        rotation_period=rot_period if float(w_rot[0]) > float(scan.grid[0]) + 1e-12 else None,
         dct_correlation=dct_correlation(z),
         provenance=item.provenance,
     )
@@ -341,6 +343,7 @@ def fit_helix(
     n_surrogates: int = 199,
     alpha: float = 0.01,
     random_state: int = 0,
+    null_method: str = "fast",
     **deprecated: Any,
 ) -> HelixFit | BatchResult:
     """Fit the helix model (and the line / ellipse / circular-helix baselines) to the top PCA trajectory,
@@ -354,8 +357,10 @@ def fit_helix(
     :mod:`pos_geometry.analysis._helix_test`): the verdict is ``"helix"`` only when the helix shape wins by
     ΔBIC > 10 and its rotation share beats ``n_surrogates`` random walks of the table's own steps *and*
     as many smooth Gaussian-process curves of its length scale at level ``alpha``.
-    ``n_surrogates=0`` skips the null (verdict ``"untested"``). ``k=`` is a deprecated alias of
-    ``n_components``.
+    ``n_surrogates=0`` skips the null (verdict ``"untested"``). ``null_method``: ``"fast"`` draws and
+    decomposes the surrogates in the table's leading principal subspace (99.9% of its variance), ``"exact"``
+    as whole tables (the reference; same null, see :mod:`pos_geometry.analysis._null_basis`). ``k=`` is a
+    deprecated alias of ``n_components``.
 
     Returns a :class:`HelixFit` (``verdict``/``reason`` in words, ``tests`` with each null's p), or a
     ``BatchResult`` of them for a batch.
@@ -383,7 +388,13 @@ def fit_helix(
     random_state = check_int("random_state", random_state, 0, ">= 0 (a seed)")
     if n_surrogates:
         alpha = check_level(alpha, n_surrogates)
-    null = {"n_surrogates": n_surrogates, "alpha": float(alpha), "random_state": random_state}
+    null = {
+        "n_surrogates": n_surrogates,
+        "alpha": float(alpha),
+        "random_state": random_state,
+        "method": check_null_method(null_method),
+    }
     items, single = pca_items(x, k, window=window, center=True)
-    fits = tuple(_fit_one(it, max_harmonics, float(min_turns), null) for it in items)
+    with _progress.task("helix nulls", 2 * n_surrogates * len(items)):
+        fits = tuple(_fit_one(it, max_harmonics, float(min_turns), null) for it in items)
     return fits[0] if single else BatchResult(fits, tuple(f.provenance for f in fits))

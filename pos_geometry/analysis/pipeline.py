@@ -19,7 +19,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from pos_geometry import _progress
 from pos_geometry.analysis._inputs import check_int, parse_window
+from pos_geometry.analysis._null_basis import check_null_method
 from pos_geometry.analysis._results import Result
 from pos_geometry.analysis.helix import HelixFit, fit_helix
 from pos_geometry.analysis.pca import PCAResult, pca
@@ -27,6 +29,8 @@ from pos_geometry.analysis.periodicity import PeriodicityResult, periodicity
 from pos_geometry.analysis.recurrence import AUTO_CAP, RecurrenceFit, fit_recurrence
 from pos_geometry.embedding import Provenance
 from pos_geometry.errors import InvalidArgumentError
+
+_RECURRENCE_SURROGATES = 99  # fit_recurrence's default
 
 __all__ = ["ANALYSES", "ANALYTIC_KINDS", "HELIX_MAX_POSITIONS", "Analysis", "analyze"]
 
@@ -199,6 +203,8 @@ def analyze(
     alpha: float = 0.01,
     random_state: int = 0,
     helix_max_positions: int = HELIX_MAX_POSITIONS,
+    null_method: str = "fast",
+    progress: bool | None = None,
 ) -> Analysis:
     """PCA, helix, periodicity and recurrence of one ``(n, d)`` table over ``window``, on one decomposition.
 
@@ -210,6 +216,10 @@ def analyze(
         n_surrogates, alpha, random_state: the nulls of the helix and periodicity tests (the
             recurrence keeps its own defaults: 99 surrogates at α = 0.05).
         helix_max_positions: longer windows get no helix fit (the note says how to narrow it).
+        null_method: ``"fast"`` (every null's surrogates drawn and decomposed in the table's leading
+            principal subspace, 99.9% of its variance) or ``"exact"`` (whole tables, the reference; the
+            same nulls, see :mod:`pos_geometry.analysis._null_basis`).
+        progress: a bar of the surrogates done, on stderr; None shows it in a terminal or Jupyter.
 
     Returns:
         a frozen :class:`Analysis`; each analysis that cannot run is None with its reason in ``notes``.
@@ -233,38 +243,47 @@ def analyze(
     res = pca(x, k, window=(start, stop), solver="exact")
     kind = res.provenance.kind
     notes: dict[str, str] = {}
-    nulls = {"n_surrogates": n_surrogates, "alpha": alpha, "random_state": random_state}
+    null_method = check_null_method(null_method)
+    nulls = {
+        "n_surrogates": n_surrogates,
+        "alpha": alpha,
+        "random_state": random_state,
+        "null_method": null_method,
+    }
 
-    helix = None
-    if "helix" in chosen:
-        if kind in ANALYTIC_KINDS:
-            notes["helix"] = (
-                f"not fitted: a {kind} table is computed from a formula (no learned positions), so its shape "
-                "is fixed by its frequencies"
-            )
-        elif k < 3 or n < 8:
-            notes["helix"] = "not fitted: needs at least 3 components and 8 positions"
-        elif n > helix_max_positions:
-            notes["helix"] = (
-                f"not fitted: {n} positions > {helix_max_positions}; pass a window such as "
-                f"0:{helix_max_positions}"
-            )
-        else:
-            helix = fit_helix(res, n_components=3, **nulls)
+    total = (2 * n_surrogates * ("helix" in chosen) + 2 * n_surrogates * ("periodicity" in chosen)
+             + _RECURRENCE_SURROGATES * ("recurrence" in chosen))  # fmt: skip
+    with _progress.task(f"nulls of {res.provenance.model_id}", total, show=progress):
+        helix = None
+        if "helix" in chosen:
+            if kind in ANALYTIC_KINDS:
+                notes["helix"] = (
+                    f"not fitted: a {kind} table is computed from a formula (no learned positions), so its shape "
+                    "is fixed by its frequencies"
+                )
+            elif k < 3 or n < 8:
+                notes["helix"] = "not fitted: needs at least 3 components and 8 positions"
+            elif n > helix_max_positions:
+                notes["helix"] = (
+                    f"not fitted: {n} positions > {helix_max_positions}; pass a window such as "
+                    f"0:{helix_max_positions}"
+                )
+            else:
+                helix = fit_helix(res, n_components=3, **nulls)
 
-    per = None
-    if "periodicity" in chosen:
-        if n < _MIN_PERIODICITY_POSITIONS:
-            notes["periodicity"] = f"not run: needs at least {_MIN_PERIODICITY_POSITIONS} positions"
-        else:
-            per = periodicity(res, n_components=min(3, k), **nulls)
+        per = None
+        if "periodicity" in chosen:
+            if n < _MIN_PERIODICITY_POSITIONS:
+                notes["periodicity"] = f"not run: needs at least {_MIN_PERIODICITY_POSITIONS} positions"
+            else:
+                per = periodicity(res, n_components=min(3, k), **nulls)
 
-    rec = None
-    if "recurrence" in chosen:
-        if n < 6 or k < 2:
-            notes["recurrence"] = "not run: needs at least 6 positions and 2 components"
-        else:
-            rec = fit_recurrence(res, "auto", random_state=random_state)
+        rec = None
+        if "recurrence" in chosen:
+            if n < 6 or k < 2:
+                notes["recurrence"] = "not run: needs at least 6 positions and 2 components"
+            else:
+                rec = fit_recurrence(res, "auto", random_state=random_state, null_method=null_method)
     return Analysis(
         provenance=res.provenance,
         window=(start, stop),

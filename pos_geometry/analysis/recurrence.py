@@ -47,11 +47,13 @@ import numpy as np
 import scipy.linalg
 import torch
 
+from pos_geometry import _progress
 from pos_geometry.analysis._batch import BatchResult, PCAItem, pca_items, renamed
 from pos_geometry.analysis._inputs import as_batch, check_int, check_level, parse_window
+from pos_geometry.analysis._null_basis import check_null_method
 from pos_geometry.analysis._nulls import NullTest, monte_carlo_p, surrogate_values
 from pos_geometry.analysis._results import Result
-from pos_geometry.analysis.pca import PCAResult, surrogate_coordinates
+from pos_geometry.analysis.pca import PCAResult
 from pos_geometry.embedding import Provenance
 from pos_geometry.errors import InvalidArgumentError
 
@@ -194,13 +196,18 @@ def _null(
 ) -> NullTest:
     """``M^horizon``'s gain over persistence on ``z`` ``(n, k)`` against random walks of ``rows``' own steps."""
 
-    def statistic(batch: torch.Tensor) -> torch.Tensor:
-        coords = surrogate_coordinates(batch, k, center=center, random_state=null["random_state"])
+    def statistic(coords: torch.Tensor) -> torch.Tensor:
         return _improvement(coords, rcond, horizon)
 
     observed = float(_improvement(z[None], rcond, horizon)[0])
-    values = surrogate_values(rows, "step_walk", null["n_surrogates"], null["random_state"], statistic)
-    return monte_carlo_p(f"gain_over_persistence_h{horizon}", observed, "step_walk", values, null["alpha"])
+    method = null["method"]
+    values = surrogate_values(
+        rows, "step_walk", null["n_surrogates"], null["random_state"], statistic, method=method, n_components=k,
+        coordinates=center,
+    )  # fmt: skip
+    return monte_carlo_p(
+        f"gain_over_persistence_h{horizon}", observed, "step_walk", values, null["alpha"], method
+    )
 
 
 def _status(
@@ -328,6 +335,7 @@ def fit_recurrence(
     n_surrogates: int = 99,
     alpha: float = 0.05,
     random_state: int = 0,
+    null_method: str = "fast",
     **deprecated: Any,
 ) -> RecurrenceFit | BatchResult:
     """Fit ``z[t+1] ≈ M z[t]`` (+ ``b`` if ``affine``) in the top PCA subspace; see the module docstring.
@@ -337,7 +345,9 @@ def fit_recurrence(
     ``"auto"`` (the fewest components holding 99.9% of the variance, 2..32). ``rcond``: singular values of the
     design below ``rcond`` times the largest are dropped. ``n_surrogates``, ``alpha``, ``random_state``: the
     null for "rotations": the one-step gain over persistence must beat that of random walks made of the
-    table's own steps (same PCA, same fit); ``n_surrogates=0`` skips it. ``k=`` is a deprecated alias of
+    table's own steps (same PCA, same fit); ``n_surrogates=0`` skips it. ``null_method``: ``"fast"`` (the
+    walks in the table's leading principal subspace) or ``"exact"`` (whole tables, the reference; see
+    :mod:`pos_geometry.analysis._null_basis`). ``k=`` is a deprecated alias of
     ``n_components``.
     Returns a :class:`RecurrenceFit`, or a ``BatchResult`` of them for a batch.
 
@@ -363,7 +373,12 @@ def fit_recurrence(
     random_state = check_int("random_state", random_state, 0, ">= 0 (a seed)")
     if n_surrogates:
         alpha = check_level(alpha, n_surrogates)
-    null = {"n_surrogates": n_surrogates, "alpha": float(alpha), "random_state": random_state}
+    null = {
+        "n_surrogates": n_surrogates,
+        "alpha": float(alpha),
+        "random_state": random_state,
+        "method": check_null_method(null_method),
+    }
     auto = n_components == "auto"
     if auto:
         cap = AUTO_CAP
@@ -379,5 +394,8 @@ def fit_recurrence(
             f"n_components must be a positive integer or 'auto'; got {n_components!r}."
         )
     items, single = pca_items(x, n_components, window=window, center=center)
-    fits = tuple(_fit_one(it, tuple(horizons), it.center, affine, float(rcond), auto, null) for it in items)
+    with _progress.task("recurrence null", n_surrogates * len(items)):
+        fits = tuple(
+            _fit_one(it, tuple(horizons), it.center, affine, float(rcond), auto, null) for it in items
+        )
     return fits[0] if single else BatchResult(fits, tuple(f.provenance for f in fits))

@@ -43,12 +43,18 @@ def _version(value: bool) -> None:
 @app.callback()
 def _root(
     debug: bool = typer.Option(False, "--debug", help="Show the full traceback of errors."),
+    quiet: bool = typer.Option(
+        False, "--quiet", "-q", help="No progress bars (they are shown only on a terminal anyway)."
+    ),
     version: bool = typer.Option(
         False, "--version", callback=_version, is_eager=True, help="Print the version and exit."
     ),
 ) -> None:
     """The geometry of positional embeddings in pretrained transformers."""
     STATE["debug"] = debug
+    from pos_geometry import _progress
+
+    _progress.set_quiet(quiet)
 
 
 app.command()(figures.plot)

@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 import click
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import Progress
 
 from pos_geometry.errors import InvalidArgumentError, PosGeometryError
 
@@ -96,12 +96,11 @@ def figure_output(format: str, out: Path, *, create: bool = True) -> tuple[tuple
 
 
 def progress_bar() -> Progress:
-    """A transient progress bar on stderr, shown only when stderr is a terminal."""
-    console = err()
-    return Progress(
-        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-        console=console, transient=True, disable=not console.is_terminal,
-    )  # fmt: skip
+    """A transient progress bar on stderr, shown only when stderr is a terminal (and not ``--quiet``); the
+    library's own bars (the nulls of an analysis) add their lines to it while it is live."""
+    from pos_geometry import _progress
+
+    return _progress.new_bar(show=None if err().is_terminal else False)
 
 
 @contextmanager
@@ -157,7 +156,7 @@ def load_all(
 
 
 def analyze_all(
-    loaded: list[tuple[str, Any]], window: Any, analyses: tuple[str, ...]
+    loaded: list[tuple[str, Any]], window: Any, analyses: tuple[str, ...], *, null_method: str = "fast"
 ) -> tuple[list[tuple[str, Any, Any]], list[str]]:
     """:func:`pos_geometry.analyze` each loaded table once; returns ``([(argument, table, Analysis)], failed)``."""
     from pos_geometry.analysis.pipeline import analyze
@@ -166,7 +165,9 @@ def analyze_all(
     with progress("analysing", len(loaded)) as advance:
         for name, pe in loaded:
             try:
-                done.append((name, pe, analyze(pe, window=window, analyses=analyses)))
+                done.append(
+                    (name, pe, analyze(pe, window=window, analyses=analyses, null_method=null_method))
+                )
             except PosGeometryError as exc:
                 report_failure(name if len(loaded) > 1 else None, exc)
                 failed.append(name)

@@ -44,6 +44,12 @@ def analyze(
     ),
     as_json: bool = typer.Option(False, "--json", help="Print the figures as JSON (a list of rows)."),
     as_csv: bool = typer.Option(False, "--csv", help="Print the figures as CSV."),
+    null_method: str = typer.Option(
+        "fast",
+        "--null-method",
+        help="fast: the nulls' surrogates in each table's leading principal subspace; exact: whole tables "
+        "(the reference, slower). The same nulls.",
+    ),
     device: str = DEVICE,
     offline: bool | None = OFFLINE,
 ) -> None:
@@ -55,11 +61,15 @@ def analyze(
     """
     if as_json and as_csv:
         raise typer.BadParameter("use only one of --json and --csv.")
+    if as_json or as_csv:
+        from pos_geometry import _progress
+
+        _progress.set_quiet(True)  # machine-readable output: nothing else on the terminal
 
     def run() -> None:
         chosen = parse_analyses(analyses)
         loaded, failed = load_all(models, revision=revision, device=device, offline=offline)
-        done, broken = analyze_all(loaded, parse_window_text(window), chosen)
+        done, broken = analyze_all(loaded, parse_window_text(window), chosen, null_method=null_method)
         failed += broken
         rows = [a.row() for _, _, a in done]
         if as_json:

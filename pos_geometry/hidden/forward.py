@@ -23,6 +23,7 @@ from typing import Any
 
 import torch
 
+from pos_geometry import _progress
 from pos_geometry.hidden.model import LoadedModel
 from pos_geometry.hidden.run import Run
 
@@ -96,13 +97,17 @@ def run_batches(
                 handles.append(block.register_forward_hook(post_hook(i), with_kwargs=True))
         tokens = torch.from_numpy(corpus.tokens)
         total = corpus.n_sequences
-        with torch.inference_mode():
+        # no callback: a bar of its own in a terminal or Jupyter (the CLI passes its bar's callback)
+        bar = _progress.task("contexts", total) if progress is None else contextlib.nullcontext()
+        with torch.inference_mode(), bar as step:
             for start in range(0, total, batch_size):
                 ids = tokens[start : start + batch_size].to(loaded.device)
                 with contextlib.suppress(_Stop):  # the hooks cut the forward after the deepest block needed
                     loaded.module(input_ids=ids, use_cache=False)
                 if progress is not None:
                     progress(min(start + batch_size, total), total)
+                else:
+                    step(int(ids.shape[0]))
     finally:
         for handle in handles:
             handle.remove()

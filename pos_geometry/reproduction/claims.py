@@ -306,13 +306,25 @@ def claim_similarity(result: PeriodicityResult | None) -> Claim:
     else:
         found = (
             f"strongest period {strongest.period:.0f} ± {strongest.period_std:.0f} positions, p = "
-            f"{strongest.p_value:.3g} against red noise ({'significant' if strongest.significant else 'not significant'})"
+            f"{strongest.p_value:.3g} against red noise and random walks of its own steps "
+            f"({'significant' if strongest.significant else 'not significant'})"
         )
     pcs = [p for p in result.dominant_periods if p.series != "mean_similarity"]
     if pcs:
         found += "; the PCA coordinates do turn periodically: " + ", ".join(
             f"{p.label} {p.period:.0f} (p = {p.p_value:.3g})" for p in pcs
         )
+    else:  # the strongest peak of each PC, said not to be a period
+        strongest_pc = {}
+        for p in result.peaks:
+            if p.series != "mean_similarity" and not p.at_edge and p.series not in strongest_pc:
+                strongest_pc[p.series] = p
+        if strongest_pc:
+            found += (
+                "; nor are the PCA coordinates' oscillations ("
+                + ", ".join(f"{p.label} {p.period:.0f}, p = {p.p_value:.3g}" for p in strongest_pc.values())
+                + "): a random walk's PCA makes cosines as clean"
+            )
     measured = (
         found
         + "; mean similarity at offset "

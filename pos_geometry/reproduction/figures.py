@@ -65,7 +65,7 @@ def _gpt2_figures(gpt2: PositionalEmbedding, analysis: Analysis, windows: Mappin
             "Cosine similarity between every pair of positional rows (raw rows).",
         )
         figs["gpt2_spectrum"] = (
-            plot_spectrum(per, title="GPT-2 small: spectra against red noise"),
+            plot_spectrum(per, title="GPT-2 small: spectra against red noise and random walks"),
             "Spectra of the mean similarity by offset and of the top principal components, each over the "
             "AR(1)-plus-white background fitted to it; significant periods (red-noise null) are marked.",
         )

@@ -64,7 +64,7 @@ class SweepConfig:
     query/key weights, :mod:`pos_geometry.sweeps.rotary`); ``analyses``: a subset of :data:`ANALYSES`
     (learned) or of :data:`~pos_geometry.sweeps.rotary.ROTARY_ANALYSES` (rotary); ``"all"`` / ``"cheap"``
     accepted by :meth:`make`. Learned: ``n_components``: PCA components kept (the ``top{n}_ratio``);
-    ``n_surrogates``, ``alpha``, ``random_state``: the helix and periodicity nulls; ``window``:
+    ``n_surrogates``, ``alpha``, ``random_state``, ``null_method``: the helix and periodicity nulls; ``window``:
     ``(start, stop)`` positions analysed (None: all). Rotary: ``layers`` (None: all) and ``fold_norm``, as in
     :func:`~pos_geometry.analysis.rotary_atlas.rotary_atlas`, and ``gguf_file``: the ``.gguf`` file of each
     checkpoint that is read instead of its transformers weights (None: those).
@@ -80,6 +80,7 @@ class SweepConfig:
     layers: tuple[int, ...] | None = None
     fold_norm: bool = False
     gguf_file: str | None = None
+    null_method: str = "fast"
 
     @classmethod
     def make(
@@ -95,6 +96,7 @@ class SweepConfig:
         layers: Any = None,
         fold_norm: bool = False,
         gguf_file: str | None = None,
+        null_method: str = "fast",
     ) -> SweepConfig:
         """Validate the arguments of :func:`~pos_geometry.sweeps.sweep` into a config."""
         if gguf_file is not None:
@@ -136,9 +138,11 @@ class SweepConfig:
             except (TypeError, ValueError):
                 raise InvalidArgumentError(f"window must be a pair (start, stop); got {window!r}.") from None
             window = (start, stop)
+        from pos_geometry.analysis._null_basis import check_null_method
+
         return cls(
             tuple(a for a in ANALYSES if a in chosen), n_components, n_surrogates, float(alpha), random_state,
-            window,
+            window, null_method=check_null_method(null_method),
         )  # fmt: skip
 
     def fingerprint(self) -> str:
@@ -151,6 +155,12 @@ class SweepConfig:
         if self.kind == "learned":
             for name in ("kind", "layers", "fold_norm", "gguf_file"):
                 fields.pop(name)
+            if {"helix", "periodicity"} & set(self.analyses):
+                # the nulls are drawn on the table's principal axes since 0.x (issue 25/26): results of the
+                # older, basis-dependent nulls are recomputed
+                fields["null_basis"] = "principal axes"
+            else:
+                fields.pop("null_method")
         else:
             keys = ("analyses", "kind", "layers", "fold_norm") + (("gguf_file",) if self.gguf_file else ())
             fields = {k: fields[k] for k in keys}
@@ -226,7 +236,7 @@ def _helix(emb: Any, config: SweepConfig) -> dict[str, Any]:
 
     fit = fit_helix(
         emb, 3, window=config.window, n_surrogates=config.n_surrogates, alpha=config.alpha,
-        random_state=config.random_state,
+        random_state=config.random_state, null_method=config.null_method,
     )  # fmt: skip
     return {
         "helix_verdict": fit.verdict,
@@ -246,7 +256,7 @@ def _periodicity(emb: Any, config: SweepConfig) -> dict[str, Any]:
 
     res = periodicity(
         emb, window=config.window, n_components=3, n_surrogates=config.n_surrogates, alpha=config.alpha,
-        random_state=config.random_state,
+        random_state=config.random_state, null_method=config.null_method,
     )  # fmt: skip
     top = res.dominant_periods[0] if res.dominant_periods else None
     return {

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from typing import Any
 
 __all__ = ["SweepProgress"]
@@ -19,12 +18,14 @@ def _size(n: int) -> str:
 class SweepProgress:
     """``with SweepProgress(total, label, show) as bar: bar.advance(record)``; does nothing when not shown.
 
-    ``show=None`` shows it when stderr is a terminal.
+    ``show=None`` shows it when stderr is a terminal or in Jupyter (not under ``--quiet``).
     """
 
     def __init__(self, total: int, label: str, show: bool | None = None) -> None:
+        from pos_geometry import _progress
+
         self.total, self.label = total, label
-        self.show = sys.stderr.isatty() if show is None else bool(show)
+        self.show = _progress.shown(show)
         self.bytes_read = 0
         self.failed = 0
         self._progress: Any = None
@@ -32,23 +33,23 @@ class SweepProgress:
 
     def __enter__(self) -> SweepProgress:
         if self.show:
-            from rich.console import Console
             from rich.progress import (
                 BarColumn,
                 MofNCompleteColumn,
-                Progress,
                 TextColumn,
                 TimeElapsedColumn,
                 TimeRemainingColumn,
             )
 
-            self._progress = Progress(
+            from pos_geometry import _progress
+
+            self._progress = _progress.new_bar(
                 TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                 TextColumn("checkpoints · {task.fields[bytes]} read · {task.fields[failed]} failed"),
                 TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
-                console=Console(stderr=True), transient=False,
+                show=True, transient=False,
             )  # fmt: skip
-            self._progress.start()
+            self._progress.__enter__()  # live: the analyses of each checkpoint add their lines to it
             self._task = self._progress.add_task(self.label, total=self.total, bytes="0 B", failed=0)
         return self
 
@@ -60,4 +61,4 @@ class SweepProgress:
 
     def __exit__(self, *exc: object) -> None:
         if self._progress is not None:
-            self._progress.stop()
+            self._progress.__exit__(None, None, None)

@@ -1,0 +1,199 @@
+"""Where the nulls' surrogate tables are drawn: the table's own principal axes, full or truncated.
+
+Every null of :mod:`pos_geometry.analysis._nulls` is drawn column by column in the table's **PCA basis**
+(the centred table ``X − μ = Y Vᵀ``, ``Y`` ``(n, R)`` with uncorrelated columns, ``R`` its rank), then put
+back around the table's mean. So the surrogates match the table's covariance whatever basis its columns
+happen to be stored in: the verdicts do not change when the embedding space is rotated.
+
+Two methods give the same null (``null_method``):
+
+* ``"exact"``: all ``R`` axes; each surrogate is a whole ``(n, d)`` table ``μ + Y_s Vᵀ`` in the stored
+  coordinates, pushed through the full pipeline (the reference).
+* ``"fast"``: only the axes the surrogates need, and each surrogate stays in ``r + 1`` coordinates: the
+  ``r`` axes plus the direction of the mean outside them. The axes kept are the fewest (in order of the
+  surrogates' expected variance, :func:`_surrogate_variance`) that hold :data:`FAST_VARIANCE` of it and
+  leave out less than :data:`TAIL_RATIO` times the variance of the ``n_components``-th axis (a statistic
+  that reads 27 components needs more axes than one that reads 3). The map to ``r + 1`` coordinates is an
+  isometry onto the subspace the surrogate lives in, so every statistic of the analyses (PCA, centred or
+  not; cosine similarities; norms) is computed exactly on the ``(n, r + 1)`` table; what is left out is
+  the variance the other axes carry. ``tests/analysis/test_null_methods.py`` checks, on the controls and
+  the real tables, that both methods give the same surrogate distributions (two-sample KS) and the same
+  verdicts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from pos_geometry.errors import InvalidArgumentError
+
+__all__ = ["FAST_VARIANCE", "NULL_METHODS", "NullBasis", "check_null_method", "null_basis"]
+
+NULL_METHODS = ("fast", "exact")
+FAST_VARIANCE = 0.999
+"""The share of the surrogates' expected variance the fast axes hold at least."""
+TAIL_RATIO = 1.0
+"""The axes left out hold less than this times the expected variance of the ``n_components``-th axis."""
+
+
+def check_null_method(method: object) -> str:
+    """``method`` if it is one of :data:`NULL_METHODS`, else a typed error that names them."""
+    if method not in NULL_METHODS:
+        raise InvalidArgumentError(
+            f"null_method must be one of {NULL_METHODS} ('fast': the surrogates in the table's leading principal "
+            f"subspace; 'exact': whole tables, the reference); got {method!r}."
+        )
+    return str(method)
+
+
+@dataclass(frozen=True)
+class NullBasis:
+    """The table's principal axes, as the samplers and the embedding of surrogates need them.
+
+    ``coords`` ``(n, r)``: the centred table's coordinates on the kept axes (float64; column ``j`` has
+    variance ``σ_j²``, columns uncorrelated). ``axes`` ``(d, r)`` (``"exact"`` only, else None) put a
+    surrogate back in the stored coordinates; ``mean_in`` ``(r,)``/``mean_out`` (the mean's coordinates on
+    the kept axes and its length outside them) put it back around the mean in ``r + 1`` coordinates.
+    ``length_scale``: ``(ℓ, η)`` of the whole table. ``variance_kept``: the kept axes' share of the variance.
+    Everything is in units of the table's largest entry.
+    """
+
+    method: str
+    coords: torch.Tensor
+    axes: torch.Tensor | None
+    mean: torch.Tensor
+    mean_in: torch.Tensor
+    mean_out: float
+    rank: int
+    full_rank: int
+    variance_kept: float
+    length_scale: tuple[float, float]
+
+    def embed(self, y: torch.Tensor) -> torch.Tensor:
+        """Surrogates ``y`` ``(c, n, r)`` (centred, on the kept axes) as tables around the table's mean.
+
+        ``"exact"``: ``(c, n, d)`` in the stored coordinates. ``"fast"``: ``(c, n, r + 1)``, isometric to them.
+        """
+        if self.axes is not None:
+            return y @ self.axes.mT.to(y.dtype) + self.mean.to(y.dtype)
+        out = torch.empty(*y.shape[:-1], y.shape[-1] + 1, dtype=y.dtype, device=y.device)
+        out[..., :-1] = y + self.mean_in.to(y.dtype)
+        out[..., -1] = self.mean_out
+        return out
+
+
+_last: tuple[torch.Tensor, int, tuple] | None = None  # the most recent table and its decomposition
+
+
+def _decomposition(x: torch.Tensor) -> tuple:
+    """``(scale, mean, evals, axes, centred, (ℓ, η))`` of ``x / max|x|`` ``(n, d)``, remembered for the
+    last table.
+
+    ``analyze`` runs four nulls on the same rows (often as different views of them): the
+    eigendecomposition is computed once. The memory is one slot holding the last table and its version
+    counter; a table is served from it only if it is equal to it element by element, so an edited table is
+    never served a stale decomposition.
+    """
+    global _last
+    if _last is not None:
+        prev, version, out = _last
+        same = prev is x or (
+            prev.shape == x.shape
+            and prev.dtype == x.dtype
+            and prev.device == x.device
+            and torch.equal(prev, x)
+        )
+        if same and prev._version == version:
+            return out
+    from pos_geometry.analysis._nulls import length_scale
+
+    scale = float(x.detach().abs().amax().to(torch.float64).clamp_min(1e-300))
+    a = x.detach().to(torch.float64) / scale
+    mean = a.mean(dim=0)
+    c = a - mean
+    n, d = c.shape
+    if d <= n:
+        evals, vecs = torch.linalg.eigh(c.T @ c)  # ascending
+        evals, axes = evals.flip(0), vecs.flip(1)
+    else:
+        evals, u = torch.linalg.eigh(c @ c.T)
+        evals, u = evals.flip(0), u.flip(1)
+        keep = evals > 1e-12 * evals[0].clamp_min(torch.finfo(torch.float64).tiny)
+        axes = (c.T @ u[:, keep]) / evals[keep].sqrt()
+        evals = evals[keep]
+    full = int((evals > 1e-12 * evals[0].clamp_min(torch.finfo(torch.float64).tiny)).sum())
+    axes = axes[:, : max(full, 1)]
+    out = {"scale": scale, "mean": mean, "evals": evals[: max(full, 1)], "axes": axes, "coords": c @ axes}
+    out["length_scale"] = length_scale(a)
+    _last = (x, x._version, out)
+    return out
+
+
+def _surrogate_variance(dec: dict, null: str) -> torch.Tensor:
+    """Each axis' expected variance in a surrogate of ``null`` ``(R,)``: what decides which axes matter.
+
+    The smooth-GP and red-noise surrogates have each axis' own variance by construction. A random walk of
+    the table's steps does not: position-to-position noise, cumulated, wanders far more than it did in the
+    table (a table with a short length scale has many blocks to shuffle), so its trailing axes can carry a
+    real share of a walk's variance. That share is measured on 8 walks (a fixed seed; the spread of a walk's
+    mean position is as large as its spread, so no shortcut formula), computed once per table.
+    """
+    if null != "step_walk":
+        return dec["evals"].clamp_min(0)
+    if "walk_variance" not in dec:
+        from pos_geometry.analysis._nulls import step_walks
+
+        draw = step_walks(dec["coords"].to(torch.float32), *dec["length_scale"])
+        gen = torch.Generator(device="cpu").manual_seed(0)
+        walks = torch.cat([draw(2, gen) for _ in range(4)]).double()  # (8, n, R)
+        dec["walk_variance"] = (walks - walks.mean(dim=1, keepdim=True)).square().mean(dim=1).mean(dim=0)
+    return dec["walk_variance"]
+
+
+def null_basis(x: torch.Tensor, method: str, null: str = "smooth_gp", *, min_rank: int = 0) -> NullBasis:
+    """The :class:`NullBasis` of ``x`` ``(n, d)`` for ``method`` and the ``null`` family, in units of ``x``'s
+    largest entry (every statistic of the nulls is scale-free).
+
+    ``"fast"`` keeps the fewest axes holding :data:`FAST_VARIANCE` of the surrogates' expected variance
+    (:func:`_surrogate_variance`), and at least ``2·min_rank``; ``"exact"`` keeps every axis.
+
+    The axes come from the eigendecomposition of the float64 Gram matrix on the smaller side of the
+    centred table (``d × d`` or ``n × n``); axes with eigenvalues below ``1e-12`` of the largest are rank
+    deficiency, not variance, and are dropped.
+    """
+    dec = _decomposition(x)
+    mean, evals, axes, coords = dec["mean"], dec["evals"], dec["axes"], dec["coords"]
+    total = float(evals.clamp_min(0).sum())
+    if total <= 0:
+        raise InvalidArgumentError(
+            "the nulls need a table that varies over positions; every row of this window is the same. "
+            "Pass a window with distinct rows."
+        )
+    full = int(evals.shape[0])
+    if method == "fast":
+        variance = _surrogate_variance(dec, null)
+        order = torch.argsort(variance, descending=True)
+        ranked = variance[order]
+        left_out = ranked.flip(0).cumsum(0).flip(0)  # left_out[i]: what axes i, i+1, ... hold together
+        k = max(1, min(int(min_rank), full))
+        needed = (left_out > (1 - FAST_VARIANCE) * left_out[0]) | (left_out > TAIL_RATIO * ranked[k - 1])
+        r = min(full, max(int(needed.sum()), k + 1, 2))
+        keep = torch.sort(order[:r]).values
+    else:
+        r, keep = full, torch.arange(full)
+    axes = axes[:, keep]
+    mean_in = axes.T @ mean
+    return NullBasis(
+        method=method,
+        coords=coords[:, keep],
+        axes=axes if method == "exact" else None,
+        mean=mean,
+        mean_in=mean_in,
+        mean_out=float(torch.linalg.vector_norm(mean - axes @ mean_in)),
+        rank=r,
+        full_rank=full,
+        variance_kept=float(evals[keep].clamp_min(0).sum()) / total,
+        length_scale=dec["length_scale"],
+    )

@@ -1,0 +1,152 @@
+"""The fast nulls are the exact nulls (issue 26), and no null depends on the basis (issue 25, first item).
+
+``null_method="fast"`` draws and decomposes the surrogates in the table's leading principal subspace;
+``"exact"`` pushes whole ``(n, d)`` tables through the full pipeline. They are the same null only if
+the truncation changes nothing that matters: here, on controls and on the real tables, the surrogate
+statistics of both methods come from the same distribution (two-sample Kolmogorov-Smirnov, p > 0.01)
+and every verdict and significant period is identical. The real-table checks are marked slow (the
+exact path is the reference, and it is slow on purpose).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from scipy.stats import ks_2samp
+
+import pos_geometry as pg
+from pos_geometry.analysis._null_basis import null_basis
+from pos_geometry.analysis._nulls import smooth_gp
+
+KS_LEVEL = 0.01
+
+
+def _frame(d: int, k: int, seed: int) -> np.ndarray:
+    return np.linalg.qr(np.random.default_rng(seed).standard_normal((d, k)))[0]
+
+
+def _noisy_helix(n: int = 384, d: int = 48, seed: int = 0) -> np.ndarray:
+    t = np.arange(n, dtype=np.float64)
+    w = 2 * np.pi / 48
+    curve = np.stack([3 * np.cos(w * t), 3 * np.sin(w * t), t / 48], axis=1)
+    rng = np.random.default_rng(seed)
+    return curve @ _frame(d, 3, seed).T + 0.1 * rng.standard_normal((n, d))
+
+
+def _random_walk(n: int = 384, d: int = 48, seed: int = 1) -> np.ndarray:
+    return np.cumsum(np.random.default_rng(seed).standard_normal((n, d)), axis=0)
+
+
+def _anisotropic_walk(n: int = 384, d: int = 48, seed: int = 2) -> np.ndarray:
+    # A walk whose columns have very different scales: most of the variance in a few directions, a long
+    # tail of small ones, stored in a random basis (the case the truncation must get right).
+    steps = np.random.default_rng(seed).standard_normal((n, d)) * np.geomspace(1.0, 1e-2, d)
+    return np.cumsum(steps, axis=0) @ _frame(d, d, seed + 1).T
+
+
+CONTROLS = {"noisy helix": _noisy_helix, "random walk": _random_walk, "anisotropic walk": _anisotropic_walk}
+
+
+def _assert_same_null(fast: pg.Analysis, exact: pg.Analysis) -> None:
+    """Same surrogate distributions (KS) and the same verdicts, periods and statuses."""
+    assert fast.helix.verdict == exact.helix.verdict, (fast.helix.reason, exact.helix.reason)
+    for f, e in zip(fast.helix.tests, exact.helix.tests, strict=True):
+        assert (f.method, e.method) == ("fast", "exact") and f.null == e.null
+        assert ks_2samp(f.values, e.values).pvalue > KS_LEVEL, (f.null, f.words(), e.words())
+    pf, pe = fast.periodicity, exact.periodicity
+    assert (pf.null_method, pe.null_method) == ("fast", "exact")
+    assert pf.null_values.keys() == pe.null_values.keys() == {"red_noise", "step_walk"}
+    for null in pf.null_values:
+        assert ks_2samp(pf.null_values[null], pe.null_values[null]).pvalue > KS_LEVEL, null
+    periods = lambda r: [(p.series, round(p.period, 1)) for p in r.dominant_periods]  # noqa: E731
+    assert periods(pf) == periods(pe)
+    rf, re_ = fast.recurrence, exact.recurrence
+    assert rf.status == re_.status
+    if rf.test is not None:
+        assert ks_2samp(rf.test.values, re_.test.values).pvalue > KS_LEVEL
+
+
+@pytest.mark.parametrize("name", CONTROLS)
+def test_fast_and_exact_nulls_agree_on_the_controls(name):
+    x = CONTROLS[name]()
+    fast = pg.analyze(x, n_surrogates=99, null_method="fast")
+    exact = pg.analyze(x, n_surrogates=99, null_method="exact", random_state=1)  # independent draws
+    _assert_same_null(fast, exact)
+    # the controls' own answers: the helix is one, the walks are not
+    assert (fast.helix.verdict == "helix") == (name == "noisy helix")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("table", ["gpt2_wpe", "gpt1_positions"])
+def test_fast_and_exact_nulls_agree_on_the_real_tables(table, request):
+    x = request.getfixturevalue(table)
+    fast = pg.analyze(x, n_surrogates=99, null_method="fast")
+    exact = pg.analyze(x, n_surrogates=99, null_method="exact", random_state=1)
+    _assert_same_null(fast, exact)
+
+
+def test_the_fast_basis_keeps_what_the_surrogates_need():
+    # GPT-2-like anisotropy: the fast basis is small for a 3-component statistic, larger for a
+    # 27-component one, and never drops more than 0.1% of the surrogates' variance.
+    x = torch.from_numpy(_anisotropic_walk(512, 96))
+    few = null_basis(x, "fast", "smooth_gp", min_rank=3)
+    many = null_basis(x, "fast", "smooth_gp", min_rank=27)
+    exact = null_basis(x, "exact", "smooth_gp")
+    assert few.rank < many.rank <= exact.rank == exact.full_rank == 96
+    assert few.variance_kept >= 0.999 and exact.variance_kept == pytest.approx(1.0)
+    # The fast embedding is an isometry onto the surrogate's subspace: the inner products of its r + 1
+    # coordinates are those of the same surrogate put back in the stored d coordinates.
+    y = torch.randn(2, 512, few.rank, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    small = few.embed(y)
+    stored = y @ exact.axes[:, : few.rank].mT + exact.mean
+    assert small.shape == (2, 512, few.rank + 1) and stored.shape == (2, 512, 96)
+    torch.testing.assert_close(small @ small.mT, stored @ stored.mT, rtol=1e-10, atol=1e-10)
+
+
+def test_rotating_the_embedding_space_changes_no_verdict(gpt2_wpe):
+    # Issue 25: GPT-2's table times a random orthogonal matrix used to become "not a helix" (p = 0.13)
+    # because the nulls were drawn column by column in the stored basis. They are drawn on the table's
+    # principal axes now, so the verdicts and p-values are those of the table itself.
+    q = _frame(768, 768, 7)
+    table = gpt2_wpe.astype(np.float64)
+    base = pg.analyze(table, analyses=("helix", "periodicity"), n_surrogates=99)
+    turned = pg.analyze(table @ q, analyses=("helix", "periodicity"), n_surrogates=99)
+    assert base.helix.verdict == turned.helix.verdict == "helix"
+    for a, b in zip(base.helix.tests, turned.helix.tests, strict=True):
+        assert a.p_value == b.p_value == pytest.approx(0.01)
+        assert b.null_median == pytest.approx(a.null_median, abs=0.02)
+    periods = lambda r: [(p.series, round(p.period)) for p in r.dominant_periods]  # noqa: E731
+    assert periods(base.periodicity) == periods(turned.periodicity)
+
+
+def test_gp_surrogates_have_the_kernel_covariance():
+    # Circulant embedding (Wood & Chan 1994), both the few-modes and the FFT branch: the empirical
+    # covariance of 20000 draws is the squared-exponential kernel plus the nugget, within Monte-Carlo error
+    # (sd of one entry ≈ 0.01).
+    gen = torch.Generator().manual_seed(0)
+    for n, ell, nugget in [(160, 12.0, 0.0), (160, 400.0, 0.3), (160, 1.5, 0.1)]:
+        y = torch.ones(n, 1, dtype=torch.float64)
+        y[::2] = -1.0  # unit standard deviation
+        draws = smooth_gp(y, ell, nugget)(20000, gen)[:, :, 0]
+        cov = draws.T @ draws / draws.shape[0]
+        t = torch.arange(n, dtype=torch.float64)
+        kernel = (1 - nugget) * torch.exp(-0.5 * ((t[:, None] - t[None, :]) / ell) ** 2) + nugget * torch.eye(
+            n, dtype=torch.float64
+        )
+        assert float((cov - kernel).abs().max()) < 0.06, (n, ell, nugget)
+
+
+def test_null_method_is_checked_and_recorded():
+    x = _noisy_helix()
+    with pytest.raises(
+        pg.InvalidArgumentError, match=r"null_method must be one of \('fast', 'exact'\).*'quick'"
+    ):
+        pg.fit_helix(x, null_method="quick")
+    with pytest.raises(pg.InvalidArgumentError, match="null_method"):
+        pg.analyze(x, null_method=None)
+    fit = pg.fit_helix(x, n_surrogates=99)
+    assert {t.method for t in fit.tests} == {"fast"} and all(t.values.shape == (99,) for t in fit.tests)
+    assert "values" not in fit.to_dict()["tests"][0]
+    per = pg.periodicity(x, n_surrogates=99, null_method="exact")
+    assert per.null_method == "exact" and "exact" in per.summary()

@@ -1,0 +1,100 @@
+"""Progress bars (issue 26): shown in a terminal or Jupyter, silent otherwise, under --quiet and with
+--json/--csv; the work inside a live bar adds its line to it, and every surrogate is counted."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+import pos_geometry as pg
+from pos_geometry import _progress
+from pos_geometry.cli import app
+
+
+class RecordingBar:
+    """Stands in for the rich bar: records each line's total and how far it got."""
+
+    def __init__(self) -> None:
+        self.totals: dict[str, float] = {}
+        self.done: dict[str, float] = {}
+        self.removed: list[str] = []
+
+    def __enter__(self) -> RecordingBar:
+        self._token = _progress._bar.set(self)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        _progress._bar.reset(self._token)
+
+    def add_task(self, description: str, total: float) -> str:
+        self.totals[description], self.done[description] = total, 0
+        return description
+
+    def update(self, task: str, advance: int) -> None:
+        self.done[task] += advance
+
+    def remove_task(self, task: str) -> None:
+        self.removed.append(task)
+
+
+@pytest.fixture
+def recording(monkeypatch):
+    bar = RecordingBar()
+    monkeypatch.setattr(_progress, "new_bar", lambda *a, **k: bar)
+    return bar
+
+
+def _walk() -> np.ndarray:
+    return np.cumsum(np.random.default_rng(0).standard_normal((256, 16)), axis=0)
+
+
+def test_no_bar_when_stderr_is_not_a_terminal(recording):
+    # pytest captures stderr: not a terminal, not Jupyter, so the default shows nothing
+    assert _progress.shown(None) is False
+    pg.analyze(_walk(), n_surrogates=99)
+    assert recording.totals == {}
+
+
+def _helix() -> np.ndarray:
+    t = np.arange(384.0)
+    curve = np.stack([3 * np.cos(2 * np.pi * t / 48), 3 * np.sin(2 * np.pi * t / 48), t / 48], axis=1)
+    rng = np.random.default_rng(0)
+    return curve @ rng.standard_normal((3, 16)) + 0.05 * rng.standard_normal((384, 16))
+
+
+def test_a_forced_bar_counts_every_surrogate_of_analyze(recording):
+    result = pg.analyze(_helix(), n_surrogates=99, progress=True)
+    assert len(result.helix.tests) == 2 and result.recurrence.test is not None  # every null ran
+    (line,) = recording.totals
+    # two helix nulls, two periodicity nulls and the recurrence null, 99 each: all counted, once
+    assert recording.totals[line] == 5 * 99 and recording.done[line] == 5 * 99
+    assert recording.removed == [line]
+
+
+def test_quiet_wins_over_a_terminal(monkeypatch):
+    from rich.console import Console
+
+    monkeypatch.setattr(Console, "is_terminal", property(lambda self: True))
+    assert _progress.shown(None) is True
+    _progress.set_quiet(True)
+    try:
+        assert _progress.shown(None) is False and _progress.shown(True) is True
+    finally:
+        _progress.set_quiet(False)
+
+
+def test_work_inside_a_live_bar_adds_one_line_to_it(recording):
+    with recording, _progress.task("outer", 10) as step:
+        step(3)
+        with _progress.task("inner", 5):  # inside a task: counted on the outer line
+            _progress.advance(2)
+    assert recording.totals == {"outer": 10} and recording.done == {"outer": 5}
+
+
+def test_the_cli_json_output_has_no_bar(tmp_path):
+    np.save(tmp_path / "walk.npy", _walk())
+    result = CliRunner().invoke(app, ["--quiet", "analyze", f"walk={tmp_path / 'walk.npy'}", "--json"])
+    assert result.exit_code == 0, result.output
+    assert result.stdout.lstrip().startswith("[") and "nulls of" not in result.output
+    assert _progress.shown(None) is False
