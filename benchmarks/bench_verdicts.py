@@ -101,11 +101,13 @@ def _run(cmd: list[str], **kw) -> float:
 
 
 def _peak_rss(device: str) -> float:
+    # VmHWM of the child's own address space: ru_maxrss would start from the RSS of this (forking,
+    # benchmark-sized) process, which a fork counts as the child's
     code = (
-        "import resource, numpy as np, torch, pos_geometry as pg;"
+        "import numpy as np, torch, pos_geometry as pg;"
         f"x = torch.from_numpy(np.load({str(TABLE)!r})).to({device!r});"
         "pg.analyze(x);"
-        "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)"
+        "print(next(l.split()[1] for l in open('/proc/self/status') if l.startswith('VmHWM')))"
     )
     out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True).stdout
     return int(out.split()[-1]) / 1024  # KiB -> MiB

@@ -171,7 +171,7 @@ def test_learned_vs_rotary_notebook():
 def test_interventions_notebook():
     """A tiny GPT-2 trained in the notebook needs about 10 of its table's principal components (measured: rank 1
     +3.98, rank 5 +0.33, rank 10 +0.001); on the real SmolLM2 the fast planes matter and the slow ones do not
-    over 256 tokens (16 fastest +2.10, 16 slowest +0.007), and the pairing swap hurts (+2.05)."""
+    over 256 tokens (4 contexts: 16 fastest +2.20, 16 slowest +0.018), and the pairing swap hurts (+2.14)."""
     nb = _run("03_interventions.ipynb")
     text = _text(nb)
     lines = {line.split(": Δloss")[0]: float(line.split("Δloss ")[1].split()[0])
