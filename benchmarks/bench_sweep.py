@@ -112,6 +112,16 @@ print(json.dumps({"wall_s": wall, "n_ok": n_ok, "maxrss_mib": resource.getrusage
 """
 
 
+def _serve(server: Any, repo: str, folder: Path, files: dict[str, str]) -> None:
+    """Serve ``folder/<files[rev]>.safetensors`` (and ``folder/config.json``) as branch ``rev`` of ``repo``."""
+    for rev, name in files.items():
+        server.add_revision(
+            repo,
+            {"config.json": folder / "config.json", "model.safetensors": folder / f"{name}.safetensors"},
+            refs=(rev,),
+        )
+
+
 def child(server: Any, work: Path, **args: Any) -> dict[str, Any]:
     cache = Path(tempfile.mkdtemp(dir=work, prefix="caches-"))
     env = {**os.environ, "HF_ENDPOINT": server.url, "HF_HOME": str(cache / "hf"), "HF_HUB_CACHE": str(cache / "hf" / "hub"),
@@ -164,10 +174,7 @@ def main() -> None:
     hub = _hub()
     rows: list[tuple[str, dict[str, Any], int]] = []
     with hub.HubServer() as server:
-        for rev in revisions:
-            step = rev.split("-")[1]
-            server.add_revision(REPO_ID, {"config.json": work / "ckpt" / "config.json",
-                                          "model.safetensors": work / "ckpt" / f"{step}.safetensors"}, refs=(rev,))  # fmt: skip
+        _serve(server, REPO_ID, work / "ckpt", {rev: rev.split("-")[1] for rev in revisions})
         server.latency_s = opts.latency
         seq = revisions[: opts.sequential] if opts.sequential else revisions
         print(f"sequential load of {len(seq)} ...", flush=True)
@@ -244,10 +251,7 @@ def main_full_nulls(opts: argparse.Namespace) -> None:
     hub = _hub()
     rows = []
     with hub.HubServer() as server:
-        for rev in revisions:
-            step = rev.split("-")[1]
-            server.add_revision(REPO_ID, {"config.json": work / "ckpt" / "config.json",
-                                          "model.safetensors": work / "ckpt" / f"{step}.safetensors"}, refs=(rev,))  # fmt: skip
+        _serve(server, REPO_ID, work / "ckpt", {rev: rev.split("-")[1] for rev in revisions})
         server.latency_s = opts.latency
         for method in ("exact", "fast"):
             print(f"sweep (all, {method} nulls) ...", flush=True)
@@ -336,9 +340,7 @@ def main_rotary(opts: argparse.Namespace) -> None:
     hub = _hub()
     rows = []
     with hub.HubServer() as server:
-        for rev in revisions:
-            server.add_revision(ROTARY_REPO_ID, {"config.json": work / "ckpt" / "config.json",
-                                                 "model.safetensors": work / "ckpt" / f"{rev[4:]}.safetensors"}, refs=(rev,))  # fmt: skip
+        _serve(server, ROTARY_REPO_ID, work / "ckpt", {rev: rev[4:] for rev in revisions})
         server.latency_s = opts.latency
         print(f"sequential rotary_atlas of {len(revisions)} ...", flush=True)
         rows.append(
