@@ -23,6 +23,7 @@ Two methods give the same null (``null_method``):
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 
 import torch
@@ -84,7 +85,7 @@ class NullBasis:
         return out
 
 
-_last: tuple[torch.Tensor, int, tuple] | None = None  # the most recent table and its decomposition
+_memory = threading.local()  # per thread (a sweep's workers each analyse their own tables): the last table
 
 
 def _decomposition(x: torch.Tensor) -> tuple:
@@ -92,13 +93,13 @@ def _decomposition(x: torch.Tensor) -> tuple:
     last table.
 
     ``analyze`` runs four nulls on the same rows (often as different views of them): the
-    eigendecomposition is computed once. The memory is one slot holding the last table and its version
-    counter; a table is served from it only if it is equal to it element by element, so an edited table is
-    never served a stale decomposition.
+    eigendecomposition is computed once. The memory is one slot per thread holding the last table and its
+    version counter; a table is served from it only if it is equal to it element by element, so an edited
+    table is never served a stale decomposition.
     """
-    global _last
-    if _last is not None:
-        prev, version, out = _last
+    last = getattr(_memory, "last", None)
+    if last is not None:
+        prev, version, out = last
         same = prev is x or (
             prev.shape == x.shape
             and prev.dtype == x.dtype
@@ -127,7 +128,7 @@ def _decomposition(x: torch.Tensor) -> tuple:
     axes = axes[:, : max(full, 1)]
     out = {"scale": scale, "mean": mean, "evals": evals[: max(full, 1)], "axes": axes, "coords": c @ axes}
     out["length_scale"] = length_scale(a)
-    _last = (x, x._version, out)
+    _memory.last = (x, x._version, out)
     return out
 
 
