@@ -150,3 +150,32 @@ def test_null_method_is_checked_and_recorded():
     assert "values" not in fit.to_dict()["tests"][0]
     per = pg.periodicity(x, n_surrogates=99, null_method="exact")
     assert per.null_method == "exact" and "exact" in per.summary()
+
+
+@pytest.mark.parametrize(("k", "center"), [(3, True), (12, False)])
+def test_walk_coordinates_from_the_block_structure_are_the_walks_pca(k, center):
+    # The fast step-walk path never forms a walk: its principal coordinates come from the blocks' sums and
+    # partial sums. They must be those of the walk itself (the same statistics to round-off).
+    from pos_geometry.analysis._null_basis import null_basis
+    from pos_geometry.analysis._nulls import walk_block
+    from pos_geometry.analysis._walk_coordinates import WalkCoordinates, block_orders
+    from pos_geometry.analysis.pca import surrogate_coordinates
+    from pos_geometry.analysis.recurrence import _improvement
+
+    x = torch.from_numpy(_anisotropic_walk(300, 24) + 5.0)  # a mean off the origin: the uncentred case
+    basis = null_basis(x, "fast", "step_walk", min_rank=k)
+    walks = WalkCoordinates(
+        basis.coords, walk_block(300, basis.length_scale[0]), basis.mean_in, basis.mean_out
+    )
+    orders = block_orders(walks.starts.shape[0], 6, torch.Generator().manual_seed(1))
+    fast = walks.coordinates(orders, k, center=center, random_state=0)
+    direct = surrogate_coordinates(walks.tables(orders), k, center=center)
+    scale = walks.tables(orders).abs().amax(dim=(1, 2))[:, None, None]  # surrogate_coordinates works in units
+    # of the largest entry; components match up to sign
+    signs = torch.sign((fast * direct).sum(dim=1, keepdim=True))
+    torch.testing.assert_close(
+        fast * signs, direct * scale, rtol=1e-6, atol=1e-6 * float(direct.abs().max() * scale.max())
+    )
+    torch.testing.assert_close(
+        _improvement(fast, 1e-10, 8), _improvement(direct, 1e-10, 8), rtol=1e-6, atol=1e-8
+    )
