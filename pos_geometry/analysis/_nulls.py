@@ -37,7 +37,7 @@ import torch
 from pos_geometry import _progress
 from pos_geometry.analysis._fourier import ar1_plus_white
 from pos_geometry.analysis._null_basis import null_basis
-from pos_geometry.analysis._walk_coordinates import WalkCoordinates, block_orders
+from pos_geometry.analysis._walk_coordinates import WalkCoordinates, block_orders, step_index
 from pos_geometry.analysis.pca import surrogate_coordinates
 
 __all__ = [
@@ -142,13 +142,10 @@ def step_walks(y: torch.Tensor, ell: float, nugget: float) -> Sampler:
     steps = y[1:] - y[:-1]
     m = steps.shape[0]
     block = walk_block(y.shape[0], ell)
-    starts = torch.arange(0, m, block)
-    offsets = torch.arange(block)
+    n_blocks = -(-m // block)
 
     def draw(count: int, gen: torch.Generator) -> torch.Tensor:
-        orders = block_orders(starts.shape[0], count, gen)
-        idx = (starts[orders][..., None] + offsets).reshape(count, -1)
-        idx = idx[idx < m].reshape(count, m).to(y.device)  # each order holds every step once
+        idx = step_index(block_orders(n_blocks, count, gen), block, m).to(y.device)
         out = torch.empty(count, m + 1, y.shape[1], dtype=y.dtype, device=y.device)
         out[:, 0] = y[0]
         out[:, 1:] = y[0] + torch.cumsum(steps[idx], dim=1)

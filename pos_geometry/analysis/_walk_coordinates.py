@@ -23,12 +23,20 @@ import torch
 
 from pos_geometry.analysis._pca_solvers import resolve_n_iter
 
-__all__ = ["WalkCoordinates", "block_orders"]
+__all__ = ["WalkCoordinates", "block_orders", "step_index"]
 
 
 def block_orders(n_blocks: int, count: int, gen: torch.Generator) -> torch.Tensor:
     """``count`` random block orders ``(count, n_blocks)`` (the step-walk sampler draws the same ones)."""
     return torch.stack([torch.randperm(n_blocks, generator=gen) for _ in range(count)])
+
+
+def step_index(orders: torch.Tensor, block: int, m: int) -> torch.Tensor:
+    """The original index of the step at each row ``1..m`` of the walks of ``orders`` ``(c, B)``: ``(c, m)``
+    (blocks of ``block`` steps, the last one shorter; each order holds every step once)."""
+    starts = torch.arange(0, m, block)
+    idx = (starts[orders][..., None] + torch.arange(block)).reshape(orders.shape[0], -1)
+    return idx[idx < m].reshape(orders.shape[0], m)
 
 
 class WalkCoordinates:
@@ -55,12 +63,10 @@ class WalkCoordinates:
         self.first = y[0] + mean_in.to(y.dtype)  # y₀ around the mean
         self.out = float(mean_out)
         self.starts = starts
-        self.offsets = torch.arange(block)
 
     def step_index(self, orders: torch.Tensor) -> torch.Tensor:
         """The original index of the step at each walk row ``1..m`` ``(c, m)``."""
-        idx = (self.starts[orders][..., None] + self.offsets).reshape(orders.shape[0], -1)
-        return idx[idx < self.n - 1].reshape(orders.shape[0], self.n - 1)
+        return step_index(orders, self.block, self.n - 1)
 
     def tables(self, orders: torch.Tensor) -> torch.Tensor:
         """The walks themselves ``(c, n, r + 1)`` (what :meth:`coordinates` decomposes; for checking)."""

@@ -429,21 +429,23 @@ def periodicity(
         n_components = min(n_components, x.n_components_)
     items, single = pca_items(x, n_components, window=None if isinstance(x, PCAResult) else (start, stop))
     with _progress.task("periodicity nulls", len(PERIODICITY_NULLS) * n_surrogates * len(items)):
-        results = tuple(
-            _analyse(
-                rows[i],
-                it.coords[:, : _rank(it.explained_variance_ratio, n_components)],
-                provs[i],
-                (start, stop),
-                n_surrogates=n_surrogates,
-                random_state=random_state,
-                alpha=alpha,
-                n_peaks=n_peaks,
-                min_cycles=float(min_cycles),
-                threshold=float(column_r2_threshold),
-                k=_rank(it.explained_variance_ratio, n_components),
-                method=null_method,
+        results = []
+        for row, it, prov in zip(rows, items, provs, strict=True):
+            k = _rank(it.explained_variance_ratio, n_components)
+            results.append(
+                _analyse(
+                    row,
+                    it.coords[:, :k],
+                    prov,
+                    (start, stop),
+                    n_surrogates=n_surrogates,
+                    random_state=random_state,
+                    alpha=alpha,
+                    n_peaks=n_peaks,
+                    min_cycles=float(min_cycles),
+                    threshold=float(column_r2_threshold),
+                    k=k,
+                    method=null_method,
+                )
             )
-            for i, it in enumerate(items)
-        )
-    return results[0] if single else BatchResult(results, tuple(r.provenance for r in results))
+    return results[0] if single else BatchResult(tuple(results), tuple(r.provenance for r in results))
