@@ -3,7 +3,7 @@
 The data flow, and where each step lives::
 
     load / sinusoidal / from_transformer_lens   ->  PositionalEmbedding(matrix, provenance)
-    pca, fit_helix, periodicity, fit_recurrence, subspace_overlap   ->  frozen results
+    pca, fit_helix, periodicity, fit_recurrence, identify, subspace_overlap   ->  frozen results
     rotary_atlas (rotary models: q/k weights read by role)          ->  RotaryAtlas
     position_qk_atlas (learned tables: how each head's QK reads it) ->  PositionQKAtlas
     hidden_positions (any model run on a corpus)  ->  HiddenPositions: each layer's pos[t] as a table
@@ -38,6 +38,8 @@ _EXPORTS: dict[str, str] = {
     "periodicity": "pos_geometry.analysis.periodicity",
     "align_bases": "pos_geometry.analysis.procrustes",
     "RecurrenceFit": "pos_geometry.analysis.recurrence",
+    "Identification": "pos_geometry.analysis.identify",
+    "identify": "pos_geometry.analysis.identify",
     "fit_recurrence": "pos_geometry.analysis.recurrence",
     "RotaryAtlas": "pos_geometry.analysis.rotary_atlas",
     "rotary_atlas": "pos_geometry.analysis.rotary_atlas",
@@ -113,6 +115,8 @@ __all__ = [
     "PeriodPeak",
     "fit_recurrence",
     "RecurrenceFit",
+    "identify",
+    "Identification",
     "subspace_overlap",
     "SubspaceOverlap",
     "BatchResult",

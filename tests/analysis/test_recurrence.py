@@ -22,8 +22,18 @@ def rotary_table(n: int, rotary_dim: int, base: float = 10000.0) -> tuple[np.nda
 
 def test_rope_eigenfrequencies_are_its_inverse_frequencies():
     table, theta = rotary_table(512, 16)
-    fit = fit_recurrence(table, n_components=16)
-    assert isinstance(fit, RecurrenceFit)
+    fit = fit_recurrence(table, n_components=16)  # centred, affine (the defaults)
+    assert isinstance(fit, RecurrenceFit) and fit.center and fit.affine
+    turning = theta >= 2 * np.pi / 512  # at least one turn in the window
+    found = np.sort(fit.angles[fit.eigenvalues.imag > 0])
+    np.testing.assert_allclose(found[-turning.sum() :], np.sort(theta[turning]), rtol=1e-8)
+    # the two slower planes (0.16 and 0.51 rad over the window) are never rotations: less than a turn
+    # cannot show a fixed rate (centred, the slowest is nearly constant and its plane falls below rcond)
+    slow = fit.pairs("slower than the window")
+    assert slow and all(p > 512 for p, _ in slow)
+    assert fit.status == "rotations" and all(p <= 512 for p, _ in fit.rotation_pairs())
+    # The uncentred linear fit of the same table is exact for every plane, slow ones included.
+    fit = fit_recurrence(table, n_components=16, center=False, affine=False)
     # Each θ appears twice (a conjugate pair); sorted angles must be θ, each repeated.
     expected = np.sort(np.repeat(theta, 2))
     np.testing.assert_allclose(fit.angles, expected, atol=1e-5)
@@ -63,7 +73,7 @@ def test_horizons_longer_than_the_window_are_skipped_and_batches():
     batch = fit_recurrence(torch.tensor(np.stack([table, 2 * table])), n_components=8)
     assert isinstance(batch, BatchResult) and len(batch) == 2
     np.testing.assert_allclose(batch[1].angles, fit.angles, atol=1e-9)
-    from_pca = fit_recurrence(pca(table, n_components=8, center=False), n_components=8)
+    from_pca = fit_recurrence(pca(table, n_components=8), n_components=8)
     np.testing.assert_allclose(from_pca.transition, fit.transition, atol=1e-9)
     assert batch.to_dict()["type"] == "BatchResult"
 
@@ -87,8 +97,10 @@ def test_gpt2_has_an_undamped_rotation(gpt2_wpe):
     period, modulus = pairs[0]
     assert 300 < period < 800 and abs(modulus - 1) < 0.01
     assert fit.prediction_error[64] < 0.5 * fit.persistence_error[64]  # the rotation predicts far ahead
+    # With 8 components the pair near 512 has a neighbour at 417, closer than one Fourier bin (2π/1023):
+    # still undamped, but "unresolved", never passed off as a separate rotation.
     wide = fit_recurrence(gpt2_wpe, n_components=8, window=(1, 1024))
-    assert any(300 < p < 800 and abs(m - 1) < 0.01 for p, m in wide.rotation_pairs())
+    assert any(300 < p < 800 and abs(m - 1) < 0.01 for p, m in wide.pairs("unresolved"))
 
 
 def test_eigenfrequencies_of_a_model_table_rope_are_its_inverse_frequencies():
@@ -98,7 +110,7 @@ def test_eigenfrequencies_of_a_model_table_rope_are_its_inverse_frequencies():
 
     theta = inverse_frequencies(rotary_params(pg.get_spec("pythia-70m").rotary_config)).numpy()
     table = pg.load("pythia-70m", n_positions=512, dtype=torch.float64)
-    fit = fit_recurrence(table, n_components=table.d_model)
+    fit = fit_recurrence(table, n_components=table.d_model, center=False, affine=False)
     expected = np.sort(np.repeat(theta, 2))  # 8 frequencies, from 1 to 10000^(-7/8) rad/position
     np.testing.assert_allclose(fit.angles, expected, rtol=0, atol=1e-6)
     # frequencies with at least one turn in the window are exact to round-off; slower rotations
@@ -106,6 +118,81 @@ def test_eigenfrequencies_of_a_model_table_rope_are_its_inverse_frequencies():
     resolved = expected >= 2 * np.pi / 512
     np.testing.assert_allclose(fit.angles[resolved], expected[resolved], rtol=1e-9)
     np.testing.assert_allclose(fit.moduli, 1.0, atol=1e-8)
-    assert len(fit.rotation_pairs()) == len(theta)
+    # 4 planes turn at least once in 512 positions (periods 6.3 to 199): rotations; the 4 slower ones
+    # (628 to 19869) are listed, exact, as slower than the window
+    assert [round(p, 1) for p, _ in fit.rotation_pairs()] == [198.7, 62.8, 19.9, 6.3]
+    assert [round(p) for p, _ in fit.pairs("slower than the window")] == [19869, 6283, 1987, 628]
     assert all(fit.prediction_error[h] < 1e-10 for h in (1, 8, 64))
     assert fit.provenance.model_id == "pythia-70m" and fit.provenance.kind == "rotary"
+
+
+# --- issue 25: the one-parameter groups known exactly, and maps that are not -------------------------
+def _true_rotations(theta: np.ndarray, n: int) -> np.ndarray:
+    """The θ a window of n positions can show: a turn at least, and a Fourier bin from its neighbours."""
+    bin_width = 2 * np.pi / n
+    gaps = np.where(np.eye(theta.size, dtype=bool), np.inf, np.abs(theta[:, None] - theta[None, :]))
+    return theta[(theta >= bin_width) & (gaps.min(axis=1) >= bin_width)]
+
+
+@pytest.mark.parametrize(
+    ("n", "d", "layout", "dtype"),
+    [(1024, 128, "interleaved", torch.float64), (1024, 128, "interleaved", torch.float32),
+     (1500, 384, "blocks", torch.float32)],
+)  # fmt: skip
+def test_sinusoidal_tables_are_one_parameter_groups(n, d, layout, dtype):
+    # Measured before: Vaswani 1024×128 gave 13 pairs with up to 38% error (auto = 32 components), Whisper's
+    # 16 pairs matched no frequency. Now auto takes the table's numerical rank, and every pair it calls a
+    # rotation is a true frequency to 1e-6, with none spurious.
+    import pos_geometry as pg
+    from pos_geometry.encodings.sinusoidal import frequencies
+
+    fit = fit_recurrence(pg.sinusoidal(n, d, layout=layout, dtype=dtype), n_surrogates=0)
+    theta = frequencies(d, layout=layout).numpy()
+    assert fit.status == "rotations" and fit.n_components > 32
+    found = np.array([2 * np.pi / p for p, _ in fit.rotation_pairs()])
+    error = np.abs(found[:, None] - theta[None, :]).min(axis=1) / found
+    assert error.max() < 1e-6, error.max()
+    # the frequencies the window can show are found, all but at most the one at the resolution's edge
+    visible = _true_rotations(theta, n)
+    missed = np.abs(visible[:, None] - found[None, :]).min(axis=1) / visible > 1e-6
+    assert len(visible) >= 20 and missed.sum() <= 1, (len(visible), 2 * np.pi / visible[missed])
+
+
+def test_analyze_and_fit_recurrence_give_one_answer_on_a_rotary_table():
+    # analyze fitted a centred linear map and got Pythia's slow periods as 4894 and 4652 (truth: 6283 and
+    # 19869). Both now fit the affine map in the centred PCA basis: the same pairs, the true ones.
+    import pos_geometry as pg
+    from pos_geometry.encodings import inverse_frequencies, rotary_params
+
+    rope = pg.load("pythia-70m")
+    theta = inverse_frequencies(rotary_params(pg.get_spec("pythia-70m").rotary_config)).numpy()
+    a = pg.analyze(rope, analyses=("recurrence",)).recurrence
+    b = fit_recurrence(rope)
+    np.testing.assert_allclose(np.array(a.pairs()), np.array(b.pairs()), rtol=1e-9)
+    periods = np.array([p for p, _ in a.pairs()])
+    np.testing.assert_allclose(np.sort(periods), np.sort(2 * np.pi / theta), rtol=1e-3)
+    np.testing.assert_allclose(  # the planes that turn within the 2048 positions, to float32 round-off
+        np.sort([p for p, _ in a.rotation_pairs()]), np.sort(2 * np.pi / theta[theta >= 2 * np.pi / 1000]),
+        rtol=1e-6,
+    )  # fmt: skip
+    slow = np.array([p for p, _ in a.pairs("slower than the window")])  # 0.65 and 2 rad over the window
+    np.testing.assert_allclose(slow, [19869.18, 6283.19], rtol=1e-3)
+
+
+def test_a_growing_map_is_reported_as_such_and_never_enters_a_null():
+    # A BERT-like table's map had |λ| > 1: its 64-step error reached 4655× the table's scale and entered
+    # the statistic as a gain of −3554. Now the growth is the reason, and the gain is floored at −1.
+    from pos_geometry.analysis._recurrence_map import GAIN_FLOOR, improvement
+
+    t = np.arange(200)[:, None]
+    spiral = 1.1**t * np.concatenate(
+        [np.cos(0.2 * t), np.sin(0.2 * t), np.cos(0.05 * t), np.sin(0.05 * t)], 1
+    )
+    fit = fit_recurrence(spiral, n_components=4)
+    assert fit.status == "does not apply" and "grows" in fit.reason and "diverge" in fit.reason
+    assert fit.spectral_radius == pytest.approx(1.1, rel=1e-6) and fit.test is None
+    assert fit.pairs("growing") and fit.rotation_pairs() == []
+    # 14 rows of white noise in 10 coordinates: overfitted maps, some of which blow up 6 steps ahead
+    noise = torch.from_numpy(np.random.default_rng(0).standard_normal((20, 14, 10)))
+    gains = improvement(noise, 1e-10, 6, True)
+    assert torch.isfinite(gains).all() and gains.min() == GAIN_FLOOR and (gains > GAIN_FLOOR).sum() >= 15

@@ -57,6 +57,7 @@ ANALYSES = {
     "fit_helix": lambda x: pg.fit_helix(x, max_harmonics=1, n_surrogates=19, alpha=0.05),
     "periodicity": lambda x: pg.periodicity(x, n_surrogates=19, alpha=0.05),
     "fit_recurrence": lambda x: pg.fit_recurrence(x, n_components=3, n_surrogates=19, alpha=0.05),
+    "identify": lambda x: pg.identify(x),
     "subspace_overlap": lambda x: pg.subspace_overlap(
         x, torch.from_numpy(TOKENS).to(x[0].device if isinstance(x, list) else x.device), 3
     ),
@@ -66,6 +67,7 @@ SINGLE_TYPES = {
     "fit_helix": pg.HelixFit,
     "periodicity": pg.PeriodicityResult,
     "fit_recurrence": pg.RecurrenceFit,
+    "identify": pg.Identification,
     "subspace_overlap": pg.SubspaceOverlap,
 }
 
@@ -124,6 +126,8 @@ def test_a_batch_gives_one_result_per_matrix_in_order(name):
             assert [p.p_value for p in got.peaks] == [p.p_value for p in want.peaks]
         elif name == "fit_recurrence":
             np.testing.assert_allclose(got.transition, want.transition, atol=1e-5)
+        elif name == "identify":
+            assert not got.is_formula and got.residual == pytest.approx(want.residual, rel=1e-9)
         else:
             assert got.token_variance_fraction == pytest.approx(want.token_variance_fraction, rel=1e-5)
 
@@ -147,6 +151,7 @@ def test_computes_on_the_input_device_and_agrees_with_the_cpu(name, device):
         "fit_helix": "periods",
         "periodicity": "mean_similarity",
         "fit_recurrence": "angles",
+        "identify": "residual",
         "subspace_overlap": "principal_angles_deg",
     }[name]
     got, want = getattr(on_device, key), getattr(on_cpu, key)

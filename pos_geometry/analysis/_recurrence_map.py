@@ -1,0 +1,95 @@
+"""The one-step map of a trajectory and what it predicts: least squares, powers, pairs, the null statistic.
+
+A trajectory ``z`` ``(n, k)`` is fitted by ``z[t+1] ≈ M z[t] + b`` (``b = 0`` when not affine). The affine
+map is iterated with one matrix power of the augmented ``(k+1, k+1)`` matrix ``[[M, b], [0, 1]]``, so an
+``h``-step prediction costs ``log h`` products, not ``h``.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import scipy.linalg
+import torch
+
+__all__ = [
+    "GAIN_FLOOR",
+    "fit_map",
+    "improvement",
+    "predict",
+    "real_log",
+]
+
+GAIN_FLOOR = -1.0  # a gain over persistence below this (worse than twice persistence) is recorded as this
+
+
+def fit_map(z: np.ndarray, affine: bool, rcond: float) -> tuple[np.ndarray, np.ndarray, int]:
+    """Minimum-norm least squares ``z[1:] ≈ z[:-1] Mᵀ (+ b)`` by a truncated SVD, in float64.
+
+    ``z``: ``(n, k)``. Singular values of the design below ``rcond`` times the largest are dropped.
+    Returns ``M`` ``(k, k)``, ``b`` ``(k,)`` (zeros when not ``affine``) and the rank kept.
+    """
+    n, k = z.shape
+    design = z[:-1]
+    if affine:
+        design = np.concatenate([design, np.ones((n - 1, 1))], axis=1)
+    u, sv, vt = np.linalg.svd(design, full_matrices=False)
+    keep = sv > rcond * sv[0] if sv.size and sv[0] > 0 else np.zeros(sv.shape, dtype=bool)
+    coef = vt[keep].T @ ((u[:, keep].T @ z[1:]) / sv[keep, None])  # (k [+1], k)
+    return coef[:k].T, (coef[k] if affine else np.zeros(k)), int(keep.sum())
+
+
+def predict(z: np.ndarray, m: np.ndarray, b: np.ndarray, h: int) -> np.ndarray:
+    """``z[:-h]`` ``(n - h, k)`` pushed ``h`` steps by ``z ↦ M z + b``: ``(n - h, k)``."""
+    k = m.shape[0]
+    aug = np.zeros((k + 1, k + 1))
+    aug[:k, :k], aug[:k, k], aug[k, k] = m, b, 1.0
+    power = np.linalg.matrix_power(aug, h)
+    return z[:-h] @ power[:k, :k].T + power[:k, k]
+
+
+def real_log(m: np.ndarray) -> np.ndarray | None:
+    """The real logarithm of ``M`` ``(k, k)`` (``scipy.linalg.logm``), or None when none exists."""
+    ev = np.linalg.eigvals(m)
+    if np.any((np.abs(ev.imag) <= 1e-12 * max(1.0, np.abs(ev).max())) & (ev.real <= 0)):
+        return None
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        a = scipy.linalg.logm(m)
+    if not np.all(np.isfinite(a)) or np.abs(np.imag(a)).max(initial=0.0) > 1e-8 * max(1.0, np.abs(a).max()):
+        return None
+    return np.real(a)
+
+
+def improvement(z: torch.Tensor, rcond: float, horizon: int, affine: bool) -> torch.Tensor:
+    """``1 − e_h / e_persist,h`` of each trajectory, floored at :data:`GAIN_FLOOR`.
+
+    ``z``: ``(B, n, k)``. The map of each is the minimum-norm least-squares one-step map (the same
+    truncated SVD as :func:`fit_map`); ``e_h`` is its ``h``-step error, ``e_persist,h`` that of
+    ``z[t+h] = z[t]``. A map that grows makes ``e_h`` huge: the floor keeps such a number out of a null
+    distribution (it only says "worse than persistence"). Returns ``(B,)``.
+    """
+    z = z.to(torch.float64)
+    z = z / z.abs().amax(dim=(-2, -1), keepdim=True).clamp_min(1e-300)
+    a, y = z[:, :-1], z[:, 1:]
+    if affine:
+        a = torch.cat([a, torch.ones_like(a[..., :1])], dim=-1)
+    u, sv, vt = torch.linalg.svd(a, full_matrices=False)
+    keep = sv > rcond * sv[:, :1]
+    inv = torch.where(keep, 1 / sv.clamp_min(1e-300), torch.zeros_like(sv))
+    coef = vt.mT @ ((u.mT @ y) * inv[..., None])  # (B, k [+1], k): z[t+1] ≈ [z[t], 1] @ coef
+    k = z.shape[-1]
+    aug = torch.zeros(z.shape[0], k + 1, k + 1, dtype=z.dtype, device=z.device)
+    aug[:, :k, :k] = coef[:, :k]
+    if affine:
+        aug[:, k, :k] = coef[:, k]
+    aug[:, k, k] = 1.0
+    power = torch.linalg.matrix_power(aug, horizon)  # row-vector form: [z, 1] @ power
+    pred = z[:, :-horizon] @ power[:, :k, :k] + power[:, k : k + 1, :k]
+    target = z[:, horizon:]
+    err = torch.linalg.matrix_norm(pred - target) / torch.linalg.matrix_norm(
+        target - z[:, :-horizon]
+    ).clamp_min(1e-300)
+    gain = 1 - err
+    return torch.where(torch.isfinite(gain), gain, torch.full_like(gain, GAIN_FLOOR)).clamp_min(GAIN_FLOOR)

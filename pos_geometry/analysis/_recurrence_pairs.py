@@ -1,0 +1,156 @@
+"""Which eigenvalues of a fitted one-step map are rotations of the table, and why a fit does not apply.
+
+The rules are :mod:`pos_geometry.analysis.recurrence`'s (its module docstring states them); the numbers
+they use live here, re-exported there.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from pos_geometry.analysis._recurrence_map import fit_map
+
+__all__ = [
+    "AUTO_CAP",
+    "AUTO_VARIANCE",
+    "MODULUS_TOLERANCE",
+    "PERSISTENCE_RATIO",
+    "RANK_TOLERANCE",
+    "SMALL_TABLE",
+    "SPREAD_TOLERANCE",
+    "VARIANCE_CAP",
+    "PairClass",
+    "auto_components",
+    "classify_pairs",
+    "spread",
+    "status_before_null",
+]
+
+AUTO_VARIANCE = 0.999
+AUTO_CAP = 256
+VARIANCE_CAP = 32
+SMALL_TABLE = 32
+SPREAD_TOLERANCE = 0.1
+RANK_TOLERANCE = 1e-5
+MODULUS_TOLERANCE = 0.05
+PERSISTENCE_RATIO = 1.0
+
+
+class PairClass:
+    """The classes of an upper-half-plane eigenvalue ``λ = ρ e^{iα}`` of the one-step map."""
+
+    ROTATION = "rotation"
+    SLOW = "slower than the window"
+    UNRESOLVED = "unresolved"
+    UNSTABLE = "unstable"
+    DAMPED = "damped"
+    GROWING = "growing"
+
+
+def classify_pairs(ev: np.ndarray, n: int, tolerance: float) -> list[str]:
+    """A :class:`PairClass` for each eigenvalue in ``ev`` ``(k,)`` (``""`` for real ones and Im λ < 0).
+
+    Undamped (``| |λ| − 1 | ≤ tolerance``) pairs are rotations when they turn at least once within the
+    ``n`` positions (``α ≥ 2π/n``) and lie at least one Fourier bin (``2π/n``) away in angle from every other
+    eigenvalue (the classical resolution of an ``n``-position window: nearer frequencies cannot be told
+    apart from the window alone).
+    """
+    angles = np.abs(np.angle(ev))
+    bin_width = 2 * math.pi / n
+    out = []
+    for i, lam in enumerate(ev):
+        if lam.imag <= 1e-12:
+            out.append("")
+            continue
+        mod = abs(lam)
+        if mod > 1 + tolerance:
+            out.append(PairClass.GROWING)
+        elif mod < 1 - tolerance:
+            out.append(PairClass.DAMPED)
+        elif angles[i] < bin_width:
+            out.append(PairClass.SLOW)
+        else:
+            mask = np.ones(len(ev), dtype=bool)
+            mask[i] = False
+            mask[int(np.argmin(np.where(ev.imag < 0, np.abs(ev - np.conj(lam)), math.inf)))] = False
+            near = np.min(np.abs(angles[mask] - angles[i]), initial=math.inf)
+            out.append(PairClass.ROTATION if near >= bin_width else PairClass.UNRESOLVED)
+    return out
+
+
+def status_before_null(
+    ev: np.ndarray, classes: list[str], pred: dict[int, float], pers: dict[int, float], n: int
+) -> tuple[str, str] | None:
+    """Why rotations do not apply, from the fit alone; None when only the null can tell."""
+    moduli = np.abs(ev)
+    if moduli.max(initial=0.0) > 1 + MODULUS_TOLERANCE:
+        far = max(pred, default=None)
+        error = f" (error {pred[far]:.3g}× the table's scale at h={far})" if far is not None else ""
+        return "does not apply", (
+            f"the fitted map grows (largest |λ| {float(moduli.max()):.4g} > 1 + {MODULUS_TOLERANCE}): its "
+            f"h-step predictions diverge{error}, so it is not a one-parameter group of rotations"
+        )
+    if 1 in pred and pred[1] >= PERSISTENCE_RATIO * pers[1]:
+        return "does not apply", (
+            f"the fitted map predicts the next row no better than persistence z[t+1] = z[t] (one-step error "
+            f"{pred[1]:.3g} vs {pers[1]:.3g}): a random-walk-like curve, whose eigenvalues near 1 are not rotations"
+        )
+    undamped = [
+        c
+        for c in classes
+        if c in (PairClass.ROTATION, PairClass.SLOW, PairClass.UNRESOLVED, PairClass.UNSTABLE)
+    ]
+    if not undamped:
+        return "does not apply", (
+            f"no conjugate pair has |λ| within {MODULUS_TOLERANCE} of 1 (largest |λ| {float(moduli.max()):.3g}): "
+            "the map damps rather than rotates"
+        )
+    if PairClass.ROTATION not in classes:
+        slow, unstable = classes.count(PairClass.SLOW), classes.count(PairClass.UNSTABLE)
+        unresolved = classes.count(PairClass.UNRESOLVED)
+        parts = []
+        if slow:
+            parts.append(f"{slow} turn(s) less than once in the {n} positions (slower than the window)")
+        if unresolved:
+            parts.append(
+                f"{unresolved} lie(s) within one Fourier bin (2π/{n}) of another eigenvalue (the window cannot "
+                "separate them)"
+            )
+        if unstable:
+            parts.append(
+                f"{unstable} change(s) angle by more than {SPREAD_TOLERANCE:.0%} between the first and the last "
+                "7/8 of the window"
+            )
+        return "does not apply", "no undamped pair is testable: " + "; ".join(parts)
+    return None
+
+
+def auto_components(ratios: np.ndarray, d: int) -> int:
+    if d <= SMALL_TABLE:
+        return max(2, min(d, int(ratios.size)))
+    ratios = np.clip(ratios, 0.0, None)
+    if ratios.size and ratios[0] > 0:
+        rank = int(np.count_nonzero(np.sqrt(ratios / ratios[0]) > RANK_TOLERANCE))
+        if rank < ratios.size:  # an exact code of low rank (sinusoidal, rotary): all of it, no more
+            return max(2, rank)
+    reached = np.nonzero(np.cumsum(ratios) >= AUTO_VARIANCE)[0]
+    k = int(reached[0]) + 1 if reached.size else int(ratios.size)
+    return max(2, min(k, VARIANCE_CAP, int(ratios.size)))
+
+
+def spread(z: np.ndarray, ev: np.ndarray, affine: bool, rcond: float) -> np.ndarray:
+    """Relative change of each eigenvalue's angle between the fits on the first and the last 7/8 of ``z``."""
+    n, k = z.shape
+    cut = max(1, n // 8)
+    out = np.full(ev.shape, np.nan)
+    if n - cut < k + 3 + int(affine):
+        return out
+    subs = [np.linalg.eigvals(fit_map(part, affine, rcond)[0]) for part in (z[: n - cut], z[cut:])]
+    angle = np.abs(np.angle(ev))
+    for i, lam in enumerate(ev):
+        if angle[i] > 0:
+            shift = max(float(np.abs(np.angle(sub[np.argmin(np.abs(sub - lam))])) - angle[i]) for sub in subs)
+            out[i] = abs(shift) / angle[i]
+    return out

@@ -1,0 +1,215 @@
+"""Is this table a formula?  Sinusoidal (interleaved or blocks, with its base), rotary, or learned.
+
+A sinusoidal or rotary table puts each frequency ``ω_i`` in one pair of columns, ``(A sin pω_i, A cos pω_i)``
+(sinusoidal, sine first) or ``(A cos pω_i, A sin pω_i)`` (rotary, as :func:`pos_geometry.rotary_table`
+builds it and transformers' cos/sin caches hold it), in one of two arrangements:
+
+* ``"interleaved"``: the pairs are columns ``(2i, 2i+1)``;
+* ``"blocks"``: the pairs are columns ``(i, d/2 + i)`` (Whisper's encoder, tensor2tensor).
+
+:func:`identify` tries each arrangement and order. For each it reads every pair's phase
+``φ_i(p) = atan2(sine, cosine)`` and amplitude, unwraps the phase and fits ``φ_i(p) = ω_i p`` through the
+origin (least squares, float64), and rebuilds the table from the ``ω_i`` and one amplitude ``A``: the
+``residual`` is ``‖X − X̂‖_F / ‖X‖_F``. It then fits the base of the frequency rule of the arrangement --
+``ω_i = base^(-2i/d)`` (interleaved: "Attention Is All You Need", and RoPE), ``ω_i =
+base^(-i/(d/2 - 1))`` (blocks: Whisper) -- by least squares on ``log ω_i``, and rebuilds the table from the
+formula alone: ``formula_residual``. The best arrangement is the one with the smallest residual.
+
+Verdicts: ``"sinusoidal"`` or ``"rotary"`` when the residual is at most :data:`TOLERANCE` (1e-2: a
+bfloat16 copy of a formula is within 3e-3, a float16 copy within 4e-4; a learned table is near 1), with
+``base`` when the formula residual is also within it (else the frequencies are listed, e.g. a scaled RoPE
+whose frequencies are not one geometric series); otherwise ``"learned"`` for a table read from a trained
+checkpoint, and ``"unknown"`` for anything else, with the best residual found.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from pos_geometry.analysis._batch import BatchResult
+from pos_geometry.analysis._inputs import as_batch, parse_window
+from pos_geometry.analysis._results import Result
+from pos_geometry.embedding import Provenance
+from pos_geometry.errors import InvalidArgumentError
+
+__all__ = ["Identification", "identify", "TOLERANCE"]
+
+TOLERANCE = 1e-2
+_KINDS = {"sin-cos": "sinusoidal", "cos-sin": "rotary"}
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class Identification(Result):
+    """What :func:`identify` found: ``kind`` (``"sinusoidal"``, ``"rotary"``, ``"learned"``, ``"unknown"``);
+    for a formula its ``layout`` (``"interleaved"``/``"blocks"``), ``order`` (``"sin-cos"``/``"cos-sin"``),
+    ``frequencies`` ``(d/2,)`` rad/position, ``amplitude``, ``base`` (None when the frequencies follow no
+    base rule), ``residual`` and ``formula_residual`` (relative Frobenius errors of the rebuilt table).
+    ``residual`` is the best arrangement's even when the verdict is not a formula."""
+
+    kind: str
+    layout: str | None
+    order: str | None
+    base: float | None
+    amplitude: float | None
+    frequencies: np.ndarray | None
+    residual: float
+    formula_residual: float | None
+    window: tuple[int, int]
+    reason: str
+    provenance: Provenance
+
+    @property
+    def is_formula(self) -> bool:
+        """Whether the table is a sinusoidal or rotary formula (to :data:`TOLERANCE`)."""
+        return self.kind in _KINDS.values()
+
+    def summary_rows(self) -> list[tuple[str, str]]:
+        rows = [("kind", self.kind)]
+        if self.is_formula:
+            rows.append(("layout", f"{self.layout}, {self.order} pairs"))
+            rows.append(
+                ("base", f"{self.base:.8g}" if self.base is not None else "none (frequencies not geometric)")
+            )
+            rows.append(("amplitude", f"{self.amplitude:.6g}"))
+            freqs = self.frequencies if self.frequencies is not None else np.zeros(0)
+            rows.append(("frequencies", f"{freqs.size}, {freqs.max():.4g} .. {freqs.min():.4g} rad/position"))
+        rows.append(
+            (
+                "residual",
+                f"{self.residual:.3g}"
+                + (f" (formula: {self.formula_residual:.3g})" if self.formula_residual is not None else ""),
+            )
+        )
+        rows.append(("reason", self.reason))
+        return rows
+
+
+def _pairs(d: int, layout: str, order: str) -> tuple[np.ndarray, np.ndarray]:
+    """Column indices of the sines and the cosines ``(d/2,)`` each."""
+    half = d // 2
+    first, second = (
+        (np.arange(0, d, 2), np.arange(1, d, 2))
+        if layout == "interleaved"
+        else (np.arange(half), np.arange(half, d))
+    )
+    return (first, second) if order == "sin-cos" else (second, first)
+
+
+def _rule(d: int, layout: str) -> np.ndarray:
+    """``c_i`` with ``log ω_i = −c_i log(base)``: ``2i/d`` (interleaved) or ``i/(d/2 − 1)`` (blocks)."""
+    i = np.arange(d // 2, dtype=np.float64)
+    return 2 * i / d if layout == "interleaved" else i / (d // 2 - 1)
+
+
+def _table(
+    positions: np.ndarray,
+    freqs: np.ndarray,
+    amplitude: float,
+    sin_cols: np.ndarray,
+    cos_cols: np.ndarray,
+    d: int,
+) -> np.ndarray:
+    ang = positions[:, None] * freqs[None, :]
+    out = np.empty((positions.size, d))
+    out[:, sin_cols] = amplitude * np.sin(ang)
+    out[:, cos_cols] = amplitude * np.cos(ang)
+    return out
+
+
+def _fit(x: np.ndarray, positions: np.ndarray, layout: str, order: str) -> dict[str, Any]:
+    d = x.shape[1]
+    s_cols, c_cols = _pairs(d, layout, order)
+    s, c = x[:, s_cols], x[:, c_cols]
+    amplitude = float(np.sqrt(np.mean(s**2 + c**2)))
+    phase = np.unwrap(np.arctan2(s, c), axis=0)  # (n, d/2)
+    # the slope of φ(p) = ω p + c (the rebuild below, from absolute positions, checks c = ω·start mod 2π)
+    centred = positions - positions.mean()
+    freqs = centred @ (phase - phase.mean(axis=0)) / float(centred @ centred)
+    norm = float(np.linalg.norm(x)) or 1.0
+    residual = float(np.linalg.norm(x - _table(positions, freqs, amplitude, s_cols, c_cols, d))) / norm
+    base = formula = None
+    coef = _rule(d, layout)
+    if np.all(freqs > 0) and coef[-1] > 0:
+        log_base = float(-(coef @ np.log(freqs)) / (coef @ coef))
+        if math.isfinite(log_base) and log_base > 0:
+            base = math.exp(log_base)
+            formula = (
+                float(
+                    np.linalg.norm(
+                        x - _table(positions, np.exp(-coef * log_base), amplitude, s_cols, c_cols, d)
+                    )
+                )
+                / norm
+            )
+    return {
+        "layout": layout,
+        "order": order,
+        "freqs": freqs,
+        "amplitude": amplitude,
+        "residual": residual,
+        "base": base,
+        "formula": formula,
+    }
+
+
+def identify(x: Any, *, window: Any = None) -> Identification | BatchResult:
+    """Whether ``x`` ``(n, d)`` is a sinusoidal or rotary formula, and which; see the module docstring.
+
+    ``x``: a ``PositionalEmbedding``, a list of them, or a tensor/array ``(n_positions, d_model)`` or
+    ``(batch, n_positions, d_model)`` (a batch gives a ``BatchResult`` of one answer per table). ``window``: the
+    positions ``(start, stop)`` to read (absolute positions: phases are fitted from 0). Runs in float64 on
+    the CPU; the table is ``O(n d)`` work.
+
+    >>> import pos_geometry as pg
+    >>> ident = identify(pg.sinusoidal(1500, 384, layout="blocks").matrix.half())
+    >>> ident.kind, ident.layout, round(ident.base), ident.residual < 1e-3
+    ('sinusoidal', 'blocks', 10000, True)
+    """
+    batch = as_batch(x, min_positions=3)
+    found = tuple(_identify_one(t, p, window) for t, p in zip(batch.data, batch.provenances, strict=True))
+    return found[0] if batch.single else BatchResult(found, batch.provenances)
+
+
+def _identify_one(data: torch.Tensor, prov: Provenance, window: Any) -> Identification:
+    start, stop = parse_window(window, data.shape[0])
+    n, d = stop - start, int(data.shape[1])
+    if n < 3:
+        raise InvalidArgumentError(f"identify needs at least 3 positions in the window; got {n}.")
+    fallback = "learned" if prov.kind == "learned" and prov.model_id != "<array>" else "unknown"
+    if d < 4 or d % 2:
+        return Identification(
+            fallback, None, None, None, None, None, math.inf, None, (start, stop),
+            f"a formula puts each frequency in a pair of columns, and needs at least two pairs; d_model={d}",
+            prov,
+        )  # fmt: skip
+    table = data[start:stop].detach().to("cpu", torch.float64).numpy()
+    positions = np.arange(start, stop, dtype=np.float64)
+    fits = [_fit(table, positions, layout, order) for layout in ("interleaved", "blocks")
+            for order in ("sin-cos", "cos-sin")]  # fmt: skip
+    best = min(fits, key=lambda f: (f["residual"], f["formula"] if f["formula"] is not None else math.inf))
+    where = f"{best['layout']} layout, {best['order']} pairs"
+    if best["residual"] > TOLERANCE:
+        return Identification(
+            fallback, None, None, None, None, None, best["residual"], best["formula"], (start, stop),
+            f"no sinusoidal or rotary arrangement rebuilds the table: the best ({where}) leaves a relative "
+            f"error of {best['residual']:.3g} > {TOLERANCE}"
+            + (" (a table read from a trained checkpoint)" if fallback == "learned" else ""),
+            prov,
+        )  # fmt: skip
+    kind = _KINDS[best["order"]]
+    geometric = best["formula"] is not None and best["formula"] <= TOLERANCE
+    reason = (
+        f"a {kind} table ({where}) rebuilt to a relative error of {best['residual']:.2g}; "
+        + (f"its frequencies follow the rule with base {best['base']:.6g} (formula error {best['formula']:.2g})"
+           if geometric else
+           "its frequencies follow no single base rule (a scaled RoPE, or a formula of another kind): listed")
+    )  # fmt: skip
+    return Identification(
+        kind, best["layout"], best["order"], best["base"] if geometric else None, best["amplitude"],
+        best["freqs"], best["residual"], best["formula"], (start, stop), reason, prov,
+    )  # fmt: skip

@@ -1,0 +1,90 @@
+"""identify: sinusoidal (layout, base), rotary, learned or unknown, from the table alone."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import pos_geometry as pg
+from pos_geometry.analysis.identify import TOLERANCE, identify
+from pos_geometry.embedding import PositionalEmbedding, Provenance
+from pos_geometry.encodings.sinusoidal import frequencies
+
+
+@pytest.mark.parametrize(
+    ("n", "d", "layout", "base"),
+    [(1024, 128, "interleaved", 10000.0), (1500, 384, "blocks", 10000.0), (300, 64, "interleaved", 500.0),
+     (200, 16, "blocks", 1e6), (512, 768, "interleaved", 10000.0)],
+)  # fmt: skip
+def test_formulas_give_their_layout_base_and_frequencies(n, d, layout, base):
+    table = pg.sinusoidal(n, d, layout=layout, base=base, dtype=torch.float64)
+    ident = identify(table)
+    assert (ident.kind, ident.layout, ident.order) == ("sinusoidal", layout, "sin-cos")
+    assert ident.base == pytest.approx(base, rel=1e-9) and ident.amplitude == pytest.approx(1.0, rel=1e-12)
+    np.testing.assert_allclose(ident.frequencies, frequencies(d, base=base, layout=layout).numpy(), rtol=1e-9)
+    assert ident.residual < 1e-9 and ident.formula_residual < 1e-9 and ident.is_formula
+
+
+@pytest.mark.parametrize(("dtype", "bound"), [(torch.float16, 1e-3), (torch.bfloat16, 5e-3)])
+def test_a_rounded_copy_is_still_the_formula(dtype, bound):
+    # a float16 (bfloat16) copy of Whisper's encoder table: entries off by up to 5e-4 (4e-3)
+    rounded = pg.sinusoidal(1500, 384, layout="blocks").matrix.to(dtype)
+    ident = identify(rounded)
+    assert (ident.kind, ident.layout) == ("sinusoidal", "blocks")
+    assert ident.base == pytest.approx(10000.0, rel=1e-3) and ident.residual < bound
+    np.testing.assert_allclose(ident.frequencies, frequencies(384, layout="blocks").numpy(), rtol=1e-3)
+
+
+def test_a_rotary_table_is_rotary_with_its_base():
+    rope = pg.load("pythia-70m")  # [cos pθ_i, sin pθ_i] pairs, θ_i = 10000^(-2i/16)
+    ident = identify(rope)
+    assert (ident.kind, ident.layout, ident.order) == ("rotary", "interleaved", "cos-sin")
+    assert ident.base == pytest.approx(10000.0, rel=1e-6) and ident.residual < 1e-6
+
+
+def test_scaled_frequencies_are_listed_without_a_base():
+    theta = np.array([1.0, 0.4, 0.05, 0.03, 0.002])  # no geometric rule
+    ang = np.arange(400)[:, None] * theta
+    table = np.stack([np.cos(ang), np.sin(ang)], axis=2).reshape(400, 10)
+    ident = identify(table)
+    assert ident.kind == "rotary" and ident.base is None and "no single base" in ident.reason
+    np.testing.assert_allclose(ident.frequencies, theta, rtol=1e-9)
+
+
+def test_a_window_reads_absolute_positions():
+    ident = identify(pg.sinusoidal(1024, 128), window=(100, 600))
+    assert (
+        ident.kind == "sinusoidal"
+        and ident.base == pytest.approx(1e4, rel=1e-6)
+        and ident.window == (100, 600)
+    )
+    shifted = pg.sinusoidal(1024, 128).matrix[100:600]  # the same rows, read as positions 0..499: no formula
+    assert identify(shifted).kind == "unknown"
+
+
+def test_learned_and_random_tables_are_not_formulas(gpt2_wpe):
+    gpt2 = PositionalEmbedding(
+        torch.as_tensor(gpt2_wpe), Provenance(model_id="gpt2", kind="learned", source="x")
+    )
+    ident = identify(gpt2)
+    assert ident.kind == "learned" and ident.residual > 0.5 and not ident.is_formula and ident.base is None
+    noise = identify(np.random.default_rng(0).standard_normal((300, 64)))
+    assert noise.kind == "unknown" and noise.residual > TOLERANCE
+    assert identify(np.ones((10, 5))).kind == "unknown"  # odd width: no pairs
+    batch = identify(
+        np.stack([pg.sinusoidal(64, 16).matrix.numpy(), np.random.default_rng(1).standard_normal((64, 16))])
+    )
+    assert [i.kind for i in batch] == ["sinusoidal", "unknown"]
+
+
+def test_analyze_fits_no_helix_to_a_sinusoidal_table_loaded_as_learned():
+    # Whisper's encoder table read from a checkpoint loads as "learned", and was called a helix of period
+    # 1234. It is the [sin | cos] formula, and analyze says so.
+    table = pg.sinusoidal(1500, 384, layout="blocks")
+    loaded = PositionalEmbedding(
+        table.matrix, Provenance(model_id="openai/whisper-tiny", kind="learned", source="x")
+    )
+    a = pg.analyze(loaded, analyses=("helix",), n_surrogates=0)
+    assert a.helix is None and "sinusoidal" in a.notes["helix"] and a.identity.layout == "blocks"
+    assert a.row()["identified_kind"] == "sinusoidal" and a.row()["identified_base"] == pytest.approx(1e4)
