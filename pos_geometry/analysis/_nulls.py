@@ -174,25 +174,70 @@ def autocorrelation(x: torch.Tensor) -> torch.Tensor:
     return acov / acov[0].clamp_min(torch.finfo(torch.float64).tiny)
 
 
+def _crossing(c: np.ndarray, level: float) -> float | None:
+    """The first offset ``Δ ≥ 1`` where ``c`` falls below ``level``, linearly interpolated; None if never."""
+    below = np.nonzero(c[1:] < level)[0] + 1
+    if below.size == 0:
+        return None
+    i = int(below[0])
+    return float(i - 1 + (c[i - 1] - level) / max(c[i - 1] - c[i], 1e-300))
+
+
+def expected_autocorrelation(n: int, ell: float, nugget: float) -> np.ndarray:
+    """What :func:`autocorrelation` returns on average ``(n,)`` for a GP of kernel ``exp(-Δ²/2ℓ²)`` plus
+    the nugget share of white noise: the mean of each diagonal of ``P K P`` (``P`` removes the mean over
+    positions, as the estimator does), over that of the main diagonal. Centring over a window only a few
+    length scales long makes the autocorrelation fall faster than the kernel; this is by how much."""
+    lag = np.arange(n, dtype=np.float64)
+    k = (1 - nugget) * np.exp(-0.5 * (lag / max(ell, 1e-12)) ** 2)
+    k[0] += nugget
+    cum = np.cumsum(k)
+    rows = cum + cum[::-1] - k[0]  # r_t = Σ_j k(|t − j|) = Σ_{m≤t} k(m) + Σ_{1≤m≤n−1−t} k(m)
+    total = float(rows.sum())
+    prefix = np.concatenate([[0.0], np.cumsum(rows)])
+    counts = n - lag
+    head = prefix[n - lag.astype(int)] / counts  # mean of r_t over t < n − Δ
+    tail = (prefix[n] - prefix[lag.astype(int)]) / counts  # mean of r_t over t ≥ Δ
+    acov = k - (head + tail) / n + total / n**2
+    return acov / max(acov[0], 1e-300)
+
+
 def length_scale(x: torch.Tensor) -> tuple[float, float]:
     """``(ℓ, η)``: the squared-exponential length scale and the white-noise ("nugget") share of ``x``.
 
-    The centred autocorrelation ``c(Δ)`` of a smooth curve plus white noise is ``(1 − η)·k(Δ)`` for
-    ``Δ ≥ 1`` and 1 at ``Δ = 0``. So ``1 − η = c(1)`` (clipped to ``[0, 1]``), and ``ℓ`` is the offset where
-    ``c(Δ)`` first falls below ``c(1)·exp(-1/2)`` (where ``exp(-Δ²/2ℓ²)`` does), interpolated linearly. A
-    table whose autocorrelation never falls that low gets ``ℓ = n``; white noise gets ``ℓ = 0.5``, ``η = 1``.
+    The centred autocorrelation ``c(Δ)`` of a smooth curve plus white noise is about ``(1 − η)·k(Δ)`` for
+    ``Δ ≥ 1`` and 1 at ``Δ = 0``. So ``1 − η = c(1)`` (clipped to ``[0, 1]``), and ``ℓ`` is read off the
+    offset where ``c(Δ)`` first falls below ``c(1)·exp(-1/2)`` (where ``exp(-Δ²/2ℓ²)`` does). Centring
+    biases that offset low when the window holds few length scales (a GP of ℓ = 78.6 over 1024 positions
+    read as 67), so ``ℓ`` is the length scale whose *expected* centred autocorrelation
+    (:func:`expected_autocorrelation`) crosses at the same offset (bisection, 40 steps). A table whose
+    autocorrelation never falls that low gets ``ℓ = n``; white noise gets ``ℓ = 0.5``, ``η = 1``.
     """
     c = autocorrelation(x).cpu().numpy()
-    smooth = float(np.clip(c[1], 0.0, 1.0)) if c.shape[0] > 1 else 0.0
-    level = smooth * math.exp(-0.5)
-    below = np.nonzero(c[1:] < level)[0] + 1
+    n = c.shape[0]
+    smooth = float(np.clip(c[1], 0.0, 1.0)) if n > 1 else 0.0
     if smooth <= 0:
         return 0.5, 1.0
-    if below.size == 0:
-        return float(c.shape[0]), 1.0 - smooth
-    i = int(below[0])
-    frac = (c[i - 1] - level) / max(c[i - 1] - c[i], 1e-300)
-    return float(max(0.5, i - 1 + frac)), 1.0 - smooth
+    nugget = 1.0 - smooth
+    level = smooth * math.exp(-0.5)
+    seen = _crossing(c, level)
+    if seen is None:
+        return float(n), nugget
+
+    def crossing(ell: float) -> float:
+        e = expected_autocorrelation(n, ell, nugget)
+        at = _crossing(e, e[1] * math.exp(-0.5))
+        return float(n) if at is None else at
+
+    lo, hi = max(0.5, seen * 0.5), float(n)
+    if crossing(lo) >= seen:
+        return float(max(0.5, seen)), nugget
+    if crossing(hi) < seen:
+        return float(n), nugget
+    for _ in range(40):
+        mid = 0.5 * (lo + hi)
+        lo, hi = (mid, hi) if crossing(mid) < seen else (lo, mid)
+    return float(max(0.5, 0.5 * (lo + hi))), nugget
 
 
 def _circulant_spectrum(n: int, ell: float) -> tuple[int, torch.Tensor]:

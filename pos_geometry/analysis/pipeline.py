@@ -263,7 +263,7 @@ def analyze(
     }
 
     total = (2 * n_surrogates * ("helix" in chosen) + 2 * n_surrogates * ("periodicity" in chosen)
-             + _RECURRENCE_SURROGATES * ("recurrence" in chosen))  # fmt: skip
+             + 2 * _RECURRENCE_SURROGATES * ("recurrence" in chosen))  # fmt: skip
     identity = identify(x, window=(start, stop))
     with _progress.task(f"nulls of {res.provenance.model_id}", total, show=progress):
         helix = None
