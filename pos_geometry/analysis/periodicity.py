@@ -40,6 +40,7 @@ both. The smallest reachable p-value is ``1 / (1 + n_surrogates)``; an ``alpha``
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 from typing import Any
@@ -65,11 +66,14 @@ from pos_geometry.analysis.pca import PCAResult, surrogate_coordinates
 from pos_geometry.embedding import Provenance
 from pos_geometry.errors import InvalidArgumentError
 
-__all__ = ["PERIODICITY_NULLS", "PeriodPeak", "PeriodicityResult", "periodicity"]
+__all__ = ["LINE_BINS", "PERIODICITY_NULLS", "PeriodPeak", "PeriodicityResult", "periodicity"]
 
 PERIODICITY_NULLS = ("red_noise", "step_walk")
 
 _PAD = 8
+LINE_BINS = 2.0
+"""Significant peaks whose frequencies differ by less than this many Fourier bins (``1/n`` cycles per
+position) are reported as one spectral line: the Hann taper's main lobe spans two bins on each side."""
 
 
 SERIES_LABELS = {"mean_similarity": "similarity by offset"}
@@ -83,7 +87,9 @@ class PeriodPeak:
     longest period, a lower bound); ``period_std``: its standard error (from the fit; residuals are
     serially correlated, so read it as a scale, not an exact interval); ``power_fraction``: share of the
     series' tapered power at the peak; ``p_value`` against the red-noise null; ``significant``:
-    ``p_value <= alpha`` and not at the edge; ``status``: ``"period"`` or ``"does not apply"``, with ``reason``.
+    ``p_value <= alpha`` and not at the edge; ``status``: ``"period"`` or ``"does not apply"``, with ``reason``;
+    ``also_in``: in :attr:`PeriodicityResult.dominant_periods`, the other series whose significant peak lies
+    on the same spectral line (empty in ``peaks``, which keeps every series' own peaks).
     """
 
     series: str
@@ -95,6 +101,7 @@ class PeriodPeak:
     at_edge: bool = False
     status: str = "period"
     reason: str = ""
+    also_in: tuple[str, ...] = ()
 
     @property
     def label(self) -> str:
@@ -142,8 +149,24 @@ class PeriodicityResult(Result):
 
     @property
     def dominant_periods(self) -> tuple[PeriodPeak, ...]:
-        """The significant peaks (p ≤ ``alpha``, not at the band edge), strongest first."""
-        return tuple(p for p in self.peaks if p.significant)
+        """The significant peaks (p ≤ ``alpha``, not at the band edge), one per spectral line, strongest
+        first: peaks of several series within :data:`LINE_BINS` Fourier bins of each other are one line,
+        reported by its first peak in ``peaks`` order, with the other series named in ``also_in``."""
+        kept: list[PeriodPeak] = []
+        for peak in (p for p in self.peaks if p.significant):
+            home = next(
+                (
+                    i
+                    for i, k in enumerate(kept)
+                    if abs(1 / k.period - 1 / peak.period) * self.n_positions < LINE_BINS
+                ),
+                None,
+            )
+            if home is None:
+                kept.append(peak)
+            elif peak.label != kept[home].label and peak.label not in kept[home].also_in:
+                kept[home] = dataclasses.replace(kept[home], also_in=(*kept[home].also_in, peak.label))
+        return tuple(kept)
 
     @property
     def seed(self) -> int | None:
@@ -156,8 +179,8 @@ class PeriodicityResult(Result):
         shown = ", ".join(f"{p:.4g}" for p in col_periods[:8]) + (" ..." if len(col_periods) > 8 else "")
         peaks = "; ".join(
             f"{p.label}: {p.period:.4g} ± {p.period_std:.2g} (p={p.p_value:.3g})"
-            for p in self.peaks
-            if p.significant
+            + (f", also in {', '.join(p.also_in)}" if p.also_in else "")
+            for p in self.dominant_periods
         )
         edge = "; ".join(f"{p.label}: {p.reason}" for p in self.peaks if p.at_edge)
         return [

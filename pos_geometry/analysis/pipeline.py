@@ -181,7 +181,9 @@ class Analysis(Result):
         done = {
             "helix": f"{h.verdict} ({h.reason})" if h else "",
             "periodicity": ", ".join(
-                f"{p.label} {p.period:.4g} (p={p.p_value:.3g})" for p in per.dominant_periods
+                f"{p.label} {p.period:.4g} (p={p.p_value:.3g})"
+                + (f", also in {', '.join(p.also_in)}" if p.also_in else "")
+                for p in per.dominant_periods
             )
             or "no significant period"
             if per

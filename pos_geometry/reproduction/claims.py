@@ -309,7 +309,7 @@ def claim_similarity(result: PeriodicityResult | None) -> Claim:
             f"{strongest.p_value:.3g} against red noise and random walks of its own steps "
             f"({'significant' if strongest.significant else 'not significant'})"
         )
-    pcs = [p for p in result.dominant_periods if p.series != "mean_similarity"]
+    pcs = [p for p in result.peaks if p.significant and p.series != "mean_similarity"]
     if pcs:
         found += "; the PCA coordinates do turn periodically: " + ", ".join(
             f"{p.label} {p.period:.0f} (p = {p.p_value:.3g})" for p in pcs

@@ -59,7 +59,7 @@ def _assert_same_null(fast: pg.Analysis, exact: pg.Analysis) -> None:
     assert pf.null_values.keys() == pe.null_values.keys() == {"red_noise", "step_walk"}
     for null in pf.null_values:
         assert ks_2samp(pf.null_values[null], pe.null_values[null]).pvalue > KS_LEVEL, null
-    periods = lambda r: [(p.series, round(p.period, 1)) for p in r.dominant_periods]  # noqa: E731
+    periods = lambda r: sorted((p.series, round(p.period, 1)) for p in r.peaks if p.significant)  # noqa: E731
     assert periods(pf) == periods(pe)
     rf, re_ = fast.recurrence, exact.recurrence
     assert rf.status == re_.status
@@ -116,7 +116,7 @@ def test_rotating_the_embedding_space_changes_no_verdict(gpt2_wpe):
     for a, b in zip(base.helix.tests, turned.helix.tests, strict=True):
         assert a.p_value == b.p_value == pytest.approx(0.01)
         assert b.null_median == pytest.approx(a.null_median, abs=0.02)
-    periods = lambda r: [(p.series, round(p.period)) for p in r.dominant_periods]  # noqa: E731
+    periods = lambda r: sorted((p.series, round(p.period)) for p in r.peaks if p.significant)  # noqa: E731
     assert periods(base.periodicity) == periods(turned.periodicity)
 
 

@@ -129,7 +129,7 @@ def test_gpt2_periods(gpt2_wpe, gpt1_positions):
     assert 0.5 < res.toeplitz_score < 1.0
     assert res.column_fraction < 0.05  # columns are NOT individually clean sine waves
     gpt1 = periodicity(gpt1_positions, n_surrogates=99, random_state=0)
-    assert {p.series for p in gpt1.dominant_periods} >= {"mean_similarity"}
+    assert {q for p in gpt1.dominant_periods for q in (p.label, *p.also_in)} >= {"similarity by offset"}
     assert all(5.5 < p.period < 7 for p in gpt1.dominant_periods)
 
 
@@ -163,3 +163,21 @@ def test_the_package_tables_have_their_analytic_periods():
         assert np.min(np.abs(in_window - period) / in_window) < 0.01, (period, in_window)
     for analytic in periods[periods <= n / 16]:
         assert min(abs(f - analytic) / analytic for f in found) < 0.01, (analytic, found)
+
+
+def test_one_spectral_line_is_reported_once(gpt1_positions):
+    # GPT-1's period-6 ripple shows in the offset curve and in PC1-3 (issue 25: "PC1 at 5.82, 6.47 and 5.67
+    # and PC2 at the same three, all significant"). The report gives one peak per spectral line and names
+    # the other series on it; `peaks` keeps every series' own peaks.
+    from pos_geometry.analysis.periodicity import LINE_BINS
+
+    res = periodicity(gpt1_positions, n_surrogates=199, alpha=0.01)
+    lines = res.dominant_periods
+    freqs = [1 / p.period for p in lines]
+    assert all(abs(a - b) * res.n_positions >= LINE_BINS for i, a in enumerate(freqs) for b in freqs[i + 1 :])
+    six = [p for p in lines if 5.5 < p.period < 7]
+    assert len(six) == 1 and six[0].also_in, res.summary()
+    named = {six[0].label, *six[0].also_in}
+    raw = {p.label for p in res.peaks if p.significant and abs(1 / p.period - 1 / six[0].period) * 512 < LINE_BINS}
+    assert named == raw and len(raw) >= 2
+    assert "also in" in res.summary()
