@@ -187,11 +187,17 @@ def _scaled(rss: dict[str, float], unit: float) -> dict[str, float]:
 
 
 def _pinned(w: np.ndarray, f: Fitter) -> np.ndarray:
-    """Harmonics stuck on a search bound: the longest period searched, Nyquist, or the separation limit."""
+    """Harmonics stuck on a search bound: the longest period searched, Nyquist, or the separation limit.
+
+    ``w`` is ordered by decreasing radius. Of two harmonics held exactly one resolution step apart, the
+    weaker is the one the limit holds (a sideband pressed against its line, as a helix whose radius grows
+    or shrinks makes); the stronger sits where the data put it and is not pinned by that pair.
+    """
     tol = 1e-3 * f.resolution
     at_bound = (np.abs(w - f.w_lo) <= tol) | (np.abs(w - f.w_hi) <= tol)
     gaps = np.where(np.eye(w.size, dtype=bool), np.inf, np.abs(w[:, None] - w[None, :]))
-    return at_bound | np.any(np.abs(gaps - f.resolution) <= tol, axis=1)
+    at_limit = np.abs(gaps - f.resolution) <= tol
+    return at_bound | np.triu(at_limit, 1).any(axis=0)
 
 
 def _verdict(

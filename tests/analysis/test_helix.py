@@ -150,3 +150,28 @@ def test_gpt2_helix_shape_beats_a_line_and_an_ellipse(gpt2_wpe):
     assert fit.bic["ellipse"] - best > 1000
     assert fit.r2 > 0.9
     assert 1.5 < fit.turns[0] < 3.0  # the dominant turn: period ≈ 550 positions
+
+
+@pytest.mark.parametrize(
+    "name", ["growing radius (cone)", "shrinking radius", "drifting pitch, 2.5 turns", "drifting pitch, 2 turns",
+             "radius modulated"],
+)  # fmt: skip
+def test_helices_with_a_varying_radius_or_pitch_are_helices(name):
+    # A cone (4 clean turns of period 256, radius growing along the axis) was "does not apply: the curve
+    # turns less than the band allows": the sideband the growth makes sat one resolution step from the
+    # leading harmonic, and the separation limit flagged the lead instead of the sideband.
+    t = np.arange(1024.0)
+    period, radius, axis = {
+        "growing radius (cone)": (256.0, 0.2 + t / 1024, t / 1024),
+        "shrinking radius": (256.0, 1.2 - t / 1024, t / 1024),
+        "drifting pitch, 2.5 turns": (400.0, np.ones_like(t), (t / 1024) ** 2),
+        "drifting pitch, 2 turns": (512.0, np.ones_like(t), np.exp(t / 512) / 7),
+        "radius modulated": (256.0, 1 + 0.3 * np.cos(2 * np.pi * t / 1024), t / 1024),
+    }[name]
+    a = 2 * np.pi * t / period
+    curve = np.stack([radius * np.cos(a), radius * np.sin(a), axis], axis=1)
+    rng = np.random.default_rng(0)
+    table = curve @ np.linalg.qr(rng.standard_normal((64, 3)))[0].T + 0.01 * rng.standard_normal((1024, 64))
+    fit = fit_helix(table, n_surrogates=199, alpha=0.01)  # the defaults of analyze
+    assert fit.verdict == "helix", fit.reason
+    assert fit.period == pytest.approx(period, rel=0.01)

@@ -178,6 +178,10 @@ def test_one_spectral_line_is_reported_once(gpt1_positions):
     six = [p for p in lines if 5.5 < p.period < 7]
     assert len(six) == 1 and six[0].also_in, res.summary()
     named = {six[0].label, *six[0].also_in}
-    raw = {p.label for p in res.peaks if p.significant and abs(1 / p.period - 1 / six[0].period) * 512 < LINE_BINS}
+    raw = {
+        p.label
+        for p in res.peaks
+        if p.significant and abs(1 / p.period - 1 / six[0].period) * 512 < LINE_BINS
+    }
     assert named == raw and len(raw) >= 2
     assert "also in" in res.summary()
