@@ -127,17 +127,23 @@ def status_before_null(
     return None
 
 
-def auto_components(ratios: np.ndarray, d: int) -> int:
+def auto_components(ratios: np.ndarray, d: int, n: int, center: bool, affine: bool) -> int:
+    """``n_components="auto"`` for a window of ``n`` positions and ``d`` columns whose PCA computed
+    ``ratios`` (see the recurrence module docstring). A rank that only the window's shape limits (a
+    256-row window of 768 columns has rank 255 once centred) is not a low-rank code. The result leaves the
+    fit at least one equation more than its unknowns (``n ≥ k + 3 + affine``)."""
+    most = max(2, n - 3 - int(affine))
     if d <= SMALL_TABLE:
-        return max(2, min(d, int(ratios.size)))
+        return max(2, min(d, int(ratios.size), most))
     ratios = np.clip(ratios, 0.0, None)
+    full = min(n - 1 if center else n, d)  # the largest rank the window's shape allows
     if ratios.size and ratios[0] > 0:
         rank = int(np.count_nonzero(np.sqrt(ratios / ratios[0]) > RANK_TOLERANCE))
-        if rank < ratios.size:  # an exact code of low rank (sinusoidal, rotary): all of it, no more
-            return max(2, rank)
+        if rank < min(int(ratios.size), full):  # an exact code of low rank (sinusoidal, rotary): all of it
+            return max(2, min(rank, most))
     reached = np.nonzero(np.cumsum(ratios) >= AUTO_VARIANCE)[0]
     k = int(reached[0]) + 1 if reached.size else int(ratios.size)
-    return max(2, min(k, VARIANCE_CAP, int(ratios.size)))
+    return max(2, min(k, VARIANCE_CAP, int(ratios.size), most))
 
 
 def spread(z: np.ndarray, ev: np.ndarray, affine: bool, rcond: float) -> np.ndarray:

@@ -265,7 +265,12 @@ def _fit_one(
     null: dict[str, Any],
 ) -> RecurrenceFit:
     d = int(item.rows.shape[1]) if item.rows is not None else SMALL_TABLE + 1
-    k = auto_components(np.asarray(item.explained_variance_ratio), d) if auto else int(item.coords.shape[1])
+    n_rows = int(item.coords.shape[0])
+    k = (
+        auto_components(np.asarray(item.explained_variance_ratio), d, n_rows, center, affine)
+        if auto
+        else int(item.coords.shape[1])
+    )
     z = item.coords[:, :k].detach().to("cpu", torch.float64).numpy()
     n = z.shape[0]
     if n < k + 2 + int(affine):

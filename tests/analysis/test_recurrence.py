@@ -196,3 +196,12 @@ def test_a_growing_map_is_reported_as_such_and_never_enters_a_null():
     noise = torch.from_numpy(np.random.default_rng(0).standard_normal((20, 14, 10)))
     gains = improvement(noise, 1e-10, 6, True)
     assert torch.isfinite(gains).all() and gains.min() == GAIN_FLOOR and (gains > GAIN_FLOOR).sum() >= 15
+
+
+@pytest.mark.parametrize(("n", "d"), [(256, 768), (40, 64), (12, 8)])
+def test_auto_components_fit_windows_shorter_than_the_table_is_wide(n, d):
+    # A 256×768 table has rank 255 once centred: the shape, not a low-rank code. "auto" took all 255
+    # components and the fit refused its own choice (found by the calibration benchmark).
+    x = np.cumsum(np.random.default_rng(0).standard_normal((n, d)), axis=0)
+    fit = fit_recurrence(x, n_surrogates=0)
+    assert 2 <= fit.n_components <= min(32, n - 4)
