@@ -24,29 +24,56 @@ __all__ = [
 GAIN_FLOOR = -1.0  # a gain over persistence below this (worse than twice persistence) is recorded as this
 
 
+def _solve(z: torch.Tensor, affine: bool, rcond: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """The one-step maps of trajectories ``z`` ``(B, n, k)`` float64, in row form, and their ranks ``(B,)``.
+
+    Minimum-norm least squares ``[z[t], 1] @ A ≈ [z[t+1], 1]`` by a truncated SVD of the design (singular
+    values below ``rcond`` times the largest dropped): ``A`` ``(B, k+1, k+1)`` is ``[[Mᵀ, 0], [bᵀ, 1]]``
+    (``b = 0`` when not ``affine``), so ``h`` steps are one matrix power.
+    """
+    a, y = z[:, :-1], z[:, 1:]
+    if affine:
+        a = torch.cat([a, torch.ones_like(a[..., :1])], dim=-1)
+    u, sv, vt = torch.linalg.svd(a, full_matrices=False)
+    keep = (sv > rcond * sv[:, :1]) & (sv[:, :1] > 0)
+    inv = torch.where(keep, 1 / sv.clamp_min(1e-300), torch.zeros_like(sv))
+    coef = vt.mT @ ((u.mT @ y) * inv[..., None])  # (B, k [+1], k)
+    k = z.shape[-1]
+    aug = torch.zeros(z.shape[0], k + 1, k + 1, dtype=z.dtype, device=z.device)
+    aug[:, :k, :k] = coef[:, :k]
+    if affine:
+        aug[:, k, :k] = coef[:, k]
+    aug[:, k, k] = 1.0
+    return aug, keep.sum(dim=-1)
+
+
+def _ahead(z: torch.Tensor, aug: torch.Tensor, h: int) -> torch.Tensor:
+    """``z[:, :-h]`` ``(B, n - h, k)`` pushed ``h`` steps by the row-form maps ``aug``."""
+    k = z.shape[-1]
+    power = torch.linalg.matrix_power(aug, h)
+    return z[:, :-h] @ power[:, :k, :k] + power[:, k : k + 1, :k]
+
+
 def fit_map(z: np.ndarray, affine: bool, rcond: float) -> tuple[np.ndarray, np.ndarray, int]:
     """Minimum-norm least squares ``z[1:] ≈ z[:-1] Mᵀ (+ b)`` by a truncated SVD, in float64.
 
     ``z``: ``(n, k)``. Singular values of the design below ``rcond`` times the largest are dropped.
     Returns ``M`` ``(k, k)``, ``b`` ``(k,)`` (zeros when not ``affine``) and the rank kept.
     """
-    n, k = z.shape
-    design = z[:-1]
-    if affine:
-        design = np.concatenate([design, np.ones((n - 1, 1))], axis=1)
-    u, sv, vt = np.linalg.svd(design, full_matrices=False)
-    keep = sv > rcond * sv[0] if sv.size and sv[0] > 0 else np.zeros(sv.shape, dtype=bool)
-    coef = vt[keep].T @ ((u[:, keep].T @ z[1:]) / sv[keep, None])  # (k [+1], k)
-    return coef[:k].T, (coef[k] if affine else np.zeros(k)), int(keep.sum())
+    k = z.shape[1]
+    aug, rank = _solve(torch.from_numpy(np.asarray(z, dtype=np.float64))[None], affine, rcond)
+    aug = aug[0].numpy()
+    return aug[:k, :k].T.copy(), aug[k, :k].copy(), int(rank[0])
 
 
 def predict(z: np.ndarray, m: np.ndarray, b: np.ndarray, h: int) -> np.ndarray:
     """``z[:-h]`` ``(n - h, k)`` pushed ``h`` steps by ``z ↦ M z + b``: ``(n - h, k)``."""
     k = m.shape[0]
     aug = np.zeros((k + 1, k + 1))
-    aug[:k, :k], aug[:k, k], aug[k, k] = m, b, 1.0
-    power = np.linalg.matrix_power(aug, h)
-    return z[:-h] @ power[:k, :k].T + power[:k, k]
+    aug[:k, :k], aug[k, :k], aug[k, k] = m.T, b, 1.0
+    return _ahead(torch.from_numpy(np.asarray(z, dtype=np.float64))[None], torch.from_numpy(aug)[None], h)[
+        0
+    ].numpy()
 
 
 def real_log(m: np.ndarray) -> np.ndarray | None:
@@ -65,30 +92,16 @@ def real_log(m: np.ndarray) -> np.ndarray | None:
 def improvement(z: torch.Tensor, rcond: float, horizon: int, affine: bool) -> torch.Tensor:
     """``1 − e_h / e_persist,h`` of each trajectory, floored at :data:`GAIN_FLOOR`.
 
-    ``z``: ``(B, n, k)``. The map of each is the minimum-norm least-squares one-step map (the same
-    truncated SVD as :func:`fit_map`); ``e_h`` is its ``h``-step error, ``e_persist,h`` that of
-    ``z[t+h] = z[t]``. A map that grows makes ``e_h`` huge: the floor keeps such a number out of a null
-    distribution (it only says "worse than persistence"). Returns ``(B,)``.
+    ``z``: ``(B, n, k)``. The map of each is the minimum-norm least-squares one-step map (:func:`_solve`,
+    as :func:`fit_map`); ``e_h`` is its ``h``-step error, ``e_persist,h`` that of ``z[t+h] = z[t]``. A map
+    that grows makes ``e_h`` huge: the floor keeps such a number out of a null distribution (it only says
+    "worse than persistence"). Returns ``(B,)``.
     """
     z = z.to(torch.float64)
     z = z / z.abs().amax(dim=(-2, -1), keepdim=True).clamp_min(1e-300)
-    a, y = z[:, :-1], z[:, 1:]
-    if affine:
-        a = torch.cat([a, torch.ones_like(a[..., :1])], dim=-1)
-    u, sv, vt = torch.linalg.svd(a, full_matrices=False)
-    keep = sv > rcond * sv[:, :1]
-    inv = torch.where(keep, 1 / sv.clamp_min(1e-300), torch.zeros_like(sv))
-    coef = vt.mT @ ((u.mT @ y) * inv[..., None])  # (B, k [+1], k): z[t+1] ≈ [z[t], 1] @ coef
-    k = z.shape[-1]
-    aug = torch.zeros(z.shape[0], k + 1, k + 1, dtype=z.dtype, device=z.device)
-    aug[:, :k, :k] = coef[:, :k]
-    if affine:
-        aug[:, k, :k] = coef[:, k]
-    aug[:, k, k] = 1.0
-    power = torch.linalg.matrix_power(aug, horizon)  # row-vector form: [z, 1] @ power
-    pred = z[:, :-horizon] @ power[:, :k, :k] + power[:, k : k + 1, :k]
+    aug, _ = _solve(z, affine, rcond)
     target = z[:, horizon:]
-    err = torch.linalg.matrix_norm(pred - target) / torch.linalg.matrix_norm(
+    err = torch.linalg.matrix_norm(_ahead(z, aug, horizon) - target) / torch.linalg.matrix_norm(
         target - z[:, :-horizon]
     ).clamp_min(1e-300)
     gain = 1 - err
