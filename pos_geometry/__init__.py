@@ -84,6 +84,8 @@ _EXPORTS: dict[str, str] = {
     "SweepResult": "pos_geometry.sweeps",
     "FetchedTable": "pos_geometry.sources.fetch",
     "fetch_table": "pos_geometry.sources.fetch",
+    "describe_checkpoint": "pos_geometry.sources.checkpoint_summary",
+    "CheckpointSummary": "pos_geometry.sources.checkpoint_summary",
 }
 """Public name -> the module that defines it."""
 
@@ -102,6 +104,8 @@ __all__ = [
     "get_spec",
     "fetch_table",
     "FetchedTable",
+    "describe_checkpoint",
+    "CheckpointSummary",
     # analysis
     "analyze",
     "Analysis",
@@ -209,6 +213,7 @@ if TYPE_CHECKING:  # static tools see the real imports
     from pos_geometry.interventions.run import Intervention, InterventionSweep, intervene, intervene_sweep
     from pos_geometry.loading import load, load_token_embedding
     from pos_geometry.registry import ModelSpec, get_spec
+    from pos_geometry.sources.checkpoint_summary import CheckpointSummary, describe_checkpoint
     from pos_geometry.sources.fetch import FetchedTable, fetch_table
     from pos_geometry.sources.lens import from_transformer_lens
     from pos_geometry.sweeps import SweepResult, sweep

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import itertools
 
-__all__ = ["describe", "describe_exception"]
+__all__ = ["describe", "describe_exception", "printable"]
 
 _ITEMS = 6
 _DEPTH = 2
@@ -64,3 +64,10 @@ def describe_exception(exc: BaseException) -> str:
     else:
         text = ", ".join(describe(a) for a in args[:_ITEMS])
     return f"{type(exc).__name__}: {text}"
+
+
+def printable(text: str, limit: int = 200) -> str:
+    """``text`` safe to show on a terminal: control and other non-printable characters as escapes
+    (``\\x1b``), cut to ``limit`` characters with the full length said."""
+    shown = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text[:limit])
+    return shown if len(text) <= limit else f"{shown}... ({len(text)} characters)"

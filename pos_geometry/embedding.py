@@ -84,6 +84,30 @@ def readable_name(model_id: str) -> str:
     return name or model_id
 
 
+_ABSOLUTE = re.compile(r"(?<![\w.])(/[^\s:()'\"]+)")
+
+
+def shown_path(text: str) -> str:
+    """``text`` with each absolute path in it shown relative to the working directory when it lies at most
+    two folders above it (``../shared/data/real/gpt2_small_wpe.npy`` from a checkout, ``../../shared/...``
+    from its ``notebooks/``); other paths are kept. For display only: :attr:`Provenance.source` keeps the
+    path as recorded."""
+    try:
+        cwd = os.getcwd()
+    except OSError:
+        return text
+
+    def relative(match: re.Match[str]) -> str:
+        path = match[1]
+        try:
+            rel = os.path.relpath(path, cwd)
+        except ValueError:
+            return path
+        return rel if rel.split(os.sep).count("..") <= 2 else path
+
+    return _ABSOLUTE.sub(relative, text)
+
+
 @dataclass(frozen=True)
 class Provenance:
     """Where a positional matrix came from and what was done to it.
@@ -140,6 +164,20 @@ class Provenance:
         _require(config is not None, "config", "a mapping or (key, value) pairs", self.config)
         object.__setattr__(self, "config", _freeze(config))
         object.__setattr__(self, "processing", tuple(self.processing))
+
+    def __repr__(self) -> str:
+        """The set fields on one line, paths shown relative to the working directory (:func:`shown_path`)."""
+        fields = [f"{self.label!r}", f"kind={self.kind!r}", f"source={shown_path(self.source)!r}"]
+        for name in ("tensor_key", "commit"):
+            if getattr(self, name) is not None:
+                fields.append(f"{name}={getattr(self, name)!r}")
+        fields.append(f"original_dtype={self.original_dtype!r}")
+        if self.row_offset:
+            fields.append(f"row_offset={self.row_offset}")
+        fields.append(f"processing={list(self.processing)!r}")
+        if self.config:
+            fields.append(f"config: {len(self.config)} fields")
+        return f"Provenance({', '.join(fields)})"
 
     def with_processing(self, *steps: str) -> Provenance:
         """Return a copy with ``steps`` appended to :attr:`processing`."""

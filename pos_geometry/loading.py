@@ -42,9 +42,10 @@ from pos_geometry.registry import (
     row_offset_from_config,
 )
 from pos_geometry.sources._deadline import deadline
-from pos_geometry.sources.hub import is_offline, read_config, read_hub_tensor
+from pos_geometry.sources.hub import read_config, read_hub_tensor
 from pos_geometry.sources.local import CHECKPOINT_SUFFIXES, read_local
 from pos_geometry.sources.locations import LocalTable, find_local_table, parse_named_path
+from pos_geometry.sources.network import offline_reason
 from pos_geometry.sources.tensor_record import TensorRecord, dtype_name
 
 __all__ = ["load", "load_token_embedding", "embedding_from_record"]
@@ -427,11 +428,14 @@ def _load_spec(
         local = find_local_table(spec, rev) if key is None else None
         if local is not None:
             return _load_local_table(spec, rev, local, device=device, dtype=dtype)
-        if is_offline(offline):
+        why = offline_reason(offline)
+        if why is not None:
             raise NotCachedError(
-                f"{exc} Nor is it in data/tables or among the real tables; `pos-geometry info {spec.name}` lists "
-                f"every place looked, `pos-geometry fetch {spec.name}` fetches it."
-            ) from None
+                f"{why}, and the positional table of {spec.name} is in none of the places looked (the pos_geometry "
+                f"and HF caches, data/tables, the real tables; `pos-geometry info {spec.name}` lists them). To fetch "
+                f"it: run `pos-geometry fetch {spec.name}` once with network access (only the table's bytes), or "
+                f"download beforehand with `hf download {spec.repo_id}`, or pass a local path."
+            ) from exc
         record, commit = read_hub_tensor(spec.repo_id, offline=offline, **hub)
     return _finish(
         record,

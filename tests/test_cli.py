@@ -399,3 +399,44 @@ def test_version_and_python_dash_m():
         [sys.executable, "-m", "pos_geometry", "--help"], capture_output=True, text=True
     )
     assert help_text.returncode == 0 and "atlas" in help_text.stdout
+
+
+@pytest.mark.parametrize("columns", ["70", "1000"])
+def test_help_keeps_sentences_whole(columns: str, monkeypatch: pytest.MonkeyPatch):
+    """Each command's help wraps its paragraphs to the terminal, never at the docstring's own line ends:
+    at 1000 columns every paragraph is one line; at 70 no line ends inside a word the docstring broke."""
+    import inspect
+
+    monkeypatch.setenv("COLUMNS", columns)
+    for command in app.registered_commands:
+        result = CliRunner().invoke(app, [command.callback.__name__, "--help"], terminal_width=int(columns))
+        assert result.exit_code == 0, result.output
+        lines = [" ".join(line.strip(" │").split()) for line in result.output.splitlines()]
+        doc = inspect.cleandoc(command.callback.__doc__ or "")
+        for paragraph in doc.split("\n\n"):
+            text = " ".join(paragraph.split())
+            if columns == "1000":
+                assert any(text in line for line in lines), (command.callback.__name__, text)
+            else:
+                assert text in " ".join(lines), (command.callback.__name__, text)
+
+
+def test_analyze_table_keeps_its_headers_and_says_why(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """At 100 columns no header is cut ("n_positio…"), and each verdict's reason is printed under the table,
+    a "not run" or "does not apply" included (it was only in --json)."""
+    monkeypatch.setenv("COLUMNS", "100")
+    np.save(tmp_path / "line.npy", np.outer(np.arange(96.0), np.ones(4)) + np.eye(96, 4))
+    sinusoid = tmp_path / "table.npy"
+    from pos_geometry import sinusoidal
+
+    np.save(sinusoid, sinusoidal(128, 16).numpy())
+    result = CliRunner().invoke(app, ["analyze", f"sin={sinusoid}", f"line={tmp_path / 'line.npy'}"],
+                                terminal_width=100)  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert "…" not in result.output
+    for header in ("positions", "verdict", "stable rank", "recurrence"):
+        assert header in result.output
+    why = [line for line in result.output.splitlines() if line.startswith(("sin:", "line:"))]
+    assert any(line.startswith("sin: helix: not fitted") for line in why), why
+    assert any(line.startswith("line: period: ") for line in why), why
+    assert any(line.startswith("line: recurrence: ") for line in why), why

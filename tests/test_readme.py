@@ -104,6 +104,23 @@ def test_every_block_and_command_is_accounted_for() -> None:
         assert any(first.startswith(p) for p in PYTHON_NOT_RUN), f"unclassified Python block: {first!r}"
 
 
+def test_examples_write_only_under_git_ignored_folders() -> None:
+    """Every ``--out`` of a README command and every file a Python block saves lies under ``out/`` or
+    ``reproduction/``, both git-ignored, so running the examples leaves the checkout clean."""
+    ignored = (REPO / ".gitignore").read_text().splitlines()
+    assert "/out/" in ignored and "/reproduction/" in ignored
+    outs = [c.split("--out ")[1].split()[0] for c in _commands() if "--out " in c]
+    saved = [
+        m
+        for b in _blocks("python")
+        for m in re.findall(r"save_figure\([^\n]*?\"([^\"]+)\"|\bout=\"([^\"]+)\"", b)
+    ]
+    saved = [a or b for a, b in saved]
+    assert len(outs) >= 8 and saved
+    for path in outs + saved:
+        assert path.split("/")[0] in ("out", "reproduction"), f"README writes {path!r} into the checkout"
+
+
 @pytest.mark.slow
 def test_cli_examples_run_offline(beside_shared: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from pos_geometry.analysis.pipeline import analyze
@@ -124,15 +141,16 @@ def test_cli_examples_run_offline(beside_shared: Path, monkeypatch: pytest.Monke
         args = shlex.split(command)[1:]
         res = runner.invoke(app, args)
         assert res.exit_code == 0, f"{command!r} failed offline:\n{res.output}"
-        ran.append((args[0], res.stdout))
+        ran.append((" ".join(args[:2]) if args[0] == "info" else args[0], res.stdout))
     out = dict(ran)
-    assert set(out) == {"models", "info", "analyze", "plot"}
+    assert set(out) == {"models", "info gpt2", "info ../shared/data/real_models", "analyze", "plot"}
     assert "gpt2" in out["models"] and "pythia" not in out["models"]
-    assert "real tables" in out["info"]  # info says where gpt2's table is found offline
+    assert "real tables" in out["info gpt2"]  # info says where gpt2's table is found offline
+    assert "rotary" in out["info ../shared/data/real_models"]  # info PATH reads the GGUF's headers
     rows = json.loads(out["analyze"])
     assert [r["model"] for r in rows] == ["gpt2", "pythia-70m"] and round(rows[0]["top3"], 4) == 0.9039
-    assert (beside_shared / "figs" / "gpt2.html").is_file() and (
-        beside_shared / "figs" / "plotly.min.js"
+    assert (beside_shared / "out/figs" / "gpt2.html").is_file() and (
+        beside_shared / "out/figs" / "plotly.min.js"
     ).is_file()
 
 
@@ -171,4 +189,4 @@ def test_quick_start_runs_and_prints_what_it_says(beside_shared: Path) -> None:
             assert _close(got, promised), f"README says {code.strip()} is {promised!r}; it is {got!r}"
             checked += 1
     assert checked >= 4  # 0.9039, 0.9511, ('helix', 0.005), (1.83, 559.4)
-    assert (beside_shared / "gpt2_helix.html").is_file()
+    assert (beside_shared / "out/gpt2_helix.html").is_file()

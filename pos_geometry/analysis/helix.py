@@ -153,6 +153,13 @@ class HelixFit(Result):
         """The largest p over the nulls (the helix must beat every one), or None when untested."""
         return max(t.p_value for t in self.tests) if self.tests else None
 
+    def _marked(self, values: np.ndarray) -> str:
+        """``values`` with each harmonic held by a search bound marked (pinned: a bound's value, not a finding)."""
+        return ", ".join(
+            f"{v:.4g}" + (" (pinned on a search bound)" if pin else "")
+            for v, pin in zip(np.ravel(values), np.ravel(self.pinned), strict=True)
+        )
+
     def summary_rows(self) -> list[tuple[str, str]]:
         fmt = lambda a: ", ".join(f"{v:.4g}" for v in np.ravel(a))  # noqa: E731
         bics = ", ".join(f"{s}={self.bic[s]:.1f}" for s in SHAPES)
@@ -172,8 +179,8 @@ class HelixFit(Result):
             return [*rows, ("periods", f"does not apply: {self.reason}")]
         return [
             *rows,
-            ("periods (positions)", fmt(self.periods)),
-            ("turns over window", fmt(self.turns)),
+            ("periods (positions)", self._marked(self.periods)),
+            ("turns over window", self._marked(self.turns)),
             ("radii (equivalent)", fmt(self.radii)),
             ("pitch (drift per turn)", f"{self.pitch:.4g}"),
             ("circular helix", f"radius {self.circular_radius:.4g}, period {self.circular_period:.4g}"),
@@ -187,17 +194,22 @@ def _scaled(rss: dict[str, float], unit: float) -> dict[str, float]:
 
 
 def _pinned(w: np.ndarray, f: Fitter) -> np.ndarray:
-    """Harmonics stuck on a search bound: the longest period searched, Nyquist, or the separation limit.
+    """Harmonics stuck on a search bound: the longest period searched, Nyquist, the separation limit, or a
+    point of the search grid.
 
     ``w`` is ordered by decreasing radius. Of two harmonics held exactly one resolution step apart, the
     weaker is the one the limit holds (a sideband pressed against its line, as a helix whose radius grows
-    or shrinks makes); the stronger sits where the data put it and is not pinned by that pair.
+    or shrinks makes); the stronger sits where the data put it and is not pinned by that pair. A frequency
+    still exactly on a grid point was never refined: its refinement was refused because the optimum lies
+    within the separation limit of another harmonic (GPT-2's third harmonic sits at 4.8 turns, the first
+    grid point one resolution step past its neighbour at 3.62), so its period is the grid's, not the data's.
     """
     tol = 1e-3 * f.resolution
     at_bound = (np.abs(w - f.w_lo) <= tol) | (np.abs(w - f.w_hi) <= tol)
     gaps = np.where(np.eye(w.size, dtype=bool), np.inf, np.abs(w[:, None] - w[None, :]))
     at_limit = np.abs(gaps - f.resolution) <= tol
-    return at_bound | np.triu(at_limit, 1).any(axis=0)
+    on_grid = np.abs(w[:, None] - f.grid[None, :]).min(axis=1) <= 1e-9 * f.resolution
+    return at_bound | np.triu(at_limit, 1).any(axis=0) | on_grid
 
 
 def _verdict(

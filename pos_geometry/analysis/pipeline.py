@@ -133,7 +133,9 @@ class Analysis(Result):
             "period_series": sig[0].label if sig else None,
             "period_p_value": sig[0].p_value if sig else None,
             "period_status": ("significant" if sig else "none significant") if per else "not run",
+            "period_reason": _period_reason(per) if per is not None else self.notes.get("periodicity"),
             "recurrence_status": rec.status if rec is not None else "not run",
+            "recurrence_reason": rec.reason if rec is not None else self.notes.get("recurrence"),
             "recurrence_rotation_pairs": len(rec.rotation_pairs()) if rec is not None else None,
             "identified_kind": self.identity.kind if self.identity else None,
             "identified_layout": self.identity.layout if self.identity else None,
@@ -316,4 +318,24 @@ def analyze(
         recurrence=rec,
         notes=notes,
         identity=identity,
+    )
+
+
+_NULL_WORDS = {"red_noise": "red noise", "step_walk": "random walks of the table's steps"}
+
+
+def _period_reason(per: PeriodicityResult) -> str:
+    """Why the periodicity column says what it says, in one sentence."""
+    nulls = " and ".join(_NULL_WORDS.get(n, n) for n in per.null.split(","))
+    if per.dominant_periods:
+        top = per.dominant_periods[0]
+        return f"{top.label}'s period {top.period:.4g} beats {nulls} (p = {top.p_value:.3g})"
+    if not per.peaks:
+        return "no spectral peak within the band searched"
+    best = min(per.peaks, key=lambda p: p.p_value)
+    if best.status != "period":
+        return f"the strongest peak ({best.label}) does not apply: {best.reason}"
+    return (
+        f"no peak beats {nulls} at α = {per.alpha:g}; the strongest, {best.label} "
+        f"{best.period:.4g}, has p = {best.p_value:.3g}"
     )

@@ -75,6 +75,7 @@ from pos_geometry.analysis.qk_lookback import implied_offset, plane_step
 from pos_geometry.analysis.qk_table_model import TableQKModel, atlas_provenance, hidden_rows
 from pos_geometry.embedding import Provenance
 from pos_geometry.errors import InvalidArgumentError
+from pos_geometry.sources.network import needs_weights
 from pos_geometry.sources.roles import _layers
 from pos_geometry.sources.tensor_set import open_checkpoint
 
@@ -89,6 +90,8 @@ __all__ = [
     "offset_means",
     "TERMS",
 ]
+
+_NEEDS = "position_qk_atlas reads every layer's attention (query/key) weights, not only the positional table, and they are not on this machine."
 
 TERMS: tuple[str, ...] = ("position", "query_bias", "key_bias", "constant")
 """The terms of the position logits, in the order of ``term_share`` (module docstring)."""
@@ -197,6 +200,7 @@ PATHS = {
 """The values of ``path`` and what each reads (module docstring)."""
 
 
+@needs_weights(_NEEDS)
 def position_logits(
     name_or_path: str | os.PathLike[str],
     layer: int,
@@ -241,6 +245,7 @@ def _check(
         raise InvalidArgumentError(f"random_state must be an int >= 0; got {random_state!r}.")
 
 
+@needs_weights(_NEEDS)
 def position_qk_atlas(
     name_or_path: str | os.PathLike[str],
     *,

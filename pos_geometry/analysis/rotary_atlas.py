@@ -43,10 +43,13 @@ from pos_geometry.encodings.rotary import rotary_params, scaling_fields
 from pos_geometry.errors import InvalidArgumentError, NoLearnedTableError, NotApplicableError
 from pos_geometry.registry import kind_from_config
 from pos_geometry.registry.derived_layout import RotationGroup
+from pos_geometry.sources.network import needs_weights
 from pos_geometry.sources.roles import QKReader
 from pos_geometry.sources.tensor_set import Checkpoint, open_checkpoint
 
 __all__ = ["RotaryAtlas", "rotary_atlas", "plane_statistics", "usage_summaries"]
+
+_NEEDS = "rotary_atlas reads every layer's attention (query/key) weights, and they are not on this machine."
 
 MIN_STREAMS = 2
 """A hub atlas runs at least this many range requests at once (one q/k tensor each), however few cores."""
@@ -208,6 +211,7 @@ def usage_summaries(share: torch.Tensor, critical: torch.Tensor) -> dict[str, to
     return {"short_share": share[..., critical].sum(-1), "layer_usage": share.mean(dim=1)}
 
 
+@needs_weights(_NEEDS)
 def rotary_atlas(
     name_or_path: str | os.PathLike[str] | Checkpoint,
     *,

@@ -16,6 +16,9 @@ so is any other exception, as an internal error to report: no input shows a trac
 
 from __future__ import annotations
 
+import inspect
+from collections.abc import Callable
+
 import typer
 
 from pos_geometry.cli import fetch, figures, hidden, intervene, models, reproduce, sweep, tables
@@ -57,16 +60,18 @@ def _root(
     _progress.set_quiet(quiet)
 
 
-app.command()(figures.plot)
-app.command()(figures.atlas)
-app.command()(tables.analyze)
-app.command()(tables.info)
-app.command()(models.models)
-app.command()(fetch.fetch)
-app.command()(reproduce.reproduce)
-app.command()(hidden.hidden)
-app.command()(intervene.intervene)
-app.command()(sweep.sweep)
+def _help(func: Callable[..., None]) -> str:
+    """``func``'s docstring with each paragraph on one line: typer keeps single line breaks inside a
+    paragraph, which break sentences wherever the terminal is narrower or wider than the source."""
+    paragraphs = inspect.cleandoc(func.__doc__ or "").split("\n\n")
+    return "\n\n".join(" ".join(line.strip() for line in p.splitlines()) for p in paragraphs)
+
+
+for _command in (
+    figures.plot, figures.atlas, tables.analyze, tables.info, models.models, fetch.fetch, reproduce.reproduce,
+    hidden.hidden, intervene.intervene, sweep.sweep,
+):  # fmt: skip
+    app.command(help=_help(_command))(_command)
 
 
 def main() -> None:

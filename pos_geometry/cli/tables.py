@@ -8,6 +8,7 @@ import json
 import sys
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from pos_geometry.cli._common import (
@@ -84,11 +85,19 @@ def analyze(
             sys.stdout.write(buf.getvalue())
         elif rows:
             table = Table(title="positional-table figures (one PCA per table, centred over positions)")
-            for c in _COLUMNS:
-                table.add_column(c, justify="left" if c in _LEFT else "right")
+            for c in _COLUMNS:  # headers wrap at their spaces instead of being cut to "n_positio…"
+                table.add_column(
+                    c.replace("_", " "), justify="left" if c in _LEFT else "right", overflow="fold"
+                )
             for r in rows:
                 table.add_row(*(_cell(r[c]) for c in _COLUMNS))
-            out_console().print(table)
+            console = out_console()
+            console.print(table)
+            for r in rows:  # why each verdict is what it is (a "does not apply" or "not run" included)
+                for what, key in (("helix", "helix_reason"), ("period", "period_reason"),
+                                  ("recurrence", "recurrence_reason")):  # fmt: skip
+                    if r.get(key):
+                        console.print(f"{escape(r['model'])}: {what}: {escape(str(r[key]))}", highlight=False)
         finish(failed, len(models))
 
     guard(run)
@@ -103,45 +112,85 @@ def _cell(value: object) -> str:
 
 
 def info(
-    model: str = typer.Argument(..., help="A model-table name, alias or repo id."),
+    model: str = typer.Argument(
+        ...,
+        help="A model-table name, alias or repo id; or a local file or model folder (described from its headers).",
+    ),
     revision: str | None = REVISION,
+    tensors: bool = typer.Option(
+        False, "--tensors", help="For a local path: list every tensor with its shape."
+    ),
 ) -> None:
-    """Show what the model table knows about MODEL and where its table would be found (each place, found or not)."""
+    """Show what the model table knows about MODEL and where its table would be found (each place, found or not).
+
+    For a local path: its format, its tensors, the one pos_geometry would load as the positional table,
+    the kind (learned, rotary, none) and the config, all from headers (no tensor bytes are read).
+    """
+    from pathlib import Path
+
+    def run() -> None:
+        if Path(model).expanduser().exists():
+            _info_path(model, tensors)
+        else:
+            _info_name(model, revision)
+
+    guard(run)
+
+
+def _info_path(path: str, all_tensors: bool) -> None:
+    from pos_geometry._describe import printable
+    from pos_geometry.sources.checkpoint_summary import describe_checkpoint
+
+    summary = describe_checkpoint(path)
+    table = Table(show_header=False, title=path)
+    table.add_column(style="bold")
+    table.add_column()
+    for key, value in summary.rows():
+        table.add_row(key, escape(printable(value, 300)))
+    shown = summary.tensors if all_tensors else summary.tensors[:12]
+    for t in shown:
+        shape = "?" if t.shape is None else "×".join(map(str, t.shape)) or "scalar"
+        table.add_row(
+            "  tensor", escape(f"{printable(t.key) or '(the array)'}  {shape}  {t.stored_type or '?'}")
+        )
+    if len(shown) < len(summary.tensors):
+        table.add_row("  ...", f"{len(summary.tensors) - len(shown)} more (--tensors lists them all)")
+    out_console().print(table)
+
+
+def _info_name(model: str, revision: str | None) -> None:
     from pos_geometry.registry import get_spec, revisions
     from pos_geometry.sources.locations import fetch_command, table_locations
 
-    def run() -> None:
-        spec = get_spec(model)
-        revs = revisions(spec)
-        shown = ", ".join(revs) if len(revs) <= 6 else f"{', '.join(revs[:3])}, ..., {', '.join(revs[-3:])}"
-        places = table_locations(spec, revision)
-        found = [p for p in places if p.found]
-        where = [("found" if p.found else "not found", f"{p.label}: {p.where}") for p in places]
-        cached = f"yes ({found[0].label})" if found else f"no (fetch with: {fetch_command(spec, revision)})"
-        rows = [
-            ("name", spec.name),
-            ("aliases", ", ".join(spec.aliases) or "–"),
-            ("repo", spec.repo_id),
-            ("family", spec.family),
-            ("kind", spec.kind + (" (no learned positional table)" if spec.kind == "rotary" else "")),
-            ("tensor key", spec.position_key or "–"),
-            ("n_positions × d_model", f"{spec.n_positions} × {spec.d_model}"),
-            ("row offset", str(spec.row_offset)),
-            ("revisions", f"{len(revs)}: {shown}"),
-            ("available offline", cached),
-            *where,
-        ]
-        if spec.kind == "rotary":
-            rows.insert(
-                6, ("rotary config", ", ".join(f"{k}={v}" for k, v in sorted(spec.rotary_config.items())))
-            )
-        if spec.notes:
-            rows.append(("notes", spec.notes))
-        table = Table(show_header=False, title=f"{spec.name}")
-        table.add_column(style="bold")
-        table.add_column()
-        for key, value in rows:
-            table.add_row(key, value)
-        out_console().print(table)
-
-    guard(run)
+    spec = get_spec(model)
+    revs = revisions(spec)
+    shown = ", ".join(revs) if len(revs) <= 6 else f"{', '.join(revs[:3])}, ..., {', '.join(revs[-3:])}"
+    places = table_locations(spec, revision)
+    found = [p for p in places if p.found]
+    where = [("found" if p.found else "not found", f"{p.label}: {p.where}") for p in places]
+    cached = f"yes ({found[0].label})" if found else f"no (fetch with: {fetch_command(spec, revision)})"
+    rows = [
+        ("name", spec.name),
+        ("aliases", ", ".join(spec.aliases) or "–"),
+        ("repo", spec.repo_id),
+        ("family", spec.family),
+        ("kind", spec.kind + (" (no learned positional table)" if spec.kind == "rotary" else "")),
+        ("tensor key", spec.position_key or "–"),
+        ("n_positions × d_model", f"{spec.n_positions} × {spec.d_model}"),
+        ("row offset", str(spec.row_offset)),
+        ("revisions", f"{len(revs)}: {shown}"),
+        ("available offline", cached),
+        *where,
+    ]
+    if spec.kind == "rotary":
+        rows.insert(
+            6, ("rotary config", ", ".join(f"{k}={v}" for k, v in sorted(spec.rotary_config.items())))
+        )
+    if spec.notes:
+        rows.append(("notes", spec.notes))
+    table = Table(show_header=False, title=f"{spec.name}")
+    table.add_column(style="bold")
+    table.add_column()
+    for key, value in rows:
+        table.add_row(key, value)
+    out_console().print(table)

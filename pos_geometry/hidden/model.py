@@ -14,14 +14,33 @@ length is the config's number of layers (``transformer.h`` in GPT-2, ``model.lay
 
 from __future__ import annotations
 
+import contextlib
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from pos_geometry.errors import InvalidArgumentError, NoLearnedTableError, NotApplicableError
 
-__all__ = ["LoadedModel", "open_model", "positional_kind"]
+__all__ = ["LoadedModel", "open_model", "positional_kind", "quiet_transformers"]
+
+
+@contextlib.contextmanager
+def quiet_transformers() -> Iterator[None]:
+    """transformers at error verbosity and without progress bars for the block, then as it was: its load
+    report (ANSI-coloured), config warnings and download bars would otherwise land in our output."""
+    from transformers.utils import logging as tlog
+
+    level, bars = tlog.get_verbosity(), tlog.is_progress_bar_enabled()
+    tlog.set_verbosity_error()
+    tlog.disable_progress_bar()
+    try:
+        yield
+    finally:
+        tlog.set_verbosity(level)
+        if bars:
+            tlog.enable_progress_bar()
 
 
 @dataclass(frozen=True, eq=False)
@@ -209,15 +228,34 @@ def open_model(
             raise InvalidArgumentError(
                 f"{name!r} is neither an existing folder, a model-table name nor a hub repo id ('org/name')."
             )
+    from pos_geometry.errors import CheckpointFormatError, NotCachedError
+    from pos_geometry.sources.network import fetch_hint, offline_reason
+
+    why = None if path.exists() else offline_reason()
     try:
         auto = transformers.AutoModelForCausalLM if causal_lm else transformers.AutoModel
-        module, info = auto.from_pretrained(repo, revision=rev, dtype="float32", output_loading_info=True)
+        with quiet_transformers():
+            module, info = auto.from_pretrained(
+                repo,
+                revision=rev,
+                dtype="float32",
+                output_loading_info=True,
+                local_files_only=why is not None,
+            )
     except OSError as exc:
-        from pos_geometry.errors import NotCachedError
-
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        if path.exists():
+            raise CheckpointFormatError(f"transformers could not load the folder {name!r}: {first}") from None
+        reason = f"{why}, and" if why else "transformers could not fetch it, and"
         raise NotCachedError(
-            f"could not load {name!r} with transformers ({str(exc).splitlines()[0]}). Download it first "
-            f"(huggingface-cli download {repo}) or pass a local folder."
+            f"{reason} the model {name!r} ({repo}) is not in the Hugging Face cache; running it needs the whole "
+            f"model. {fetch_hint(repo, '', rev)}"
+        ) from None
+    except (ValueError, RuntimeError, KeyError, TypeError) as exc:  # a malformed config or state dict
+        first = str(exc).splitlines()[0][:300] if str(exc) else type(exc).__name__
+        raise CheckpointFormatError(
+            f"transformers could not build {name!r} from its files ({type(exc).__name__}: {first}). Check its "
+            "config.json and weights, or re-save the model with save_pretrained."
         ) from None
     _check_complete(module, info, name)
     module.to(resolve_device(device))

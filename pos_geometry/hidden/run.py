@@ -17,7 +17,7 @@ import torch
 
 from pos_geometry.errors import InvalidArgumentError
 from pos_geometry.hidden.corpus import Corpus, make_corpus
-from pos_geometry.hidden.model import LoadedModel, open_model, positional_kind
+from pos_geometry.hidden.model import LoadedModel, open_model, positional_kind, quiet_transformers
 
 __all__ = ["RunOptions", "Run", "start", "check_layers", "TOKENS_PER_BATCH"]
 
@@ -131,11 +131,19 @@ def start(
         try:
             import transformers
 
+            from pos_geometry.sources.network import offline_reason
+
             source = Path(loaded.tokenizer_source)
-            if source.suffix.lower() == ".gguf":  # the GGUF's own vocabulary, read by transformers
-                tokenizer = transformers.AutoTokenizer.from_pretrained(source.parent, gguf_file=source.name)
-            else:
-                tokenizer = transformers.AutoTokenizer.from_pretrained(loaded.tokenizer_source)
+            local = source.exists() or offline_reason() is not None  # one offline policy: no retries
+            with quiet_transformers():
+                if source.suffix.lower() == ".gguf":  # the GGUF's own vocabulary, read by transformers
+                    tokenizer = transformers.AutoTokenizer.from_pretrained(
+                        source.parent, gguf_file=source.name
+                    )
+                else:
+                    tokenizer = transformers.AutoTokenizer.from_pretrained(
+                        loaded.tokenizer_source, local_files_only=local
+                    )
         except (OSError, ValueError):
             tokenizer = None
     corpus = make_corpus(

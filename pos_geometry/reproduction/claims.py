@@ -10,20 +10,24 @@ missing is ``"not measured"``; nothing is estimated in its place.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
 from pos_geometry.analysis.helix import HelixFit
 from pos_geometry.analysis.pca import PCAResult, pca
-from pos_geometry.analysis.periodicity import PeriodicityResult
 from pos_geometry.analysis.pipeline import Analysis
 from pos_geometry.analysis.subspace import subspace_overlap
-from pos_geometry.embedding import PositionalEmbedding, Provenance, TokenEmbedding
+from pos_geometry.embedding import PositionalEmbedding, TokenEmbedding
+from pos_geometry.reproduction.claim import VERDICTS, Claim
+from pos_geometry.reproduction.claim import missing as _missing
+from pos_geometry.reproduction.periodic_claims import claim_columns, claim_similarity
+from pos_geometry.reproduction.uncertainty import Interval
 
 __all__ = [
     "VERDICTS",
+    "TRUNCATION_DIFFERENCES",
+    "TRUNCATION_GAIN",
     "TRUNCATION_WINDOWS",
     "Claim",
     "claim_columns",
@@ -39,8 +43,6 @@ __all__ = [
     "top3",
 ]
 
-VERDICTS = ("reproduced", "partly reproduced", "not reproduced", "not measured", "corrected")
-
 TRUNCATION_WINDOWS: Mapping[str, tuple[int, int]] = {
     "all rows": (0, 1024),
     "rows 1–1023": (1, 1024),
@@ -49,29 +51,9 @@ TRUNCATION_WINDOWS: Mapping[str, tuple[int, int]] = {
 }
 """The windows the post (and its code's early versions) used, as ``(start, stop)``."""
 
-
-@dataclass(frozen=True)
-class Claim:
-    """One claim of the post with the measurement that tests it.
-
-    ``statement``: the claim, as the post makes it. ``criterion``: the rule the verdict follows.
-    ``measured``: what was found, in words. ``verdict``: one of :data:`VERDICTS`. ``values``: the
-    numbers behind it. ``provenance``: the tables it was measured on.
-    """
-
-    key: str
-    statement: str
-    criterion: str
-    measured: str
-    verdict: str
-    values: dict[str, Any] = field(default_factory=dict)
-    provenance: tuple[Provenance, ...] = ()
-
-
-def _missing(key: str, statement: str, criterion: str, what: str) -> Claim:
-    return Claim(
-        key, statement, criterion, f"{what} is not available here, so nothing was measured.", "not measured"
-    )
+TRUNCATION_GAIN = "rows 100–1023 minus all rows"
+"""The name of the truncation gain's interval: top-3 ratio of rows 100–1023 minus that of all rows."""
+TRUNCATION_DIFFERENCES = {TRUNCATION_GAIN: ("rows 100–1023", "all rows")}
 
 
 def top3(res: PCAResult) -> float:
@@ -91,57 +73,103 @@ def fit_windows(table: PositionalEmbedding, analysis: Analysis) -> dict[str, PCA
     return out
 
 
-def claim_variance(gpt2: Analysis | None, lens: PCAResult | None = None) -> Claim:
+_BAND = (0.85, 0.95)
+
+
+def _robust(estimate: float, interval: Interval | None, ok) -> str:
+    """ "reproduced" when ``estimate`` and every leave-one-block-out value of ``interval`` pass ``ok``; "partly
+    reproduced" when the estimate passes and some leave-one-out value does not; else "not reproduced". Without
+    an interval the estimate alone decides."""
+    if not ok(estimate):
+        return "not reproduced"
+    if interval is None or all(map(ok, interval.leave_one_out)):
+        return "reproduced"
+    return "partly reproduced"
+
+
+def _jackknife_words(interval: Interval) -> str:
+    lo, hi = interval.leave_one_out
+    return (
+        f"{interval.level:.0%} jackknife interval [{interval.low:.4f}, {interval.high:.4f}]; dropping any one of "
+        f"{interval.n_blocks} blocks of positions gives {lo:.4f}–{hi:.4f}"
+    )
+
+
+def claim_variance(
+    gpt2: Analysis | None, lens: PCAResult | None = None, intervals: Mapping[str, Interval] | None = None
+) -> Claim:
     """About 90% of the variance lies in the top three principal components."""
     statement = (
         "About 90% of the variance of GPT-2 small's positional matrix lies in its top 3 principal components."
     )
-    criterion = "top-3 explained-variance ratio (PCA centred over positions, all 1024 rows, raw weights) in [0.85, 0.95]"
+    criterion = (
+        "top-3 explained-variance ratio (PCA centred over positions, all 1024 rows, raw weights) in "
+        f"[{_BAND[0]}, {_BAND[1]}], and still in it when any one of 16 blocks of consecutive positions is left "
+        "out (delete-one-block jackknife); in it with some block left out outside: partly reproduced"
+    )
     if gpt2 is None:
         return _missing("variance_3d", statement, criterion, "GPT-2 small's table")
     raw = top3(gpt2.pca)
     lens = top3(lens) if lens is not None else float("nan")
-    ok = 0.85 <= raw <= 0.95
+    interval = (intervals or {}).get("all rows")
+    in_band = lambda r: _BAND[0] <= r <= _BAND[1]  # noqa: E731
     measured = (
-        f"top-3 ratio {raw:.4f} ({100 * (1 - raw):.1f}% left outside 3D); with TransformerLens's default "
-        f"processing (each row centred over d_model, as the post's code read W_pos) it is {lens:.4f}."
+        f"top-3 ratio {raw:.4f} ({100 * (1 - raw):.1f}% left outside 3D)"
+        + (f"; {_jackknife_words(interval)}" if interval is not None else "")
+        + f"; with TransformerLens's default processing (each row centred over d_model, as the post's code read "
+        f"W_pos) it is {lens:.4f}."
     )
+    values = {"top3": raw, "top3_center_d_model": lens}
+    if interval is not None:
+        values["top3_interval"] = interval.to_dict()
     return Claim(
         "variance_3d",
         statement,
         criterion,
         measured,
-        "reproduced" if ok else "not reproduced",
-        {"top3": raw, "top3_center_d_model": lens},
+        _robust(raw, interval, in_band),
+        values,
         (gpt2.provenance,),
     )
 
 
-def claim_truncation(windows: Mapping[str, PCAResult] | None) -> Claim:
+def claim_truncation(
+    windows: Mapping[str, PCAResult] | None, intervals: Mapping[str, Interval] | None = None
+) -> Claim:
     """The truncated views (dropping the first positions, or only the first 100) are closer to 3D."""
     statement = (
         "The truncated view (positions 100–1023) is cleaner: more of its variance lies in 3D than for all rows; "
         "the first 100 positions alone are also close to 3D."
     )
-    criterion = "top-3 ratio of rows 100–1023 > top-3 ratio of all rows"
+    criterion = (
+        "both halves, each also with any one of 16 blocks of positions left out (delete-one-block jackknife): "
+        "(a) top-3 ratio of rows 100–1023 > that of all rows; (b) top-3 ratio of rows 1–99 ≥ "
+        f"{_BAND[0]}. Reproduced when both hold, partly reproduced when one holds"
+    )
     if not windows:
         return _missing("truncation", statement, criterion, "GPT-2 small's table")
     ratios = {name: top3(res) for name, res in windows.items()}
     base, cut = ratios["all rows"], ratios["rows 100–1023"]
+    first = ratios.get("rows 1–99")
     rest = "; ".join(
         f"{name}: {r:.4f}" for name, r in ratios.items() if name not in ("all rows", "rows 100–1023")
     )
+    iv = intervals or {}
+    gain_iv, first_iv = iv.get(TRUNCATION_GAIN), iv.get("rows 1–99")
+    gain_ok = _robust(cut - base, gain_iv, lambda g: g > 0) == "reproduced"
+    first_ok = first is not None and _robust(first, first_iv, lambda r: r >= _BAND[0]) == "reproduced"
     measured = (
-        f"rows 100–1023: {cut:.4f} vs {base:.4f} for all rows ({100 * (cut - base):+.2f} points); {rest}"
+        f"rows 100–1023: {cut:.4f} vs {base:.4f} for all rows ({100 * (cut - base):+.2f} points"
+        + (f"; {_jackknife_words(gain_iv)}" if gain_iv is not None else "")
+        + f"); {rest}"
+        + (f" (rows 1–99: {_jackknife_words(first_iv)})" if first_iv is not None else "")
     )
+    verdict = {2: "reproduced", 1: "partly reproduced", 0: "not reproduced"}[int(gain_ok) + int(first_ok)]
+    values: dict[str, Any] = {f"top3[{name}]": r for name, r in ratios.items()}
+    values |= {"truncated_view_cleaner": gain_ok, "first_100_close_to_3d": first_ok}
+    values |= {f"interval[{k}]": v.to_dict() for k, v in iv.items()}
     return Claim(
-        "truncation",
-        statement,
-        criterion,
-        measured,
-        "reproduced" if cut > base else "not reproduced",
-        {f"top3[{name}]": r for name, r in ratios.items()},
-        (windows["all rows"].provenance,),
+        "truncation", statement, criterion, measured, verdict, values, (windows["all rows"].provenance,)
     )
 
 
@@ -243,11 +271,30 @@ def claim_helix(gpt2: Analysis | None) -> Claim:
             for t in fit.tests
         },
         "pc_vs_cosine_basis_abs_r": [float(v) for v in fit.dct_correlation],
+        "harmonics": [
+            {"period": float(p), "turns": float(n), "radius": float(r), "pinned": bool(pin)}
+            for p, n, r, pin in zip(fit.periods, fit.turns, fit.radii, fit.pinned, strict=True)
+        ]
+        if fit.applies
+        else [],
     }
-    measured = _helix_words(fit) + (
-        "; |r| of PC1–3 with cos(πjt/n): "
-        + ", ".join(f"{v:.2f}" for v in fit.dct_correlation)
-        + " (a random walk's are > 0.95)"
+    harmonics = (
+        "; harmonics' periods "
+        + ", ".join(
+            f"{p:.0f}" + (" (pinned on a search bound: the grid's value, not a finding)" if pin else "")
+            for p, pin in zip(fit.periods, fit.pinned, strict=True)
+        )
+        if fit.applies
+        else ""
+    )
+    measured = (
+        _helix_words(fit)
+        + harmonics
+        + (
+            "; |r| of PC1–3 with cos(πjt/n): "
+            + ", ".join(f"{v:.2f}" for v in fit.dct_correlation)
+            + " (a random walk's are > 0.95)"
+        )
     )
     return Claim("helix", statement, _HELIX_RULE, measured, _helix_verdict(fit), values, (gpt2.provenance,))
 
@@ -280,108 +327,6 @@ def claim_family(analyses: Mapping[str, Analysis | None]) -> Claim:
     return Claim(
         "family", statement, criterion, measured, verdict, {"models": values, "missing": missing}, provs
     )
-
-
-def claim_similarity(result: PeriodicityResult | None) -> Claim:
-    """The cosine similarity between rows is periodic in their offset."""
-    statement = "The cosine similarity between positional rows is periodic in the offset between positions."
-    n_s, alpha = (result.n_surrogates, result.alpha) if result is not None else (199, 0.01)
-    criterion = (
-        f"a significant period in the mean cosine similarity by offset: its power above the AR(1)-plus-white "
-        f"background fitted to the curve, against whole red-noise tables through the same pipeline ({n_s} "
-        f"surrogates, α = {alpha}, family-wise over the offset curve and PC1–3); periods are least-squares "
-        "fits inside the band"
-    )
-    if result is None:
-        return _missing("similarity", statement, criterion, "GPT-2 small's table")
-    offset_peaks = [p for p in result.peaks if p.series == "mean_similarity"]
-    peaks = [p for p in offset_peaks if p.significant]
-    sim = result.mean_similarity
-    at = {o: float(sim[o]) for o in (1, 64, 256, 512) if o < result.n_positions}
-    strongest = offset_peaks[0] if offset_peaks else None
-    if strongest is None:
-        found = "no spectral peak in the band"
-    elif strongest.at_edge:
-        found = f"strongest peak at the band edge ({strongest.reason})"
-    else:
-        found = (
-            f"strongest period {strongest.period:.0f} ± {strongest.period_std:.0f} positions, p = "
-            f"{strongest.p_value:.3g} against red noise and random walks of its own steps "
-            f"({'significant' if strongest.significant else 'not significant'})"
-        )
-    pcs = [p for p in result.peaks if p.significant and p.series != "mean_similarity"]
-    if pcs:
-        found += "; the PCA coordinates do turn periodically: " + ", ".join(
-            f"{p.label} {p.period:.0f} (p = {p.p_value:.3g})" for p in pcs
-        )
-    else:  # the strongest peak of each PC, said not to be a period
-        strongest_pc = {}
-        for p in result.peaks:
-            if p.series != "mean_similarity" and not p.at_edge and p.series not in strongest_pc:
-                strongest_pc[p.series] = p
-        if strongest_pc:
-            found += (
-                "; nor are the PCA coordinates' oscillations ("
-                + ", ".join(f"{p.label} {p.period:.0f}, p = {p.p_value:.3g}" for p in strongest_pc.values())
-                + "): a random walk's PCA makes cosines as clean"
-            )
-    measured = (
-        found
-        + "; mean similarity at offset "
-        + ", ".join(f"{o}: {v:.3f}" for o, v in at.items())
-        + f"; Toeplitz score {result.toeplitz_score:.3f} (share of the similarity explained by the offset alone)"
-    )
-    values = {
-        "periods": [p.period for p in offset_peaks],
-        "p_values": [p.p_value for p in offset_peaks],
-        "significant": [p.significant for p in offset_peaks],
-        "null": result.null,
-        "n_surrogates": result.n_surrogates,
-        "pc_periods": {p.series: p.period for p in pcs},
-        "toeplitz_score": result.toeplitz_score,
-        "mean_similarity_at": at,
-    }
-    return Claim(
-        "similarity",
-        statement,
-        criterion,
-        measured,
-        "reproduced" if peaks else "not reproduced",
-        values,
-        (result.provenance,),
-    )
-
-
-def claim_columns(result: PeriodicityResult | None) -> Claim:
-    """Individual columns of the table look like sine waves."""
-    statement = "Individual columns of the matrix look like sine waves of the position."
-    criterion = (
-        "share of columns whose best single sinusoid (free period, phase and offset) has R² ≥ 0.5: "
-        "≥ 50% reproduced, ≥ 10% partly reproduced, else not reproduced"
-    )
-    if result is None:
-        return _missing("columns", statement, criterion, "GPT-2 small's table")
-    r2 = result.column_r2.double().cpu()
-    shares = {t: float((r2 >= t).double().mean()) for t in (0.5, 0.9)}
-    good = r2 >= 0.5
-    periods = result.column_periods.double().cpu()[good]
-    median_period = float(periods.median()) if periods.numel() else None
-    measured = (
-        f"{100 * shares[0.5]:.1f}% of the {r2.numel()} columns have R² ≥ 0.5 and {100 * shares[0.9]:.1f}% have "
-        f"R² ≥ 0.9 (median R² {float(r2.median()):.3f})"
-        + (
-            f"; the well-fitted columns' median period is {median_period:.0f} positions"
-            if median_period
-            else ""
-        )
-    )
-    verdict = (
-        "reproduced"
-        if shares[0.5] >= 0.5
-        else ("partly reproduced" if shares[0.5] >= 0.1 else "not reproduced")
-    )
-    values = {"share_r2_0.5": shares[0.5], "share_r2_0.9": shares[0.9], "median_r2": float(r2.median())}
-    return Claim("columns", statement, criterion, measured, verdict, values, (result.provenance,))
 
 
 def claim_tokens(gpt2: PCAResult | None, tokens: TokenEmbedding | None, k: int = 3) -> Claim:

@@ -17,12 +17,29 @@ from pos_geometry.reproduction.claims import Claim
 from pos_geometry.reproduction.published import Comparison
 from pos_geometry.sources.locations import Located
 
-__all__ = ["POST", "FigureEntry", "render_json", "render_markdown"]
+__all__ = ["PARAPHRASED", "POST", "FigureEntry", "post_reading", "render_json", "render_markdown"]
 
 POST = (
     '"GPT-2\'s positional embedding matrix is a helix" (Adam Yedidia, LessWrong, 2023-07-21); '
     "its code: github.com/adamyedidia/resid_viewer, experiments/helix.py"
 )
+
+
+_UNREAD = "data/reference/helix_post.json is not available, so how the post was read cannot be shown."
+PARAPHRASED = (
+    "Each claim is this repository's paraphrase of the post, not a quotation: only the post's opening could "
+    "be retrieved when the claims were written, so their wording and numbers are not verified against its "
+    "full text."
+)
+
+
+def post_reading() -> str:
+    """How the post's claims were read (``how_it_was_read`` of ``data/reference/helix_post.json``)."""
+    from pos_geometry.reference import reference
+
+    ref = reference("helix_post") or {}
+    how = ref.get("how_it_was_read")
+    return how if isinstance(how, str) and how else _UNREAD
 
 
 @dataclass(frozen=True)
@@ -107,9 +124,13 @@ def render_markdown(
         "missing is marked *not measured*, never estimated. Tables are the raw checkpoint weights (no "
         "TransformerLens processing); PCA centres the rows over positions, as PCA does.",
         "",
+        f"**How the post was read.** {post_reading()}",
+        "",
+        f"**Wording.** {PARAPHRASED}",
+        "",
         "## Claims",
         "",
-        "| # | the post says | measured here | verdict |",
+        "| # | the post's claim (paraphrased) | measured here | verdict |",
         "|---|---|---|---|",
     ]
     for i, c in enumerate(claims, 1):
@@ -148,6 +169,7 @@ def render_json(
     """The same content as a JSON-ready dict (claims with their values and provenance)."""
     return {
         "post": POST,
+        "post_reading": {"how_it_was_read": post_reading(), "claim_wording": PARAPHRASED},
         "pos_geometry": __version__,
         "claims": [to_jsonable(c) for c in claims],
         "data": [

@@ -30,6 +30,7 @@ from pos_geometry.reproduction import claims as C
 from pos_geometry.reproduction.figures import blog_figures
 from pos_geometry.reproduction.published import published_vs_measured
 from pos_geometry.reproduction.report import FigureEntry, render_json, render_markdown
+from pos_geometry.reproduction.uncertainty import column_sine_nulls, top3_intervals
 from pos_geometry.sources.locations import Located, find_data_dir, locate, parse_named_path
 
 __all__ = [
@@ -222,14 +223,22 @@ def reproduce_blog_post(
     rotary = [analyze(tables[n], **compare) for n in ROTARY_MODELS if tables[n] is not None]
     ref_table = sinusoidal(ROTARY_POSITIONS, gpt2.d_model if gpt2 is not None else 768, device=dev)
     reference = [analyze(ref_table, **compare)]
+    step("uncertainty: jackknife over positions, column sinusoids on the nulls", len(names), total)
+    intervals = (
+        top3_intervals(gpt2, {k: w for k, w in C.TRUNCATION_WINDOWS.items() if w[1] <= gpt2.n_positions},
+                       differences=C.TRUNCATION_DIFFERENCES)
+        if gpt2 is not None
+        else None
+    )  # fmt: skip
+    column_nulls = column_sine_nulls(gpt2) if gpt2 is not None else None
     claims = (
-        C.claim_variance(gpt2_a, lens),
-        C.claim_truncation(windows),
+        C.claim_variance(gpt2_a, lens, intervals),
+        C.claim_truncation(windows, intervals),
         C.claim_outliers(gpt2),
         C.claim_helix(gpt2_a),
         C.claim_family(family),
         C.claim_similarity(gpt2_a.periodicity if gpt2_a is not None else None),
-        C.claim_columns(gpt2_a.periodicity if gpt2_a is not None else None),
+        C.claim_columns(gpt2_a.periodicity if gpt2_a is not None else None, column_nulls),
         C.claim_tokens(gpt2_a.pca if gpt2_a is not None else None, token_table),
         C.claim_rotary(rotary),
     )

@@ -19,6 +19,7 @@ from pos_geometry.sources.gguf_checkpoint import GGUFWeights
 from pos_geometry.sources.hf_cache import hf_cached_file
 from pos_geometry.sources.http import DEFAULT_READAHEAD, HttpByteSource
 from pos_geometry.sources.hub import _hub_errors
+from pos_geometry.sources.network import fetch_hint, offline_reason
 from pos_geometry.sources.tensor_set import Checkpoint
 from pos_geometry.sources.weight_file import PiecewiseReads
 
@@ -56,8 +57,8 @@ def hub_gguf_checkpoint(
         src: ByteSource = FileByteSource(cached, name=f"{repo_id}@{commit[:10]}/{name} (HF cache)")
     elif off:
         raise NotCachedError(
-            f"Offline, and {name} of {repo_id}@{commit[:10]} is not in the HF cache. Run once with network access, "
-            f"or `hf download {repo_id} {name} --revision {commit}`."
+            f"{offline_reason() or 'Offline'}, and {name} of {repo_id}@{commit[:10]} is not in the HF cache. "
+            + fetch_hint(repo_id, name, commit)
         )
     else:
         url = hf_hub_url(repo_id, name, revision=commit)

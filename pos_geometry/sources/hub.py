@@ -24,7 +24,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
-import os
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -50,6 +49,7 @@ from pos_geometry.sources.cache import cache_dir, cached_ref, cached_table, is_c
 from pos_geometry.sources.hf_cache import hf_cached_ref, hf_cached_revisions, read_from_hf_cache
 from pos_geometry.sources.http import HttpByteSource, transport_errors
 from pos_geometry.sources.local import read_checkpoint_tensor
+from pos_geometry.sources.network import fetch_hint, offline_reason
 from pos_geometry.sources.sharded import (
     INDEX_SUFFIX,
     WEIGHT_FILES,
@@ -71,21 +71,18 @@ __all__ = [
 DEFAULT_PROBE = 32 * 1024
 """Bytes :func:`read_hub_tensor_pinned` asks for first: a GPT-2 small safetensors header is ~15 KB."""
 
-_TRUE = {"1", "on", "yes", "true"}
 _MAX_LISTED = 20
 
 
 def is_offline(offline: bool | None = None) -> bool:
-    """Whether the network is off limits.
+    """Whether the network is off limits (:mod:`pos_geometry.sources.network`: one policy for every command).
 
-    ``offline=True`` forces it. Otherwise ``HF_HUB_OFFLINE`` (as ``huggingface_hub.constants``
-    sees it) or ``$POS_GEOMETRY_OFFLINE`` set true decide; ``offline=False`` cannot override
-    them, since huggingface_hub itself refuses the network then.
+    ``offline=True`` forces it; ``HF_HUB_OFFLINE`` (as ``huggingface_hub.constants`` sees it) or
+    ``$POS_GEOMETRY_OFFLINE`` set true decide next (``offline=False`` cannot override them, since
+    huggingface_hub itself refuses the network then); with ``offline=None`` a hub that cannot be reached
+    (probed once) counts as offline too.
     """
-    if offline:
-        return True
-    env = os.environ.get("POS_GEOMETRY_OFFLINE", "").strip().lower() in _TRUE
-    return env or bool(constants.is_offline_mode())
+    return offline_reason(offline) is not None
 
 
 def _where(repo_id: str, revision: str | None) -> str:
@@ -93,12 +90,7 @@ def _where(repo_id: str, revision: str | None) -> str:
 
 
 def _fetch_hint(repo_id: str, revision: str | None, files: str = "config.json model.safetensors") -> str:
-    rev = f" --revision {revision}" if revision and revision != "main" else ""
-    return (
-        f"Run once with network access (unset HF_HUB_OFFLINE / POS_GEOMETRY_OFFLINE) to fetch and cache it, "
-        f"or download the files beforehand: `hf download {repo_id} {files}{rev}` "
-        "(use pytorch_model.bin for repos without safetensors)."
-    )
+    return fetch_hint(repo_id, files, revision) + " (Use pytorch_model.bin for repos without safetensors.)"
 
 
 def _listing(names: list[str] | tuple[str, ...]) -> str:
@@ -238,7 +230,7 @@ def resolve_commit(repo_id: str, revision: str | None = None, *, offline: bool |
             known = sorted(set(hf_cached_revisions(repo_id)))
             have = f" Cached revisions: {_listing(known)}." if known else ""
             raise NotCachedError(
-                f"Offline, and revision {rev!r} of {repo_id!r} was never resolved on this machine "
+                f"{offline_reason(offline)}, and revision {rev!r} of {repo_id!r} was never resolved on this machine "
                 f"(no refs/{rev} in {constants.HF_HUB_CACHE} nor in the pos_geometry cache).{have} "
                 + _fetch_hint(repo_id, rev)
             )
@@ -365,7 +357,7 @@ def read_hub_tensor(
     if is_offline(offline):
         known = f" (revision {rev!r} resolves to {commit[:10]} locally)" if commit else ""
         raise NotCachedError(
-            f"Offline, and the {which} table of {_where(repo_id, rev)} is in neither the pos_geometry cache "
+            f"{offline_reason(offline)}, and the {which} table of {_where(repo_id, rev)} is in neither the pos_geometry cache "
             f"nor the HF cache{known}. " + _fetch_hint(repo_id, rev)
         )
     with deadline():
@@ -458,7 +450,7 @@ def read_hub_tensor_pinned(
         return hit
     if is_offline():
         raise NotCachedError(
-            f"Offline, and the {which} table of {_where(repo_id, rev)} (commit {commit[:10]}) is in neither "
+            f"{offline_reason()}, and the {which} table of {_where(repo_id, rev)} (commit {commit[:10]}) is in neither "
             "the pos_geometry cache nor the HF cache. " + _fetch_hint(repo_id, rev)
         )
     url = hf_hub_url(repo_id, filename, revision=commit)

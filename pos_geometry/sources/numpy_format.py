@@ -12,28 +12,36 @@ from __future__ import annotations
 import io
 import math
 import struct
+import zlib
 
 import numpy as np
 import torch
 
 from pos_geometry._describe import describe
 from pos_geometry.errors import CheckpointFormatError
-from pos_geometry.sources._zip import SliceSource, ZipEntry, member_offset, read_directory, read_member
+from pos_geometry.sources._zip import (
+    SliceSource,
+    ZipEntry,
+    check_member,
+    member_offset,
+    read_directory,
+    read_member,
+)
 from pos_geometry.sources.byte_source import ByteSource, BytesSource, read_into
 
-__all__ = ["NPY_MAGIC", "read_npy", "npz_members", "read_npz_member"]
+__all__ = ["NPY_MAGIC", "npy_header", "read_npy", "npz_members", "npz_member_header", "read_npz_member"]
 
 NPY_MAGIC = b"\x93NUMPY"
 _MAX_HEADER = 1 << 20
 _FIX = "Re-download the file or re-save it with numpy.save."
 
 
-def read_npy(src: ByteSource) -> torch.Tensor:
-    """The array in a ``.npy`` source as a CPU tensor (stored dtype, native byte order, C order).
+def npy_header(src: ByteSource) -> tuple[tuple[int, ...], bool, np.dtype, int]:
+    """``(shape, fortran_order, dtype, data offset)`` of a ``.npy`` source: only its header is read.
 
     Raises:
-        CheckpointFormatError: bad magic or version, malformed or oversized header, an object or
-            structured dtype torch cannot hold, or fewer data bytes than the header promises.
+        CheckpointFormatError: bad magic or version, malformed or oversized header, or an object or
+            structured dtype.
     """
     if src.size < 12:
         raise CheckpointFormatError(
@@ -69,6 +77,17 @@ def read_npy(src: ByteSource) -> torch.Tensor:
             f"{src.name!r} holds an array of dtype {dtype}, not a plain numeric array; object arrays would need "
             f"pickle and are refused. Save the table as a float array. {_FIX}"
         )
+    return tuple(shape), bool(fortran), dtype, start
+
+
+def read_npy(src: ByteSource) -> torch.Tensor:
+    """The array in a ``.npy`` source as a CPU tensor (stored dtype, native byte order, C order).
+
+    Raises:
+        CheckpointFormatError: see :func:`npy_header`; also fewer data bytes than the header promises,
+            or a dtype torch cannot hold.
+    """
+    shape, fortran, dtype, start = npy_header(src)
     nbytes = math.prod(shape) * dtype.itemsize
     if start + nbytes > src.size:
         raise CheckpointFormatError(
@@ -99,3 +118,21 @@ def read_npz_member(src: ByteSource, entry: ZipEntry) -> torch.Tensor:
         view = SliceSource(src, member_offset(src, entry), entry.size, name=name)
         return read_npy(view)
     return read_npy(BytesSource(read_member(src, entry, allow_deflate=True), name=name))
+
+
+def npz_member_header(src: ByteSource, entry: ZipEntry) -> tuple[tuple[int, ...], np.dtype]:
+    """``(shape, dtype)`` of one ``.npz`` member, from its ``.npy`` header only: a stored member's first
+    bytes are read in place, a deflated one's are inflated up to the header's bound (never the whole member)."""
+    name = f"{src.name}::{entry.name}"
+    if entry.method == 0:
+        check_member(src, entry, 0, entry.size)
+        shape, _, dtype, _ = npy_header(SliceSource(src, member_offset(src, entry), entry.size, name=name))
+        return shape, dtype
+    check_member(src, entry, 0, entry.size, allow_deflate=True)
+    packed = src.read(member_offset(src, entry), min(entry.compressed_size, _MAX_HEADER + 64))
+    try:
+        head = zlib.decompressobj(-15).decompress(packed, _MAX_HEADER + 16)
+    except zlib.error as exc:
+        raise CheckpointFormatError(f"{name!r} does not inflate ({exc}). {_FIX}") from exc
+    shape, _, dtype, _ = npy_header(BytesSource(head, name=name))
+    return shape, dtype

@@ -60,7 +60,7 @@ from pos_geometry.sources.hub import (
     _remember,
     read_config,
 )
-from pos_geometry.sources.hub import is_offline as _is_offline
+from pos_geometry.sources.network import fetch_hint, offline_reason
 from pos_geometry.sources.row_ranges import check_ranges, visit_ranges
 from pos_geometry.sources.sharded import INDEX_SUFFIX, WEIGHT_FILES, parse_index
 from pos_geometry.sources.tensor_record import TensorRecord, dtype_name
@@ -90,6 +90,7 @@ class Checkpoint:
     _repo_id: str | None = None
     _files: tuple[str, ...] | None = None
     _offline: bool = False
+    _why_offline: str | None = None
     _weight_map: dict[str, str] | None = None
     _opened: dict[str, WeightFile] = dataclasses.field(default_factory=dict)
     _cached: dict[str, WeightFile] = dataclasses.field(default_factory=dict)
@@ -122,9 +123,9 @@ class Checkpoint:
         present = [n for n in WEIGHT_FILES if n in names]
         if not present and self._offline:
             raise NotCachedError(
-                f"Offline, and what was asked of {self.location} is not in pos_geometry's cache, and none of its "
-                f"weight files ({', '.join(WEIGHT_FILES)}) is in the HF cache. Run once with network access "
-                "(unset HF_HUB_OFFLINE / POS_GEOMETRY_OFFLINE)."
+                f"{self._why_offline or 'Offline'}, and what was asked of {self.location} is not in pos_geometry's "
+                f"cache, and none of its weight files ({', '.join(WEIGHT_FILES)}) is in the HF cache. "
+                + fetch_hint(str(self._repo_id), "", self.commit)
             )
         if not present:
             raise CheckpointFormatError(
@@ -171,8 +172,8 @@ class Checkpoint:
                     src = FileByteSource(cached, name=f"{repo}@{commit[:10]}/{name} (HF cache)")
                 elif self._offline:
                     raise NotCachedError(
-                        f"Offline, and {name} of {self.location} is in neither the pos_geometry cache nor the HF "
-                        f"cache. Run once with network access, or `hf download {repo} {name} --revision {commit}`."
+                        f"{self._why_offline or 'Offline'}, and {name} of {self.location} is in neither the "
+                        "pos_geometry cache nor the HF cache. " + fetch_hint(repo, name, commit)
                     )
                 else:
                     url = hf_hub_url(repo, name, revision=commit)
@@ -414,14 +415,15 @@ def _hub(
     gguf_file: str | None = None,
 ) -> Checkpoint:
     rev = revision or "main"
-    off = _is_offline(offline)
+    why = offline_reason(offline)
+    off = why is not None
     files: tuple[str, ...] | None = None
     commit = _local_commit(repo_id, rev)  # a revision resolved before is remembered, as by load()
     if commit is None:
         if off:
             raise NotCachedError(
-                f"Offline, and revision {rev!r} of {repo_id!r} was never resolved on this machine. Run once with "
-                "network access (unset HF_HUB_OFFLINE / POS_GEOMETRY_OFFLINE)."
+                f"{why}, and revision {rev!r} of {repo_id!r} was never resolved on this machine. "
+                + fetch_hint(repo_id, "", rev)
             )
         commit, files = _model_info(repo_id, rev)
         _remember(repo_id, rev, commit, None)
@@ -431,7 +433,7 @@ def _hub(
         return hub_gguf_checkpoint(repo_id, commit, gguf_file, revision, model_id or repo_id, off)
     config, _ = read_config(repo_id, commit, offline=off)
     ckpt = Checkpoint(config, model_id or repo_id, revision, commit, f"{repo_id}@{commit[:10]}")
-    ckpt._repo_id, ckpt._offline = repo_id, off
+    ckpt._repo_id, ckpt._offline, ckpt._why_offline = repo_id, off, why
     ckpt._files = files
     return ckpt
 

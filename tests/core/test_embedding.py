@@ -139,3 +139,19 @@ def test_readable_name_is_a_name_not_a_path(model_id: str, name: str) -> None:
     assert readable_name(model_id) == name
     prov = Provenance(model_id, "learned", model_id)
     assert prov.name == name and prov.model_id == model_id  # the path stays in the provenance
+
+
+def test_provenance_repr_shows_nearby_paths_relative_and_keeps_the_record(tmp_path, monkeypatch):
+    """A notebook run from ``repo/notebooks`` shows ``../../shared/...``, not this machine's absolute path;
+    the recorded source is unchanged, and a path far from the working directory is kept as it is."""
+    shared = tmp_path / "shared" / "data" / "wpe.npy"
+    work = tmp_path / "repo" / "notebooks"
+    work.mkdir(parents=True)
+    monkeypatch.chdir(work)
+    prov = dataclasses.replace(PROV, source=f"{shared}::wpe.weight", config={"n_positions": 16})
+    text = repr(prov)
+    assert "'../../shared/data/wpe.npy::wpe.weight'" in text and str(tmp_path) not in text
+    assert prov.source == f"{shared}::wpe.weight"  # the record keeps the absolute path
+    assert "commit='000" in text and "config: 1 fields" in text and len(text) < 400
+    far = dataclasses.replace(PROV, source="/usr/share/x.npy (real tables)")
+    assert "'/usr/share/x.npy (real tables)'" in repr(far)

@@ -57,6 +57,12 @@ def test_claims_and_numbers(run, gpt2_wpe):
     assert claims["variance_3d"].values["top3"] == pytest.approx(oracle, abs=1e-6)
     for key in ("variance_3d", "truncation", "outliers", "helix"):
         assert claims[key].verdict == "reproduced", claims[key]
+    # claims 1 and 2 hold with any 1/16 of the positions left out (jackknife); claim 7 does not beat smooth curves
+    assert claims["variance_3d"].values["top3_interval"]["leave_one_out"][0] >= 0.85
+    assert claims["truncation"].values["first_100_close_to_3d"]
+    cols = claims["columns"]
+    assert cols.verdict == "not reproduced" and "random walks of its steps" in cols.measured, cols.measured
+    assert claims["helix"].values["harmonics"][2]["pinned"]
     # Against red noise the offset curve's one broad oscillation is not a significant period (p ≈ 0.2),
     # while PC1 and PC2 do turn periodically: the claim says both, with the null beside them.
     sim = claims["similarity"]
@@ -85,6 +91,11 @@ def test_report_files(run):
     result, _, _ = run
     md = result.report.read_text()
     assert "| 1 | About 90% of the variance" in md and "0.9039" in md and "**reproduced**" in md
+    # how the post was read is in both reports, and the claims are labelled as paraphrases
+    from pos_geometry.reference import reference
+
+    how = reference("helix_post")["how_it_was_read"]
+    assert how in md and "the post's claim (paraphrased)" in md and "not a quotation" in md
     for missing in result.missing:
         assert f"`pos-geometry fetch {missing.name}`" in md
     assert "medium.npy (given with --model)" in md
@@ -95,6 +106,10 @@ def test_report_files(run):
     assert "## Does a head look back N tokens?" in md and "| L5H1 |" in md
     data = json.loads((result.out / "report.json").read_text())
     assert [c["key"] for c in data["claims"]] == [c.key for c in result.claims]
+    assert (
+        data["post_reading"]["how_it_was_read"] == how
+        and "paraphrase" in data["post_reading"]["claim_wording"]
+    )
     found = {d["model"]: d["found"] for d in data["data"]}
     assert found["gpt2"] and found["gpt2-medium"] and not found["gpt2-xl"]
     assert found["pythia-160m"] and found["mistral-7b-v0.1"] and found["openai-gpt"]

@@ -292,7 +292,11 @@ def test_unreachable_hub_is_not_cached_error(hub, monkeypatch):
         constants, "HUGGINGFACE_CO_URL_TEMPLATE", url + "/{repo_id}/resolve/{revision}/{filename}"
     )
     with pytest.raises(NotCachedError, match=r"Could not reach .*ConnectError"):
-        read_hub_tensor("openai-community/gpt2")
+        read_hub_tensor("openai-community/gpt2", offline=False)  # the network asked for: the request fails
+    with pytest.raises(
+        NotCachedError, match=rf"Offline \(no network: 127.0.0.1:{port} could not be reached\)"
+    ):
+        read_hub_tensor("openai-community/gpt2")  # the default: the probe finds no hub, and says so
 
 
 def test_gpt2_table_matches_numpy_oracle(hub, gpt2_wpe):

@@ -1,0 +1,36 @@
+"""One claim of the post, measured and judged: the record every claim function returns."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from pos_geometry.embedding import Provenance
+
+__all__ = ["VERDICTS", "Claim", "missing"]
+
+VERDICTS = ("reproduced", "partly reproduced", "not reproduced", "not measured", "corrected")
+
+
+@dataclass(frozen=True)
+class Claim:
+    """One claim of the post with the measurement that tests it.
+
+    ``statement``: the claim, as the post makes it. ``criterion``: the rule the verdict follows.
+    ``measured``: what was found, in words. ``verdict``: one of :data:`VERDICTS`. ``values``: the
+    numbers behind it. ``provenance``: the tables it was measured on.
+    """
+
+    key: str
+    statement: str
+    criterion: str
+    measured: str
+    verdict: str
+    values: dict[str, Any] = field(default_factory=dict)
+    provenance: tuple[Provenance, ...] = ()
+
+
+def missing(key: str, statement: str, criterion: str, what: str) -> Claim:
+    return Claim(
+        key, statement, criterion, f"{what} is not available here, so nothing was measured.", "not measured"
+    )
