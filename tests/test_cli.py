@@ -153,7 +153,11 @@ def test_plot_html_and_png(table_path: Path, tmp_path: Path):
     except ExportError as exc:
         pytest.skip(str(exc))
     out = tmp_path / "figs"
-    res = runner.invoke(app, ["plot", str(table_path), "--out", str(out), "--format", "html,png"])
+    second = tmp_path / "second.npy"
+    np.save(second, _helix_table(seed=1))
+    res = runner.invoke(
+        app, ["plot", str(table_path), str(second), "--out", str(out), "--format", "html,png"]
+    )
     assert res.exit_code == 0, res.output
     assert sorted(p.name for p in out.iterdir()) == [
         "grid.html",
@@ -161,12 +165,21 @@ def test_plot_html_and_png(table_path: Path, tmp_path: Path):
         "helix.html",
         "helix.png",
         "plotly.min.js",
+        "second.html",
+        "second.png",
     ]
     assert _png_size(out / "helix.png") == (DEFAULT_WIDTH, DEFAULT_HEIGHT)
-    grid = plot_helix_grid([load(table_path)])
+    grid = plot_helix_grid([load(table_path), load(second)], cols=2)
     assert _png_size(out / "grid.png") == (grid.layout.meta[STATIC_SIZE_META][0], grid.layout.height)
     # a rendered 3D plot compresses far worse than a blank page of the same size
     assert (out / "helix.png").stat().st_size > 20_000
+
+
+def test_plot_of_one_model_writes_no_grid_of_one(table_path: Path, tmp_path: Path):
+    out = tmp_path / "one"
+    res = runner.invoke(app, ["plot", str(table_path), "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    assert sorted(p.name for p in out.iterdir()) == ["helix.html", "plotly.min.js"]
 
 
 def test_progress_bars_show_on_a_terminal(table_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
@@ -379,7 +392,10 @@ def test_one_missing_model_does_not_stop_the_others(table_path: Path, tmp_path: 
     out = tmp_path / "figs"
     res = runner.invoke(app, ["plot", str(table_path), "no-such-model-xyz", "--out", str(out)])
     assert res.exit_code == 1
-    assert sorted(p.name for p in out.iterdir()) == ["grid.html", "helix.html", "plotly.min.js"]
+    assert sorted(p.name for p in out.iterdir()) == [
+        "helix.html",
+        "plotly.min.js",
+    ]  # one model drawn: no grid of one
     assert "error: no-such-model-xyz:" in res.stderr and "1 of 2 model(s) failed" in res.stderr
     # every model failing leaves no empty folder behind
     empty = tmp_path / "never"

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 import base64
+import re
 import struct
 import sys
 from pathlib import Path
@@ -65,6 +66,7 @@ def _run(name: str) -> nbformat.NotebookNode:
     ).execute()
     errors = [o for c in nb.cells for o in c.get("outputs", []) if o.get("output_type") == "error"]
     assert not errors, errors
+    assert str(NOTEBOOKS.parents[1]) not in _text(nb)  # no absolute path of this machine in the outputs
     return nb
 
 
@@ -123,6 +125,11 @@ def test_notebooks_use_only_the_public_api_and_stay_small(name: str) -> None:
     # committed outputs, when present, carry the static fallback too (what GitHub shows)
     for data in _figures(nb):
         assert "image/png" in data
+    # and no path of the machine that ran them: provenance is shown relative to the repository or ../shared
+    text = _text(nb)
+    assert not re.search(r"(?<![\w.])/(?:home|work|tmp|root|Users|private|mnt)/", text), re.findall(
+        r"(?<![\w.])/(?:home|work|tmp|root|Users|private|mnt)/\S*", text
+    )[:3]
 
 
 @pytest.mark.slow

@@ -190,3 +190,18 @@ def test_quick_start_runs_and_prints_what_it_says(beside_shared: Path) -> None:
             checked += 1
     assert checked >= 4  # 0.9039, 0.9511, ('helix', 0.005), (1.83, 559.4)
     assert (beside_shared / "out/gpt2_helix.html").is_file()
+
+
+def test_the_recurrence_row_is_what_fit_recurrence_gives(beside_shared: Path) -> None:
+    """The README's GPT-2 recurrence row (components and the one rotation's period) is measured, not typed:
+    the same numbers as notebook 02 prints."""
+    import pos_geometry as pg
+
+    row = next(
+        line for line in README.read_text(encoding="utf-8").splitlines() if line.startswith("| recurrence |")
+    )
+    components = int(re.search(r"(\d+) components", row)[1])
+    period = float(re.search(r"period (\d+) ±", row)[1])
+    fit = pg.fit_recurrence(pg.load("gpt2"), n_surrogates=0)
+    ((measured, _modulus),) = fit.rotation_pairs()
+    assert fit.n_components == components and round(measured) == period

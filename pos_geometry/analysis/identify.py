@@ -63,6 +63,15 @@ class Identification(Result):
     reason: str
     provenance: Provenance
 
+    def pair_columns(self) -> tuple[np.ndarray, np.ndarray]:
+        """The column indices of each rotation plane's sine and cosine, ``(d/2,)`` each, in the order of
+        :attr:`frequencies` (a formula's layout and order; not defined for learned or unknown tables)."""
+        if not self.is_formula or self.frequencies is None:
+            raise InvalidArgumentError(
+                f"pair_columns needs a sinusoidal or rotary table; this one is {self.kind}."
+            )
+        return _pairs(2 * len(self.frequencies), str(self.layout), str(self.order))
+
     @property
     def is_formula(self) -> bool:
         """Whether the table is a sinusoidal or rotary formula (to :data:`TOLERANCE`)."""

@@ -36,6 +36,7 @@ from typing import Any, Literal
 import numpy as np
 import torch
 
+from pos_geometry._dtypes import dtype_name
 from pos_geometry.analysis._inputs import as_batch, check_int, parse_window
 from pos_geometry.analysis._pca_solvers import fit_batch, resolve_n_iter
 from pos_geometry.analysis._results import Result
@@ -358,6 +359,12 @@ def pca(
     back = scale.to(coords.dtype).to(coords.device)
     coords = coords * back.view(-1, 1, 1)
     mean = mean * back.view(-1, 1)
+    if not bool(torch.isfinite(coords).all()):  # a row's coordinates can exceed the largest entry by √d
+        raise InvalidArgumentError(
+            f"the table's principal coordinates overflow {dtype_name(coords.dtype)} (its entries reach "
+            f"{float(scale.max()):.3g}, near the type's largest value {torch.finfo(coords.dtype).max:.3g}). "
+            "Convert the table to float64 first: table.to(dtype=torch.float64), or pg.load(..., dtype=torch.float64)."
+        )
 
     steps = []
     if (start, stop) != (0, data.shape[1]):

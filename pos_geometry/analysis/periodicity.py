@@ -49,6 +49,7 @@ import numpy as np
 import torch
 
 from pos_geometry import _progress
+from pos_geometry._limits import check_positions
 from pos_geometry.analysis._batch import BatchResult, pca_items, renamed
 from pos_geometry.analysis._fourier import (
     best_sinusoid,
@@ -119,7 +120,8 @@ class PeriodicityResult(Result):
     power; ``column_fraction`` is the share of columns with R² ≥ ``column_r2_threshold``. ``null``: the
     families a peak must beat (:data:`PERIODICITY_NULLS`); ``null_values``: per family, each surrogate's
     largest power-to-background ratio ``(n_surrogates,)`` (the max-T nulls; not serialised), drawn by
-    ``null_method``.
+    ``null_method``. ``offset_ratio`` ``(F₁,)`` and ``pc_ratio`` ``(n_components, F₂)``: each series' power over
+    the AR(1)-plus-white background fitted to it (the statistic the nulls test), on the same periods.
     """
 
     similarity: torch.Tensor
@@ -146,6 +148,21 @@ class PeriodicityResult(Result):
     null_values: dict[str, np.ndarray] | None = field(
         default=None, compare=False, metadata={"serialize": False}
     )
+    offset_ratio: torch.Tensor | None = None
+    pc_ratio: torch.Tensor | None = None
+
+    def significance_thresholds(self) -> dict[str, float]:
+        """Per null family, the power-to-background ratio a peak must exceed to reach p ≤ ``alpha`` against it
+        (the ``(m+1)``-th largest of the surrogates' largest ratios, ``m = ⌊α(S+1)⌋ − 1``); a peak is
+        significant when it exceeds every family's. Empty when the surrogates' values are not kept."""
+        if not self.null_values:
+            return {}
+        m = math.floor(self.alpha * (self.n_surrogates + 1) + 1e-9) - 1
+        out = {}
+        for null, values in self.null_values.items():
+            ranked = np.sort(np.asarray(values, dtype=np.float64))[::-1]
+            out[null] = float(ranked[m]) if 0 <= m < ranked.size else float("inf")
+        return out
 
     @property
     def dominant_periods(self) -> tuple[PeriodPeak, ...]:
@@ -349,6 +366,8 @@ def _analyse(
         null=" and ".join(PERIODICITY_NULLS),
         null_method=method,
         null_values=null_max,
+        offset_ratio=torch.from_numpy(obs_off),
+        pc_ratio=torch.from_numpy(obs_pc),
         min_p_value=1.0 / (n_surrogates + 1),
         window=window,
         n_positions=n,
@@ -447,6 +466,7 @@ def periodicity(
         raise InvalidArgumentError(
             f"periodicity needs at least 8 positions in the window; got {stop - start} (window {(start, stop)})."
         )
+    check_positions("periodicity", stop - start)
     n_components = min(n_components, rows[0].shape[1], stop - start)
     if isinstance(x, PCAResult):
         n_components = min(n_components, x.n_components_)

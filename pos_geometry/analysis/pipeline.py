@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pos_geometry import _progress
+from pos_geometry._limits import check_positions
 from pos_geometry.analysis._inputs import check_int, parse_window
 from pos_geometry.analysis._null_basis import check_null_method
 from pos_geometry.analysis._results import Result
@@ -253,6 +254,8 @@ def analyze(
     n_total, d = shape
     start, stop = parse_window(window, n_total)
     n = stop - start
+    if "periodicity" in chosen:  # before any decomposition: the similarity matrix is n × n
+        check_positions("analyze's periodicity", n)
     want = max(n_components, AUTO_CAP if "recurrence" in chosen else 0)
     k = min(want, n, d)
     res = pca(x, k, window=(start, stop), solver="exact")
@@ -326,7 +329,7 @@ _NULL_WORDS = {"red_noise": "red noise", "step_walk": "random walks of the table
 
 def _period_reason(per: PeriodicityResult) -> str:
     """Why the periodicity column says what it says, in one sentence."""
-    nulls = " and ".join(_NULL_WORDS.get(n, n) for n in per.null.split(","))
+    nulls = " and ".join(_NULL_WORDS.get(n, n) for n in per.null.split(" and "))
     if per.dominant_periods:
         top = per.dominant_periods[0]
         return f"{top.label}'s period {top.period:.4g} beats {nulls} (p = {top.p_value:.3g})"

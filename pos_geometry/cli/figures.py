@@ -36,7 +36,7 @@ def plot(
     device: str = DEVICE,
     offline: bool | None = OFFLINE,
 ) -> None:
-    """Write one 3D helix figure per model and a grid of all of them; print a summary line per model.
+    """Write one 3D helix figure per model and, for two or more, a grid of all of them; print a summary line per model.
 
     Files are named after the model (a local file: its name without the suffix) plus the
     revision, e.g. ``gpt2.html``, ``pythia-70m_step1000.png``, and ``grid.html``. Each table is
@@ -57,7 +57,7 @@ def plot(
         failed += broken
         written: list[Path] = []
         if done:
-            with progress("writing figures", len(done) + 1) as advance:
+            with progress("writing figures", len(done) + (len(done) > 1)) as advance:
                 stems = file_stems([arg for arg, _, _ in done], [pe for _, pe, _ in done])
                 for (_, _, a), stem in zip(done, stems, strict=True):
                     view = plot_helix(a.pca, fit=a.helix)
@@ -65,11 +65,12 @@ def plot(
                         save_figure(view, folder / f"{stem}.{f}", format=f, plotlyjs=plotlyjs) for f in fmts
                     ]
                     advance(stem)
-                grid = plot_helix_grid([a.pca for _, _, a in done], cols=min(3, len(done)))
-                written += [
-                    save_figure(grid, folder / f"grid.{f}", format=f, plotlyjs=plotlyjs) for f in fmts
-                ]
-                advance("grid")
+                if len(done) > 1:  # a grid of one model would repeat its figure
+                    grid = plot_helix_grid([a.pca for _, _, a in done], cols=min(3, len(done)))
+                    written += [
+                        save_figure(grid, folder / f"grid.{f}", format=f, plotlyjs=plotlyjs) for f in fmts
+                    ]
+                    advance("grid")
         console = out_console()
         for _, _, a in done:
             console.print(a.line(), markup=False)

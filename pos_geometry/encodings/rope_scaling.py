@@ -36,6 +36,7 @@ from typing import Any
 
 import torch
 
+from pos_geometry._describe import describe
 from pos_geometry.errors import InvalidArgumentError
 
 __all__ = ["ROPE_TYPES", "RopeScaling", "read_scaling", "scaled_frequencies"]
@@ -91,11 +92,58 @@ def _rope_type(value: Mapping[str, Any], key: str) -> str:
     return rope_type
 
 
+# (lowest, highest) of each rope-scaling parameter; a number outside, or not a finite real number, is refused
+_BOUNDS: dict[str, tuple[float, float]] = {
+    "factor": (1e-6, 1e6),
+    "short_factor": (1e-6, 1e6),
+    "long_factor": (1e-6, 1e6),
+    "low_freq_factor": (1e-6, 1e6),
+    "high_freq_factor": (1e-6, 1e6),
+    "beta_fast": (1e-6, 1e6),
+    "beta_slow": (1e-6, 1e6),
+    "attention_factor": (1e-6, 1e6),
+    "mscale": (0.0, 1e6),
+    "mscale_all_dim": (0.0, 1e6),
+}
+# (larger, smaller): the first must exceed the second when both are given
+_ORDERED = (("high_freq_factor", "low_freq_factor"), ("beta_fast", "beta_slow"))
+
+
+def _check_parameters(key: str, rope_type: str, params: Mapping[str, Any]) -> None:
+    """Each scaling parameter a finite real number within its bounds (a list of them for the longrope
+    factors), and the ordered pairs in order; else :class:`InvalidArgumentError` naming the field, the
+    value and the rule. transformers only warns about most of these; a zero, subnormal, negative or
+    textual factor would otherwise give a NaN or infinite table, or a ZeroDivisionError."""
+    for name, (low, high) in _BOUNDS.items():
+        if name not in params:
+            continue
+        value = params[name]
+        values = (
+            value if name in ("short_factor", "long_factor") and isinstance(value, tuple | list) else [value]
+        )
+        for v in values:
+            number = not isinstance(v, bool) and isinstance(v, int | float) and math.isfinite(v)
+            if not number or not low <= v <= high:
+                raise InvalidArgumentError(
+                    f"config {key}.{name} (rope_type {rope_type!r}) is {describe(value)}: it must be "
+                    f"{'a list of numbers' if len(values) > 1 or value is not v else 'a finite number'} between "
+                    f"{low:g} and {high:g}. Fix the config (the model card or transformers' documentation of "
+                    f"rope_type {rope_type!r} gives the intended value)."
+                )
+    for larger, smaller in _ORDERED:
+        if larger in params and smaller in params and not params[larger] > params[smaller]:
+            raise InvalidArgumentError(
+                f"config {key}.{larger} ({params[larger]!r}) must be greater than {key}.{smaller} "
+                f"({params[smaller]!r}) for rope_type {rope_type!r}. Fix the config."
+            )
+
+
 def read_scaling(config: Mapping[str, Any], max_positions: int) -> RopeScaling:
     """The :class:`RopeScaling` of a config.json dict (v4 ``rope_scaling`` or v5 ``rope_parameters``).
 
-    Raises :class:`InvalidArgumentError` for an unknown rope type, a missing required field, or
-    two rope dicts that disagree on the type.
+    Raises :class:`InvalidArgumentError` for an unknown rope type, a missing required field, a parameter
+    that is not a finite number within its bounds (:data:`_BOUNDS`, :data:`_ORDERED`), or two rope dicts
+    that disagree on the type.
     """
     found: list[tuple[str, Mapping[str, Any], str]] = []
     for key in _SCALING_KEYS:
@@ -121,6 +169,7 @@ def read_scaling(config: Mapping[str, Any], max_positions: int) -> RopeScaling:
             f"config {key} has rope_type={rope_type!r} but no {', '.join(missing)}; transformers needs "
             "them to build the frequencies. Add them to the config."
         )
+    _check_parameters(key, rope_type, params)
     original = None
     if rope_type in ("yarn", "longrope", "llama3"):
         top = config.get("original_max_position_embeddings")

@@ -28,6 +28,7 @@ from typing import Any
 import torch
 
 from pos_geometry._device import resolve_device
+from pos_geometry._limits import check_config_int, check_elements
 from pos_geometry.embedding import PositionalEmbedding, Provenance
 from pos_geometry.encodings.rope_scaling import RopeScaling, read_scaling, scaled_frequencies
 from pos_geometry.encodings.sinusoidal import check_base, positive_int
@@ -234,13 +235,14 @@ def rotary_params(config: Mapping[str, Any], *, layer_type: str | None = None) -
                 "config has neither head_dim nor both hidden_size and num_attention_heads; the rotary head size "
                 f"cannot be determined. Keys present: {sorted(config)}."
             )
-        hidden, heads = positive_int("hidden_size", hidden), positive_int("num_attention_heads", heads)
+        hidden = check_config_int("hidden_size", positive_int("hidden_size", hidden))
+        heads = check_config_int("num_attention_heads", positive_int("num_attention_heads", heads))
         if hidden % heads:
             raise InvalidArgumentError(
                 f"hidden_size ({hidden}) is not divisible by num_attention_heads ({heads}); give head_dim explicitly."
             )
         head_dim = hidden // heads
-    head_dim = positive_int("head_dim", head_dim)
+    head_dim = check_config_int("head_dim", positive_int("head_dim", head_dim))
 
     rotary_dim = _first(config, ("rotary_dim",), used, "rotary dims")
     if rotary_dim is _MISSING:
@@ -293,6 +295,10 @@ def rotary_table(
     float64 on the CPU, then the table is cast to ``dtype`` and moved to ``device``.
     """
     n = params.max_positions if n_positions is None else positive_int("n_positions", n_positions)
+    check_elements(
+        "the rotary table (positions × rotary dimensions)", (n, params.rotary_dim),
+        "Pass n_positions=<positions> for a shorter table (the config's max_position_embeddings sets the default).",
+    )  # fmt: skip
     dev = resolve_device(device)
     angles = torch.arange(n, dtype=torch.float64)[:, None] * inverse_frequencies(params)[None, :]
     table = torch.empty(n, params.rotary_dim, dtype=torch.float64)

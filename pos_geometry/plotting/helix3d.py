@@ -29,7 +29,7 @@ from pos_geometry.plotting._style import (
 
 __all__ = ["block_means", "helix_curve", "helix_traces", "plot_helix", "scene_aspect", "scene_axes"]
 
-DEFAULT_CAMERA = {"eye": {"x": 1.6, "y": 1.6, "z": 0.9}, "up": {"x": 0, "y": 0, "z": 1}}
+DEFAULT_CAMERA = {"eye": {"x": 1.45, "y": 1.45, "z": 0.8}, "up": {"x": 0, "y": 0, "z": 1}}
 GRID_CAMERA = {"eye": {"x": 2.0, "y": 2.0, "z": 1.1}, "up": {"x": 0, "y": 0, "z": 1}}
 """Farther out than :data:`DEFAULT_CAMERA`: a small scene draws its tick labels and axis titles
 outside the box, and WebGL clips whatever falls outside the scene's domain."""
@@ -117,7 +117,9 @@ def helix_traces(
         marker["coloraxis"] = coloraxis
     else:
         marker.update(
-            colorscale=POSITION_COLORSCALE, showscale=showscale, colorbar={"title": {"text": "position"}}
+            colorscale=POSITION_COLORSCALE,
+            showscale=showscale,
+            colorbar={"title": {"text": "position"}, "len": 0.8, "thickness": 16},
         )
     traces = [
         go.Scatter3d(
@@ -261,7 +263,8 @@ def plot_helix(
     layout = base_layout(
         title if title is not None else auto,
         scene={**scene_axes(res, comps), **scene_aspect(res, comps), "camera": DEFAULT_CAMERA},
-        legend={"x": 0.0, "y": 0.0, "xanchor": "left", "yanchor": "bottom"},
-        margin={"l": 0, "r": 0, "t": 60, "b": 0},
+        # the legend in the top-left corner, clear of the axis labels the scene draws along its bottom edge
+        legend={"x": 0.0, "y": 1.0, "xanchor": "left", "yanchor": "top", "bgcolor": "rgba(255,255,255,0.75)"},
+        margin={"l": 0, "r": 0, "t": 50, "b": 0},
     )
     return go.Figure(data=traces, layout=layout)

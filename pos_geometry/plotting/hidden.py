@@ -32,7 +32,9 @@ OFFSET_VALUES: dict[str, str] = {
     "mean_logit": "mean pre-softmax logit",
 }
 
-# (metric, label, colour) per panel: shares; shape of pos (ratios in [0, 1]); scale-free sizes
+# (metric, label, colour) per panel: shares; shape of pos (ratios in [0, 1]); scale-free sizes. Every metric has
+# its own colour (one legend serves the three panels, so a colour must name one line), and the legend is
+# grouped by panel.
 _PANELS: tuple[tuple[str, tuple[tuple[str, str, str], ...]], ...] = (
     (
         "share of the hidden-state variance",
@@ -43,24 +45,24 @@ _PANELS: tuple[tuple[str, tuple[tuple[str, str, str], ...]], ...] = (
             ("relative_norm", "relative norm of pos (RMS)", "#08306b"),
             ("positional_floor", "positional share with no position (sampling floor)", "#bdbdbd"),
             ("positional_share_late", "positional, first positions left out", "#6baed6"),
-            ("positional_floor_late", "its sampling floor", "#d9d9d9"),
+            ("positional_floor_late", "its sampling floor", "#e0c9a6"),
         ),
     ),
     (
         "shape of pos[t]",
         (
-            ("top_k_ratio", "top-k ratio", POSITION_BLUE),
-            ("top_k_ratio_without_0", "top-k ratio without position 0", "#6baed6"),
+            ("top_k_ratio", "top-k ratio", "#2ca02c"),
+            ("top_k_ratio_without_0", "top-k ratio without position 0", "#98df8a"),
             ("smoothness", "low-frequency DCT share", FIT_COLOR),
-            ("max_cosine", "max cosine pos/context subspaces", TOKEN_RED),
+            ("max_cosine", "max cosine pos/context subspaces", "#9467bd"),
         ),
     ),
     (
         "sizes",
         (
-            ("stable_rank", "stable rank", POSITION_BLUE),
-            ("position0_norm_ratio", "‖pos[0]‖ / median ‖pos[t]‖", FIT_COLOR),
-            ("positional_over_floor", "positional share / sampling floor", "#08306b"),
+            ("stable_rank", "stable rank", "#8c564b"),
+            ("position0_norm_ratio", "‖pos[0]‖ / median ‖pos[t]‖", "#e377c2"),
+            ("positional_over_floor", "positional share / sampling floor", "#17becf"),
         ),
     ),
 )
@@ -84,14 +86,14 @@ def plot_hidden_metrics(result: HiddenPositions, *, title: str | None = None) ->
         rows=3, cols=1, shared_xaxes=True, subplot_titles=[p[0] for p in _PANELS], vertical_spacing=0.08
     )
     layers = list(result.layers)
-    for row, (_, lines) in enumerate(_PANELS, start=1):
-        for name, label, color in lines:
+    for row, (panel, lines) in enumerate(_PANELS, start=1):
+        for i, (name, label, color) in enumerate(lines):
             if name == "top_k_ratio" or name == "top_k_ratio_without_0":
                 label = label.replace("top-k", f"top-{result.n_components}")
             hover = f"layer %{{x}}<br>{label}: %{{y:.4f}}<extra></extra>"
             trace = go.Scatter(
                 x=layers, y=result.metric(name), mode="lines+markers", name=label, line={"color": color},
-                hovertemplate=hover,
+                hovertemplate=hover, legendgroup=panel, legendgrouptitle={"text": panel} if i == 0 else None,
             )  # fmt: skip
             fig.add_trace(trace, row=row, col=1)
     fig.update_xaxes(
@@ -103,7 +105,7 @@ def plot_hidden_metrics(result: HiddenPositions, *, title: str | None = None) ->
         f"{model_label(result.provenance)}: position in the hidden states<br>"
         f"<sub>{_corpus_note(result.corpus)}</sub>"
     )
-    fig.update_layout(**base_layout(label), height=820, legend={"orientation": "v"})
+    fig.update_layout(**base_layout(label), height=820, legend={"orientation": "v", "tracegroupgap": 18})
     return fig
 
 

@@ -18,6 +18,7 @@ from pos_geometry.analysis._batch import BatchResult, renamed
 from pos_geometry.analysis.recurrence import RecurrenceFit, fit_recurrence
 from pos_geometry.errors import InvalidArgumentError
 from pos_geometry.plotting._style import FIT_COLOR, POSITION_BLUE, base_layout, title_for
+from pos_geometry.plotting.spectra import log_ticks
 
 __all__ = ["plot_recurrence"]
 
@@ -65,7 +66,7 @@ def plot_recurrence(
         rows=1,
         cols=2,
         subplot_titles=("eigenvalues of M", "h-step relative prediction error"),
-        horizontal_spacing=0.12,
+        horizontal_spacing=0.2,
     )
     theta = np.linspace(0, 2 * np.pi, 361)
     fig.add_trace(
@@ -113,7 +114,13 @@ def plot_recurrence(
         )
     fig.update_xaxes(title_text="Re λ", row=1, col=1)
     fig.update_yaxes(title_text="Im λ", scaleanchor="x", row=1, col=1)
-    fig.update_xaxes(title_text="horizon h (positions)", type="log", row=1, col=2)
+    # explicit ticks: plotly's own minor log ticks are bare digits ("2", "5") with no power of ten
+    fig.update_xaxes(title_text="horizon h (positions)", type="log", row=1, col=2, tickvals=hs,
+                     ticktext=[f"{h:g}" for h in hs])  # fmt: skip
+    errors = [v for e in (fit.prediction_error, fit.persistence_error) for v in e.values() if v > 0]
+    if errors:
+        ticks = log_ticks(min(errors), max(errors), (1, 2, 5)) or [min(errors), max(errors)]
+        fig.update_yaxes(tickvals=ticks, ticktext=[f"{t:g}" for t in ticks], row=1, col=2)
     fig.update_yaxes(title_text="relative error", type="log", row=1, col=2)
     mapping = "z[t+1] ≈ M z[t] + b" if fit.affine else "z[t+1] ≈ M z[t]"
     auto = title_for(

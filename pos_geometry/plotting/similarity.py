@@ -17,7 +17,7 @@ from pos_geometry.analysis._batch import BatchResult
 from pos_geometry.analysis.periodicity import PeriodicityResult
 from pos_geometry.errors import InvalidArgumentError
 from pos_geometry.plotting._data import as_numpy, periodicity_of
-from pos_geometry.plotting._style import KIND_DASH, base_layout, model_label, title_for, window_label
+from pos_geometry.plotting._style import base_layout, model_label, title_for, window_label
 
 __all__ = ["plot_similarity", "plot_similarity_by_offset"]
 
@@ -116,8 +116,8 @@ def plot_similarity_by_offset(
         title: replaces the automatic title.
 
     Returns:
-        a ``Figure`` with one ``Scatter`` line per item (x = offset 0..n-1, y = mean similarity);
-        dash = embedding kind.
+        a ``Figure`` with one ``Scatter`` line per item (x = offset 0..n-1, y = mean similarity), solid
+        (learned tables wider), grouped in the legend by embedding kind.
     """
     results = _results(items, window, periodicity_kwargs)
     if labels is not None and len(labels) != len(results):
@@ -141,7 +141,12 @@ def plot_similarity_by_offset(
                 y=y,
                 mode="lines",
                 name=name,
-                line={"dash": KIND_DASH.get(prov.kind, "solid")},
+                # solid lines: a dash pattern on a curve that oscillates every few offsets (a rotary table's fast
+                # planes) turns it into noise; the kind is told by width and the legend's groups instead
+                line={"width": 2.2 if prov.kind == "learned" else 1.3},
+                opacity=1.0 if prov.kind == "learned" else 0.8,
+                legendgroup=prov.kind,
+                legendgrouptitle={"text": prov.kind},
                 hovertemplate=f"{name}<br>offset %{{x}}: mean cosine %{{y:.3f}}<extra></extra>",
             )
         )

@@ -1,11 +1,14 @@
-"""Power spectra of the periodicity analysis, with the significant periods marked.
+"""Spectra of the periodicity analysis as they are tested: each series' power over its background, the
+level each null sets, and the significant periods marked.
 
 Series (from :func:`~pos_geometry.analysis.periodicity.periodicity`): the mean-similarity-by-offset
-curve and ``"PC1"``, ``"PC2"``... (the PCA coordinates). Each is the normalised tapered power
-against period (positions, log axis), drawn over the range of periods that carry power. Every peak
-with a p-value ≤ ``alpha`` gets a marker in its series' colour and one legend entry
-``"PC1 peak: period 530.3 ± 2.1, p = 0.005"``: labels live in the legend, so close peaks never
-crowd each other or cross arrows.
+curve and ``"PC1"``, ``"PC2"``... (the PCA coordinates). Each is drawn as its tapered power over the
+AR(1)-plus-white background fitted to it (the statistic the nulls test, log axis) against period
+(positions, log axis). A horizontal line per null family marks the ratio a peak must exceed for p ≤ α
+against that family; a period is significant when it clears every line. Every significant peak gets a
+marker on its own curve, in its series' colour, and one legend entry
+``"PC1 peak: period 530.3 ± 2.1, p = 0.005"``: labels live in the legend, so close peaks never crowd each
+other or cross arrows. A result without those ratios (read from an older JSON) is drawn as shares of power.
 """
 
 from __future__ import annotations
@@ -24,6 +27,11 @@ from pos_geometry.plotting._style import base_layout, title_for
 __all__ = ["log_ticks", "peak_label", "period_range", "plot_spectrum", "series_label"]
 
 _SERIES_LABEL = {"mean_similarity": "mean similarity by offset"}
+_DASHES = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot")
+_NULL_LINES = {
+    "red_noise": ("red noise", "dash"),
+    "step_walk": ("random walks of its steps", "dot"),
+}
 _COLORS = ("#636efa", "#ef553b", "#00cc96", "#ab63fa", "#ffa15a", "#19d3f3", "#ff6692", "#b6e880")
 _SYMBOLS = ("circle", "square", "diamond", "triangle-up", "cross", "star", "x", "pentagon")
 _VISIBLE = 0.005
@@ -41,13 +49,21 @@ def peak_label(peak: PeriodPeak) -> str:
     return f"period {peak.period:.1f}{spread}, p = {peak.p_value:.3g}"
 
 
-def _series(res: PeriodicityResult) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-    out = {"mean_similarity": (as_numpy(res.offset_periods), as_numpy(res.offset_spectrum))}
-    pc_power = as_numpy(res.pc_spectrum)
-    pc_periods = as_numpy(res.pc_periods)
-    for i in range(pc_power.shape[0]):
-        out[f"PC{i + 1}"] = (pc_periods, pc_power[i])
+def _series(res: PeriodicityResult, ratio: bool) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Each series' ``(periods, values)``: power over background when ``ratio``, else share of power."""
+    off = res.offset_ratio if ratio else res.offset_spectrum
+    pcs = res.pc_ratio if ratio else res.pc_spectrum
+    out = {"mean_similarity": (as_numpy(res.offset_periods), as_numpy(off))}
+    pc_values, pc_periods = as_numpy(pcs), as_numpy(res.pc_periods)
+    for i in range(pc_values.shape[0]):
+        out[f"PC{i + 1}"] = (pc_periods, pc_values[i])
     return out
+
+
+def _on_curve(periods: np.ndarray, values: np.ndarray, period: float) -> float:
+    """The curve's value at ``period`` (linear in log period), so a marker sits on its own curve."""
+    order = np.argsort(periods)
+    return float(np.interp(np.log(period), np.log(periods[order]), values[order]))
 
 
 def period_range(
@@ -69,12 +85,12 @@ def period_range(
     return lo, hi
 
 
-def log_ticks(lo: float, hi: float) -> list[float]:
-    """Round periods (1, 2, 3, 5 times a power of ten) inside ``[lo, hi]``, for a readable log axis."""
+def log_ticks(lo: float, hi: float, mantissas: Sequence[int] = (1, 2, 3, 5)) -> list[float]:
+    """Round values (``mantissas`` times a power of ten) inside ``[lo, hi]``, for a readable log axis."""
     ticks = [
-        m * 10.0**e
+        float(f"{m}e{e}")
         for e in range(int(np.floor(np.log10(lo))), int(np.ceil(np.log10(hi))) + 1)
-        for m in (1, 2, 3, 5)
+        for m in mantissas
     ]
     return [t for t in ticks if lo <= t <= hi]
 
@@ -99,41 +115,48 @@ def plot_spectrum(
 
     Returns:
         a ``Figure``: one ``Scatter`` line per series (x = period, log scale, limited to the periods
-        that carry power; y = share of power), then one marker trace per significant peak in its
-        series' colour, named ``"<series> peak: period … ± …, p = …"`` (the label is the legend
-        entry: no annotations), then optionally one trace of the insignificant peaks.
+        that carry power; y = power over the series' background, log scale), then one marker trace per
+        significant peak on its own curve, named ``"<series> peak: period … ± …, p = …"`` (the label is the
+        legend entry: no annotations), optionally one trace of the insignificant peaks, then one horizontal
+        line per null family at the ratio that reaches p = α against it.
     """
     res = periodicity_of(x, window=window, **periodicity_kwargs)
-    available = _series(res)
+    ratio = res.offset_ratio is not None and res.pc_ratio is not None
+    available = _series(res, ratio)
     wanted = list(available) if series is None else [series] if isinstance(series, str) else list(series)
     unknown = [s for s in wanted if s not in available]
     if unknown or not wanted:
         raise InvalidArgumentError(f"series must be among {list(available)}; got {series!r}.")
     fig = go.Figure()
     color = {name: _COLORS[list(available).index(name) % len(_COLORS)] for name in wanted}
-    for name in wanted:
-        periods, power = available[name]
+    dash = {name: _DASHES[list(available).index(name) % len(_DASHES)] for name in wanted}
+    unit = "power over background" if ratio else "power"
+    for name in reversed(wanted):  # PC1 drawn last, on top; dashes tell overlapping curves apart
+        periods, values = available[name]
         label = series_label(name)
         fig.add_trace(
             go.Scatter(
                 x=periods,
-                y=power,
+                y=values,
                 mode="lines",
                 name=label,
-                line={"color": color[name]},
-                hovertemplate=f"{label}<br>period %{{x:.1f}}<br>power %{{y:.4f}}<extra></extra>",
+                line={"color": color[name], "dash": dash[name], "width": 3 if name == wanted[0] else 2},
+                hovertemplate=f"{label}<br>period %{{x:.1f}}<br>{unit} %{{y:.4g}}<extra></extra>",
             )
         )
+    fig.data = tuple(reversed(fig.data))  # legend in series order
     peaks = [p for p in res.peaks if p.series in wanted]
     significant = sorted(
         (p for p in peaks if p.significant), key=lambda p: (wanted.index(p.series), p.period)
     )
+    hollow = [p for p in peaks if not p.significant] if show_insignificant else []
+    at = {id(p): _on_curve(*available[p.series], p.period) for p in [*significant, *hollow]}
     for i, p in enumerate(significant):
         label = f"{series_label(p.series)} peak: {peak_label(p)}"
         fig.add_trace(
             go.Scatter(
                 x=[p.period],
-                y=[p.power_fraction],
+                y=[at[id(p)]],
                 mode="markers",
                 name=label,
                 legendgroup="peaks",
@@ -147,12 +170,11 @@ def plot_spectrum(
                 hovertemplate=label + "<extra></extra>",
             )
         )
-    hollow = [p for p in peaks if not p.significant] if show_insignificant else []
     if hollow:
         fig.add_trace(
             go.Scatter(
                 x=[p.period for p in hollow],
-                y=[p.power_fraction for p in hollow],
+                y=[at[id(p)] for p in hollow],
                 mode="markers",
                 name="not significant",
                 marker={"size": 9, "symbol": "circle-open", "color": "grey"},
@@ -161,9 +183,36 @@ def plot_spectrum(
             )
         )
     curves = [available[name] for name in wanted]
-    top = max(float(np.max(power)) for _, power in curves)
+    top = max(float(np.max(values)) for _, values in curves)
     lo, hi = period_range(curves, [p.period for p in [*significant, *hollow]], float(res.n_positions))
+    levels = res.significance_thresholds() if ratio else {}
+    for null, level in levels.items():
+        words, line_dash = _NULL_LINES.get(null, (null.replace("_", " "), "dash"))
+        if np.isfinite(level):
+            fig.add_trace(
+                go.Scatter(
+                    x=[lo, hi],
+                    y=[level, level],
+                    mode="lines",
+                    name=f"p = {res.alpha:g} vs {words}: {level:.3g}",
+                    legendgroup="nulls",
+                    legendgrouptitle={"text": f"null levels ({res.n_surrogates} surrogates each)"},
+                    line={"color": "#444444", "dash": line_dash, "width": 1.5},
+                    hoverinfo="skip",
+                )
+            )
     auto = title_for(res.provenance, tuple(res.window), prefix="Spectra") + f" · α={res.alpha:g}"
+    finite = [v for v in levels.values() if np.isfinite(v)]
+    if ratio:
+        floor, ceiling = max(top * 1e-3, 1e-12), max([top, *finite]) * 1.6
+        yaxis = {
+            "title": {"text": "power over its fitted red-noise background (log scale)"},
+            "type": "log",
+            "range": [float(np.log10(floor)), float(np.log10(ceiling))],
+            "tickvals": log_ticks(floor, ceiling, (1, 2, 5)),
+        }
+    else:
+        yaxis = {"title": {"text": "share of power"}, "range": [0, top * 1.08], "rangemode": "tozero"}
     fig.update_layout(
         base_layout(
             title if title is not None else auto,
@@ -173,7 +222,7 @@ def plot_spectrum(
                 "range": [float(np.log10(lo)), float(np.log10(hi))],
                 "tickvals": log_ticks(lo, hi),
             },
-            yaxis={"title": {"text": "share of power"}, "range": [0, top * 1.08], "rangemode": "tozero"},
+            yaxis=yaxis,
             legend={"tracegroupgap": 12},
         )
     )

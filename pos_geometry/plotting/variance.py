@@ -43,7 +43,8 @@ def plot_explained_variance(
 
     Returns:
         a ``Figure`` of ``Scatter`` lines; y is in percent of the total variance of each table.
-        Dash = kind (learned solid, rotary dashed, sinusoidal dotted); legend grouped by kind.
+        Dash = kind (learned solid, rotary dashed, sinusoidal dotted); legend grouped by kind. Tables of
+        different widths get a note on the figure saying so.
     """
     if isinstance(n_components, bool) or not isinstance(n_components, int) or n_components < 1:
         raise InvalidArgumentError(f"n_components must be a positive integer; got {n_components!r}.")
@@ -85,4 +86,15 @@ def plot_explained_variance(
     )
     if cumulative:
         fig.update_yaxes(range=[0, 101])
+    widths = sorted({int(r.n_features_) for r in results})
+    if len(widths) > 1:  # a d-column table holds all its variance in d components: say so on the figure
+        shown = ", ".join(map(str, widths[:-1])) + f" and {widths[-1]}"
+        fig.add_annotation(
+            text=(
+                f"The tables have {shown} columns: each % is of its own table's variance, and a d-column "
+                "table reaches 100% by component d."
+            ),
+            xref="paper", yref="paper", x=0.0, y=1.0, yanchor="bottom", xanchor="left", showarrow=False,
+            font={"size": 11, "color": "#555555"},
+        )  # fmt: skip
     return fig

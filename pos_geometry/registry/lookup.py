@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from functools import cache
 from typing import Any
 
+from pos_geometry._names import check_revision_name
 from pos_geometry.errors import (
     InvalidArgumentError,
     NoLearnedTableError,
@@ -184,6 +185,7 @@ def check_revision(spec: ModelSpec | str, revision: str | None) -> str:
             f"revision must be a non-empty string (a branch, tag, commit hash or checkpoint name) or None; "
             f"got {revision!r}."
         )
+    check_revision_name(revision)
     schedule = spec.schedule
     parsed = parse_checkpoint(revision)
     if schedule is None or parsed is None or revision in schedule:

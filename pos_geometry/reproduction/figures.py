@@ -11,15 +11,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+import numpy as np
 import plotly.graph_objects as go
 
-from pos_geometry.analysis.pca import PCAResult
+from pos_geometry.analysis.pca import PCAResult, pca
 from pos_geometry.analysis.pipeline import Analysis
 from pos_geometry.embedding import PositionalEmbedding, TokenEmbedding
 from pos_geometry.plotting._style import model_label
 from pos_geometry.plotting.columns import plot_columns
 from pos_geometry.plotting.grid import plot_helix_grid
-from pos_geometry.plotting.helix3d import block_means, plot_helix
+from pos_geometry.plotting.helix3d import block_means, helix_curve, plot_helix
 from pos_geometry.plotting.similarity import plot_similarity, plot_similarity_by_offset
 from pos_geometry.plotting.spectra import plot_spectrum
 from pos_geometry.plotting.tokens import plot_token_positions
@@ -30,6 +31,29 @@ __all__ = ["Figures", "blog_figures"]
 Figures = dict[str, tuple[go.Figure, str]]
 
 _BLOCK = 32  # rows per block mean, as in the post's overlay
+
+
+def _early_misfit(table: PositionalEmbedding, analysis: Analysis) -> str:
+    """A sentence on the leading positions the fitted helix misses (distance to the fit > 2× the median
+    distance, for most positions up to the last such one in the first half), or ``""`` when there are none."""
+    fit = analysis.helix
+    if fit is None or fit.period is None:
+        return ""
+    a, b = analysis.window
+    coords = np.asarray(analysis.pca.transform(table)[:, :3], dtype=np.float64)
+    dist = np.linalg.norm(coords - helix_curve(fit, np.arange(a, b)), axis=1)
+    far = dist > 2 * np.median(dist)
+    half = far[: (b - a) // 2]
+    if not half.any():
+        return ""
+    last = int(np.nonzero(half)[0].max())
+    if far[: last + 1].mean() < 0.5:
+        return ""
+    return (
+        f" The fit misses positions {a}–{a + last} (distance to the fit more than twice the median, up to "
+        f"{float(dist[: last + 1].max() / np.median(dist)):.0f}×): they curl into a tighter loop than one helix "
+        "with a linear drift allows; the rows 100–1023 view leaves them out."
+    )
 
 
 def _gpt2_figures(gpt2: PositionalEmbedding, analysis: Analysis, windows: Mapping[str, PCAResult]) -> Figures:
@@ -49,7 +73,8 @@ def _gpt2_figures(gpt2: PositionalEmbedding, analysis: Analysis, windows: Mappin
             "GPT-2 small's positional table in its top 3 principal components (raw weights, PCA centred over "
             + ("positions), with the fitted helix" if drawn else "positions; no helix is drawn: "
                + (fit.reason if fit is not None else analysis.notes.get("helix", "not fitted")))
-            + f", and the means of {_BLOCK}-row blocks projected into the same basis.",
+            + f", and the means of {_BLOCK}-row blocks projected into the same basis."
+            + (_early_misfit(gpt2, analysis) if drawn else ""),
         ),
     }  # fmt: skip
     for name, stem, caption in (
@@ -76,6 +101,35 @@ def _gpt2_figures(gpt2: PositionalEmbedding, analysis: Analysis, windows: Mappin
     return figs
 
 
+def _slow_planes(table: PositionalEmbedding, analysis: Analysis) -> tuple[PCAResult, str] | None:
+    """PC1–3 of a rotary table's slow rotation planes (those turning at most 4 times over the table, at least
+    the two slowest), with a subplot title; None when the table is not identified as a formula. PCA of the
+    whole table is arbitrary here (every plane holds the same variance) and its fast planes scatter the points."""
+    ident = analysis.identity
+    if ident is None or not ident.is_formula or ident.frequencies is None:
+        return None
+    n = analysis.n_positions
+    periods = 2 * np.pi / np.asarray(ident.frequencies, dtype=np.float64)
+    order = np.argsort(-periods)
+    keep = [int(i) for i in order if periods[i] >= n / 4] or [int(i) for i in order[:2]]
+    keep = keep if len(keep) >= 2 else [int(i) for i in order[:2]]
+    sines, cosines = ident.pair_columns()
+    cols = sorted(int(c) for i in keep for c in (sines[i], cosines[i]))
+    shortest = float(periods[keep].min())
+    sub = PositionalEmbedding(
+        table.matrix[:, cols],
+        table.provenance.with_processing(
+            f"columns {cols}: the {len(keep)} rotation planes of period >= {shortest:.0f}"
+        ),
+    )
+    res = pca(sub, 3, solver="exact")
+    share = float(res.explained_variance_ratio_[:3].sum())
+    return res, (
+        f"{model_label(table.provenance)} (rotary table): its {len(keep)} slowest planes (periods ≥ {shortest:.0f}) · "
+        f"PC1–3: {share:.0%}"
+    )
+
+
 def blog_figures(
     *,
     gpt2: tuple[PositionalEmbedding, Analysis, Mapping[str, PCAResult]] | None,
@@ -84,18 +138,21 @@ def blog_figures(
     rotary: Sequence[Analysis],
     reference: Sequence[Analysis],
     tokens: TokenEmbedding | None,
+    rotary_tables: Sequence[PositionalEmbedding] | None = None,
 ) -> Figures:
     """Every figure the available tables allow, drawn from results fitted upstream.
 
     ``gpt2``: GPT-2 small's table, its :class:`Analysis` and its truncation-window PCAs (None when
     missing); ``family``: the nine GPT-2s' analyses (None = missing); ``learned``: other learned
     tables for the comparison (GPT-1); ``rotary``: the rotary tables (Pythia, Mistral);
-    ``reference``: the sinusoidal table; ``tokens``: GPT-2 small's token embedding, or None. The
+    ``reference``: the sinusoidal table; ``tokens``: GPT-2 small's token embedding, or None;
+    ``rotary_tables``: the rotary tables themselves, in the order of ``rotary`` (their slow planes are
+    drawn; without them, the whole tables' PCA). The
     comparison analyses need a PCA (and a periodicity result for the similarity-by-offset figure).
     """
     figs: Figures = _gpt2_figures(*gpt2) if gpt2 is not None else {}
     found = [a for a in family.values() if a is not None]
-    if found:
+    if len(found) >= 2:  # a grid of one would repeat the helix figure
         missing = [name for name, a in family.items() if a is None]
         note = f" Missing here: {', '.join(missing)}." if missing else ""
         figs["gpt2_family_grid"] = (
@@ -132,15 +189,27 @@ def blog_figures(
             "Mean cosine similarity between positions p and p + Δ against the offset Δ, for each table.",
         )
     if rotary:
+        slow = [
+            _slow_planes(t, a) if t is not None else None
+            for t, a in zip(rotary_tables or [None] * len(rotary), rotary, strict=True)
+        ]
+        panels = [s if s is not None else (a.pca, None) for s, a in zip(slow, rotary, strict=True)]
+        titles = [
+            t if t is not None else f"{model_label(a.provenance)} (rotary table, whole)"
+            for (_, t), a in zip(panels, rotary, strict=True)
+        ]
         figs["rotary_tables"] = (
             plot_helix_grid(
-                [a.pca for a in rotary],
+                [p for p, _ in panels],
                 cols=len(rotary),
+                titles=titles,
                 title="Rotary models have no learned positional matrix: their exact rotary tables",
             ),
             "Pythia and Mistral shown as what they are: the cos/sin tables of their rotary embeddings, built from "
             "their configs. They are not learned matrices, no 'W_pos' is plotted for them, and no helix is "
-            "fitted to them.",
+            "fitted to them. Each panel shows the PCA of the table's slow rotation planes (those turning at most "
+            "4 times over the window): every plane of a rotary table holds the same variance, so PCA of the whole "
+            "table mixes planes arbitrarily, and its fast planes scatter consecutive positions into a cloud.",
         )
     if gpt2 is not None and tokens is not None:
         figs["gpt2_tokens"] = (

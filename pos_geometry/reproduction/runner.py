@@ -249,6 +249,7 @@ def reproduce_blog_post(
         family=family,
         learned=learned,
         rotary=rotary,
+        rotary_tables=[tables[n] for n in ROTARY_MODELS if tables[n] is not None],
         reference=reference,
         tokens=token_table,
     )

@@ -42,6 +42,7 @@ from safetensors import SafetensorError, safe_open
 from safetensors.torch import save
 
 from pos_geometry._files import atomic_write, atomic_writer
+from pos_geometry._names import inside
 from pos_geometry.errors import InvalidArgumentError
 from pos_geometry.sources.keys import select_key
 from pos_geometry.sources.tensor_record import TensorRecord, Which, dtype_name
@@ -117,7 +118,7 @@ def commit_dir(repo_id: str, commit: str) -> Path:
 
 
 def _tensor_path(repo_id: str, commit: str, key: str) -> Path:
-    return commit_dir(repo_id, commit) / (_safe_name(key) + _SUFFIX)
+    return inside(commit_dir(repo_id, commit) / (_safe_name(key) + _SUFFIX), cache_dir())
 
 
 def _load(path: Path, repo_id: str, commit: str, key: str | None) -> TensorRecord | None:
@@ -263,7 +264,7 @@ def store_tensor(repo_id: str, commit: str, record: TensorRecord) -> Path:
 
 
 def _result_path(repo_id: str, commit: str, name: str) -> Path:
-    return commit_dir(repo_id, commit) / ("@" + _safe_name(name) + _SUFFIX)
+    return inside(commit_dir(repo_id, commit) / ("@" + _safe_name(name) + _SUFFIX), cache_dir())
 
 
 def store_result(
@@ -313,7 +314,7 @@ def _ref_path(repo_id: str, revision: str) -> Path:
         raise InvalidArgumentError(
             "a revision name must be a non-empty string, e.g. 'main' or 'checkpoint-400'."
         )
-    return _repo_dir(repo_id) / "refs" / _safe_name(revision)
+    return inside(_repo_dir(repo_id) / "refs" / _safe_name(revision), cache_dir())
 
 
 def cached_ref(repo_id: str, revision: str) -> str | None:

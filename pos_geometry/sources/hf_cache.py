@@ -17,6 +17,7 @@ from pathlib import Path
 from huggingface_hub import constants, try_to_load_from_cache
 from huggingface_hub.file_download import repo_folder_name
 
+from pos_geometry._names import check_file_name, check_revision_name, inside
 from pos_geometry.sources.byte_source import FileByteSource
 from pos_geometry.sources.cache import is_commit
 from pos_geometry.sources.local import read_checkpoint_tensor
@@ -35,7 +36,10 @@ def hf_cached_ref(repo_id: str, revision: str) -> str | None:
     """The commit ``refs/<revision>`` of the HF cache points to, else ``None``."""
     if is_commit(revision):
         return revision
+    check_revision_name(revision)
     path = hf_repo_dir(repo_id) / "refs" / revision
+    if path.exists():
+        inside(path, hf_repo_dir(repo_id))  # a planted link under refs/ must not lead out of the cache
     try:
         commit = path.read_text().strip()
     except (OSError, ValueError):
@@ -53,6 +57,8 @@ def hf_cached_revisions(repo_id: str) -> tuple[str, ...]:
 
 def hf_cached_file(repo_id: str, commit: str, filename: str) -> Path | None:
     """The snapshot path of ``filename`` at ``commit`` if it is in the HF cache, else ``None``."""
+    check_file_name(filename)
+    check_revision_name(commit)
     found = try_to_load_from_cache(repo_id, filename, revision=commit)
     return Path(found) if isinstance(found, str) and os.path.isfile(found) else None
 

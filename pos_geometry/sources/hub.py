@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import json
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -34,6 +33,8 @@ from huggingface_hub import HfApi, constants, get_hf_file_metadata, hf_hub_downl
 from huggingface_hub import errors as hf_errors
 from huggingface_hub.utils import validate_repo_id
 
+from pos_geometry._limits import read_config_json
+from pos_geometry._names import check_revision_name
 from pos_geometry.errors import (
     AccessDeniedError,
     CheckpointFormatError,
@@ -221,7 +222,7 @@ def resolve_commit(repo_id: str, revision: str | None = None, *, offline: bool |
         NotCachedError: offline (or the Hub unreachable) and the revision was never resolved here.
     """
     _check_repo_id(repo_id)
-    rev = revision or constants.DEFAULT_REVISION
+    rev = check_revision_name(revision or constants.DEFAULT_REVISION)
     if is_commit(rev):
         return rev
     if is_offline(offline):
@@ -247,7 +248,7 @@ def read_config(
     fetched); reads nothing but ``config.json``.
     """
     _check_repo_id(repo_id)
-    rev = revision or constants.DEFAULT_REVISION
+    rev = check_revision_name(revision or constants.DEFAULT_REVISION)
     with deadline(), _hub_errors(repo_id, rev, "config.json"):
         path = Path(
             hf_hub_download(
@@ -258,16 +259,7 @@ def read_config(
     commit = (
         path.parent.name if is_commit(path.parent.name) else resolve_commit(repo_id, rev, offline=offline)
     )
-    try:
-        config = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise CheckpointFormatError(
-            f"config.json of {_where(repo_id, rev)} is not valid JSON ({exc}); delete {path} and retry."
-        ) from None
-    if not isinstance(config, dict):
-        raise CheckpointFormatError(
-            f"config.json of {_where(repo_id, rev)} must be a JSON object; got a {type(config).__name__}."
-        )
+    config = read_config_json(path, f"config.json of {_where(repo_id, rev)} ({path})")
     return config, commit
 
 
@@ -347,7 +339,7 @@ def read_hub_tensor(
     """
     check_which(which)
     _check_repo_id(repo_id)
-    rev = revision or constants.DEFAULT_REVISION
+    rev = check_revision_name(revision or constants.DEFAULT_REVISION)
     commit = _local_commit(repo_id, rev)
     if commit is not None:
         hints = _Hints(preferred, tuple(files))
@@ -444,7 +436,7 @@ def read_hub_tensor_pinned(
     _check_repo_id(repo_id)
     if not is_commit(commit):
         raise InvalidArgumentError(f"commit must be a 40-hex commit hash; got {commit!r}.")
-    rev = revision or commit
+    rev = check_revision_name(revision or commit)
     hit = cached_table(repo_id, commit, which, key) or read_from_hf_cache(repo_id, commit, which, key)
     if hit is not None:
         return hit

@@ -18,6 +18,7 @@ import numpy as np
 import torch
 
 from pos_geometry._describe import describe
+from pos_geometry._limits import check_elements, check_inflate
 from pos_geometry.errors import CheckpointFormatError
 from pos_geometry.sources._zip import (
     SliceSource,
@@ -89,6 +90,7 @@ def read_npy(src: ByteSource) -> torch.Tensor:
     """
     shape, fortran, dtype, start = npy_header(src)
     nbytes = math.prod(shape) * dtype.itemsize
+    check_elements(f"the array in {src.name!r}", shape, "Check the file's .npy header.")
     if start + nbytes > src.size:
         raise CheckpointFormatError(
             f"{src.name!r} is truncated: shape {shape} of {dtype} needs {nbytes} bytes after the header, "
@@ -117,6 +119,7 @@ def read_npz_member(src: ByteSource, entry: ZipEntry) -> torch.Tensor:
             raise CheckpointFormatError(f"{name!r}: stored member with mismatched sizes. {_FIX}")
         view = SliceSource(src, member_offset(src, entry), entry.size, name=name)
         return read_npy(view)
+    check_inflate(f"the compressed member {name!r}", entry.size)
     return read_npy(BytesSource(read_member(src, entry, allow_deflate=True), name=name))
 
 

@@ -25,6 +25,7 @@ from typing import Any
 import torch
 
 from pos_geometry._dtypes import dtype_name
+from pos_geometry._limits import check_config_int
 from pos_geometry.encodings.rotary import (
     RotaryParams,
     as_transformers_config,
@@ -46,7 +47,7 @@ def _int_field(config: Mapping[str, Any], keys: tuple[str, ...], default: int | 
         if value is not None:
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise InvalidArgumentError(f"config {key} must be a positive int; got {value!r}.")
-            return value
+            return check_config_int(key, value)
     if default is None:
         raise InvalidArgumentError(f"config has none of {keys}; the attention shape cannot be read from it.")
     return default

@@ -11,6 +11,7 @@ from typing import Literal
 import torch
 
 from pos_geometry._dtypes import dtype_name
+from pos_geometry._limits import check_elements
 from pos_geometry.errors import InvalidArgumentError
 
 __all__ = [
@@ -77,6 +78,10 @@ def tensor_from_buffer(
     nbytes = math.prod(shape) * dtype.itemsize
     if nbytes == 0:
         return torch.empty(shape, dtype=dtype)
+    check_elements(
+        f"a {dtype_name(dtype)} tensor read from a checkpoint", tuple(shape),
+        "Check the file: a declared shape this large is rarely a positional table or a q/k weight.",
+    )  # fmt: skip
     raw = torch.empty(nbytes, dtype=torch.uint8)
     fill(memoryview(raw.numpy()))
     if little_endian != (sys.byteorder == "little") and dtype.itemsize > 1:

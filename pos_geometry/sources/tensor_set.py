@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import contextvars
 import dataclasses
-import json
 import math
 import os
 import sys
@@ -36,6 +35,8 @@ from typing import Any
 import torch
 from huggingface_hub import hf_hub_download, hf_hub_url
 
+from pos_geometry._limits import read_config_json
+from pos_geometry._names import check_revision_name
 from pos_geometry.errors import (
     CheckpointFormatError,
     InvalidArgumentError,
@@ -396,12 +397,11 @@ def _local(path: Path, revision: str | None, model_id: str | None) -> Checkpoint
             return gguf_checkpoint(src, revision, model_id or os.fspath(path), str(path), path.parent)
     directory = path if path.is_dir() else path.parent
     cfg = directory / "config.json"
-    try:
-        config = json.loads(cfg.read_text())
-    except (OSError, ValueError) as exc:
+    if not cfg.is_file():
         raise CheckpointFormatError(
-            f"{str(cfg)!r} is missing or not valid JSON ({exc}); the model's attention layout is read from it."
-        ) from None
+            f"{str(cfg)!r} is missing; the model's attention layout is read from it. Give the model's folder."
+        )
+    config = read_config_json(cfg, repr(str(cfg)))
     return Checkpoint(
         config, model_id or os.fspath(path), revision, None, str(directory), _directory=directory
     )
@@ -414,7 +414,7 @@ def _hub(
     offline: bool | None,
     gguf_file: str | None = None,
 ) -> Checkpoint:
-    rev = revision or "main"
+    rev = check_revision_name(revision or "main")
     why = offline_reason(offline)
     off = why is not None
     files: tuple[str, ...] | None = None

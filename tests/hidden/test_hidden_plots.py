@@ -25,6 +25,10 @@ def test_metrics_figure_has_every_metric_against_the_layer(results):
     np.testing.assert_allclose(by_name["stable rank"].y, hidden.metric("stable_rank"))
     np.testing.assert_array_equal(by_name["positional"].x, [0, 1, 2])
     assert "token array: 6 x 40" in fig.layout.title.text
+    # one legend for three panels: every colour names one metric, and the legend is grouped by panel
+    colours = [trace.line.color for trace in fig.data]
+    assert len(set(colours)) == len(colours)
+    assert len({trace.legendgroup for trace in fig.data}) == 3
 
 
 def test_trajectory_has_one_frame_and_slider_step_per_layer(results):

@@ -33,6 +33,11 @@ def test_rotations_sit_on_the_unit_circle() -> None:
         == f"Recurrence z[t+1] ≈ M z[t] · array · rows 0–199 · PC1–4: {100 * float(ratio):.1f}%"
     )
     assert fig.layout.xaxis2.type == "log" and fig.layout.yaxis2.type == "log"
+    # labelled ticks only (plotly's own minor log ticks are bare "2", "5"): the horizons, and 1/2/5 x 10^k
+    assert list(fig.layout.xaxis2.tickvals) == [1, 4, 16, 64]
+    ticks = fig.layout.yaxis2.tickvals
+    assert ticks and all(f"{v:e}"[0] in "125" for v in ticks)
+    assert list(fig.layout.yaxis2.ticktext) == [f"{v:g}" for v in ticks]
 
 
 def test_from_a_fit_and_batch_error() -> None:

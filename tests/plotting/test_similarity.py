@@ -58,6 +58,7 @@ def test_several_models_share_the_chart(periodic_embedding, gpt2_wpe) -> None:
         alpha=0.05,
     )
     assert [t.name for t in fig.data] == ["toy", "gpt2"]
+    assert all(t.line.dash is None for t in fig.data)  # no dash pattern: fast oscillations stay readable
     assert all(len(t.y) == 101 for t in fig.data)
     assert fig.layout.showlegend is True
     assert fig.data[1].y[0] == pytest.approx(1.0, abs=1e-5)  # every row is similar to itself

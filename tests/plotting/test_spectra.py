@@ -16,19 +16,32 @@ def _peak_marks(fig):
 def test_spectra_and_significant_peaks(periodic_result) -> None:
     res = periodic_result
     fig = plot_spectrum(res)
-    lines = [t for t in fig.data if t.mode == "lines"]
+    lines = [t for t in fig.data if t.mode == "lines" and t.legendgroup != "nulls"]
     assert [t.name for t in lines] == ["mean similarity by offset", "PC1", "PC2", "PC3"]
     np.testing.assert_allclose(lines[0].x, res.offset_periods.numpy())
-    np.testing.assert_allclose(lines[0].y, res.offset_spectrum.numpy())
-    np.testing.assert_allclose(lines[2].y, res.pc_spectrum[1].numpy())
-    assert fig.layout.xaxis.type == "log"
+    # the axis is the tested statistic: each series' power over its fitted background
+    np.testing.assert_allclose(lines[0].y, res.offset_ratio.numpy())
+    np.testing.assert_allclose(lines[2].y, res.pc_ratio[1].numpy())
+    assert fig.layout.xaxis.type == "log" and fig.layout.yaxis.type == "log"
+    assert "background" in fig.layout.yaxis.title.text
+    assert len({t.line.dash for t in lines}) == len(lines)  # overlapping curves stay apart
     significant = [p for p in res.peaks if p.significant]
     assert significant, "the synthetic period-32 table must have significant peaks"
     assert all(abs(p.period - 32) < 0.5 for p in significant)
     marks = _peak_marks(fig)
-    assert sorted((t.x[0], t.y[0]) for t in marks) == sorted(
-        (p.period, p.power_fraction) for p in significant
-    )
+    assert sorted(t.x[0] for t in marks) == sorted(p.period for p in significant)
+    by_name = {t.name: t for t in lines}
+    for t in marks:  # each marker sits on its own curve
+        curve = by_name[t.name.partition(" peak: ")[0]]
+        order = np.argsort(curve.x)
+        on = np.interp(np.log(t.x[0]), np.log(np.asarray(curve.x)[order]), np.asarray(curve.y)[order])
+        assert t.y[0] == pytest.approx(on, rel=1e-9)
+    # one level per null family, the ratio a peak must clear for p <= alpha; every marked peak clears them all
+    levels = {t.name: t.y[0] for t in fig.data if t.legendgroup == "nulls"}
+    thresholds = res.significance_thresholds()
+    assert len(levels) == len(thresholds) == 2
+    assert sorted(levels.values()) == pytest.approx(sorted(thresholds.values()))
+    assert all(t.y[0] > max(thresholds.values()) for t in marks)
     # each peak is labelled once, in the legend, in words, in its series' colour: no arrows to cross
     assert fig.layout.annotations == ()
     colour = {t.name: t.line.color for t in lines}
@@ -38,6 +51,18 @@ def test_spectra_and_significant_peaks(periodic_result) -> None:
         assert rest.startswith("period 32.0") and ", p = " in rest
     assert len({t.marker.symbol for t in marks}) == len(marks)
     assert fig.layout.title.text == "Spectra · toy-periodic @ v1 · rows 0–159 · α=0.05"
+
+
+def test_significance_thresholds_agree_with_the_p_values(periodic_result) -> None:
+    """A ratio above every threshold has p <= alpha, one just below some threshold has p > alpha."""
+    res = periodic_result
+    levels = res.significance_thresholds()
+    for null, values in res.null_values.items():
+        above = levels[null] * (1 + 1e-9)
+        below = levels[null] * (1 - 1e-9)
+        p_above = (1 + int((values >= above).sum())) / (res.n_surrogates + 1)
+        p_below = (1 + int((values >= below).sum())) / (res.n_surrogates + 1)
+        assert p_above <= res.alpha < p_below
 
 
 def test_no_internal_key_anywhere(periodic_result) -> None:
@@ -52,8 +77,8 @@ def test_period_axis_fits_the_data(periodic_result) -> None:
     lo, hi = lo * (1 - 1e-9), hi * (1 + 1e-9)  # the log10 round trip
     # never beyond the window, and every period holding ≥ 0.5% of the tallest curve's power is shown
     assert hi <= res.n_positions * (1 + 1e-8)
-    curves = [(res.offset_periods.numpy(), res.offset_spectrum.numpy())]
-    curves += [(res.pc_periods.numpy(), row) for row in res.pc_spectrum.numpy()]
+    curves = [(res.offset_periods.numpy(), res.offset_ratio.numpy())]
+    curves += [(res.pc_periods.numpy(), row) for row in res.pc_ratio.numpy()]
     top = max(power.max() for _, power in curves)
     carrying = np.concatenate(
         [periods[(power >= 0.005 * top) & (periods <= res.n_positions)] for periods, power in curves]
@@ -65,7 +90,7 @@ def test_period_axis_fits_the_data(periodic_result) -> None:
 
 def test_series_selection_and_insignificant_peaks(periodic_result) -> None:
     fig = plot_spectrum(periodic_result, series="PC3", show_insignificant=True)
-    assert [t.name for t in fig.data if t.mode == "lines"] == ["PC3"]
+    assert [t.name for t in fig.data if t.mode == "lines" and t.legendgroup != "nulls"] == ["PC3"]
     pc3 = [p for p in periodic_result.peaks if p.series == "PC3"]
     assert pc3 and not any(p.significant for p in pc3)  # PC3 is noise
     (hollow,) = [t for t in fig.data if t.mode == "markers"]  # PC3 has no significant peak

@@ -38,6 +38,11 @@ def test_learned_and_rotary_side_by_side(gpt2_wpe) -> None:
     np.testing.assert_allclose(a.y, 100 * oracle, atol=0.05)
     assert np.all(np.diff(b.y) >= 0) and b.y[-1] <= 100.0001
     assert fig.layout.yaxis.range == (0, 101)
+    # tables of different widths: the figure says so (a d-column table reaches 100% by component d)
+    widths = (gpt2_wpe.shape[1], _rotary_table().shape[1])
+    (note,) = fig.layout.annotations
+    assert f"{min(widths)} and {max(widths)} columns" in note.text and "100% by component d" in note.text
+    assert plot_explained_variance([learned, learned], n_components=3).layout.annotations == ()
 
 
 def test_per_component_labels_and_batched_result() -> None:

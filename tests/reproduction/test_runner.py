@@ -136,6 +136,7 @@ def test_report_files(run):
     # a fitted curve only where the verdict supports one: GPT-2's helix, never the rotary tables
     assert '"name":"fitted helix (helix' in pages["gpt2_helix"]
     assert "fitted helix" not in pages["rotary_tables"] and "(rotary table)" in pages["rotary_tables"]
+    assert "slowest planes" in pages["rotary_tables"]  # drawn as planes that turn slowly, not a point cloud
     assert not list(result.out.rglob(".*tmp"))  # nothing half-written
     summary = result.summary_text()
     assert "variance_3d" in summary and "fetch gpt2-xl" in summary
@@ -190,11 +191,15 @@ def test_parse_model_paths(tmp_path: Path):
 def test_each_table_is_decomposed_once_per_window(run):
     """One reproduction decomposes each table once per window: GPT-2 small over its four windows and once
     more as TransformerLens centres it, the given gpt2-medium, GPT-1, the two rotary tables and the
-    sinusoidal reference. Nothing downstream (claims, figures) refits."""
+    sinusoidal reference, and the rotary figure's slow planes of each rotary table. Nothing else downstream
+    (claims, figures) refits."""
     _, _, calls = run
     assert len(calls) == len(set(calls)), sorted(calls)
     windows = sorted(w for _, w, _ in calls)
     # GPT-2 raw over 4 windows + rows 1..511 (Song & Zhong's stable rank) + centred over d_model, medium,
     # sinusoidal (all 1024 rows), GPT-1 (512), 2 rotary
     assert windows.count((1, 100)) == 1 and windows.count((1, 1024)) == 1 and windows.count((100, 1024)) == 1
-    assert len(calls) == 6 + 1 + 1 + 2 + 1, sorted(calls)
+    # + the rotary figure's PCA of each rotary table's slow planes (a column subset: another matrix)
+    slow = [c for c in calls if c[0][2] in (8, 64)]
+    assert len(slow) == 2, sorted(calls)
+    assert len(calls) == 6 + 1 + 1 + 2 + 1 + 2, sorted(calls)
