@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
 
-__all__ = ["atomic_write", "atomic_writer"]
+__all__ = ["atomic_write", "atomic_writer", "remove_stale_temporaries"]
 
 
 @contextlib.contextmanager
@@ -48,3 +49,33 @@ def atomic_write(path: str | os.PathLike[str], data: bytes | str) -> Path:
     with atomic_writer(path) as fh:
         fh.write(payload)
     return Path(path)
+
+
+_TEMPORARY = re.compile(r"^\..+\.(\d+)-[0-9a-f]+\.tmp$")  # atomic_writer's names: .<name>.<pid>-<hex>.tmp
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError, OSError):
+        return True  # another user's process, or not ours to judge: keep its file
+    return True
+
+
+def remove_stale_temporaries(folder: str | os.PathLike[str]) -> int:
+    """Remove the temporary files (``.<name>.<pid>-<hex>.tmp``) that a writer killed mid-write (SIGKILL,
+    power loss: no ``finally`` ran) left in ``folder``: those whose process no longer runs on this machine.
+    Returns how many were removed. The finished files beside them are never touched."""
+    folder = Path(folder)
+    removed = 0
+    if not folder.is_dir():
+        return 0
+    for path in folder.iterdir():
+        match = _TEMPORARY.match(path.name)
+        if match and path.is_file() and not _running(int(match.group(1))):
+            with contextlib.suppress(OSError):
+                path.unlink()
+                removed += 1
+    return removed

@@ -41,7 +41,7 @@ from huggingface_hub.utils import validate_repo_id
 from safetensors import SafetensorError, safe_open
 from safetensors.torch import save
 
-from pos_geometry._files import atomic_write, atomic_writer
+from pos_geometry._files import atomic_write, atomic_writer, remove_stale_temporaries
 from pos_geometry._names import inside
 from pos_geometry.errors import InvalidArgumentError
 from pos_geometry.sources.keys import select_key
@@ -256,6 +256,7 @@ def store_tensor(repo_id: str, commit: str, record: TensorRecord) -> Path:
     raw = memoryview(tensor.reshape(-1).view(torch.uint8).numpy()) if tensor.numel() else memoryview(b"")
     meta = _meta(repo_id, commit, record.key, record.file, record.dtype, record.available_keys)
     path = _tensor_path(repo_id, commit, record.key)
+    remove_stale_temporaries(path.parent)  # a loader killed while writing here left its temporary file
     with atomic_writer(path) as fh:
         fh.write(_header(record.key, tensor.dtype, tuple(tensor.shape), meta))
         for offset in range(0, raw.nbytes, WRITE_CHUNK):
@@ -283,7 +284,9 @@ def store_result(
         {k: v.detach().to("cpu").contiguous() for k, v in tensors.items()},
         metadata={**(meta or {}), "repo_id": repo_id, "commit": commit, "result": name, "spec": spec},
     )
-    return atomic_write(_result_path(repo_id, commit, name), payload)
+    path = _result_path(repo_id, commit, name)
+    remove_stale_temporaries(path.parent)
+    return atomic_write(path, payload)
 
 
 def cached_result(

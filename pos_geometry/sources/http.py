@@ -27,6 +27,7 @@ and the overall deadline of :mod:`pos_geometry.sources._deadline` also raise
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import re
 from collections.abc import Callable, Iterator
 from contextvars import ContextVar
@@ -124,7 +125,10 @@ class HttpByteSource:
     etag: str | None = None
     bytes_read: int = field(default=0)
     requests: int = field(default=0)
+    validators: dict[str, str] = field(default_factory=dict)
     _windows: list[tuple[int, bytes]] = field(default_factory=list, repr=False)
+    _served: list[tuple[int, int, str]] = field(default_factory=list, repr=False)
+    _seen: bool = field(default=False, repr=False)
 
     def __post_init__(self) -> None:
         self.name = self.name or self.url
@@ -199,13 +203,16 @@ class HttpByteSource:
                         "was stopped."
                     )
             final_url, etag = str(response.url), response.headers.get("ETag")
+            validators = _validators(response.headers)
         if len(data) != last + 1:
             raise CheckpointFormatError(
                 f"{label!r}: the connection ended after {len(data)} of the {last + 1} bytes asked for (bytes "
                 f"0-{last}). Retry; if it persists, check the network or proxy."
             )
-        src = cls(final_url, name=label, size=size, timeout=timeout, etag=etag)
+        src = cls(final_url, name=label, size=size, timeout=timeout, etag=etag, validators=validators)
         src._windows = [(0, bytes(data))]
+        src._served = [(0, len(data), hashlib.sha256(data).hexdigest())]
+        src._seen = True
         src.bytes_read, src.requests = len(data), 1
         _counted(len(data), 1)
         return src
@@ -319,7 +326,10 @@ class HttpByteSource:
                 )
             self._check_content_range(response.headers.get("Content-Range"), start, last)
             self._check_etag(response.headers.get("ETag"))
+            self._check_validators(response.headers)
+            digest = hashlib.sha256()
             for chunk in response.iter_bytes():
+                digest.update(chunk)
                 remaining(self.url)  # the overall deadline, checked as the body trickles in
                 received += len(chunk)
                 if received > length:
@@ -335,6 +345,47 @@ class HttpByteSource:
                 f"{self.name!r}: the connection ended after {received} of the {length} bytes asked for "
                 f"(bytes {start}-{last}). Retry; if it persists, check the network or proxy."
             )
+        self._served.append((start, length, digest.hexdigest()))
+
+    @property
+    def pinned(self) -> bool:
+        """Whether the file's version is pinned by a validator the server sent (ETag, Last-Modified,
+        X-Repo-Commit, X-Linked-Etag). Without one, a swap between two range requests is only caught by
+        :meth:`verify`."""
+        return bool(self.validators)
+
+    def _check_validators(self, headers: Any) -> None:
+        """Every validator of the first answer must come back unchanged (a server that drops its ETag after
+        the first answer, or changes Last-Modified or the commit, is serving another version)."""
+        if not self._seen:  # the first answer sets the version every later one must match
+            self.validators, self._seen = _validators(headers), True
+            return
+        for name, first in self.validators.items():
+            now = headers.get(name)
+            if now is None:
+                raise self._changed(f"dropped its {name} header (first answer: {first[:80]!r})")
+            if now.removeprefix("W/") != first.removeprefix("W/"):
+                raise self._changed(f"answered with {name} {now[:80]!r} instead of {first[:80]!r}")
+
+    def verify(self) -> None:
+        """Read every range served so far again and compare digests: the check for a server that gives no
+        validator to pin. Raises :class:`RemoteError` when any range changed; costs the bytes again."""
+        served, self._served = list(self._served), []
+        try:
+            for start, length, digest in served:
+                self.requests += 1
+                _counted(0, 1)
+                again = hashlib.sha256()
+                with transport_errors(self.url):
+                    for chunk in self._chunks(start, length, self._range_headers(start, length)):
+                        again.update(chunk)
+                if again.hexdigest() != digest:
+                    raise self._changed(
+                        f"gave other bytes for {start}-{start + length - 1} when read again (no ETag, Last-Modified "
+                        "or commit header to pin its version)"
+                    )
+        finally:
+            self._served = served
 
     def _check_etag(self, etag: str | None) -> None:
         """Pin the file's version: every answer must carry the ETag of the first."""
@@ -370,6 +421,14 @@ class HttpByteSource:
                 f"{self.name!r}: the file is now {total} bytes, not the {self.size} announced when it was "
                 "opened; it changed on the server while being read. Retry."
             )
+
+
+VALIDATORS = ("ETag", "Last-Modified", "X-Repo-Commit", "X-Linked-Etag")
+"""Response headers that name a file's version; those of the first answer pin every later one."""
+
+
+def _validators(headers: Any) -> dict[str, str]:
+    return {name: str(headers[name]) for name in VALIDATORS if headers.get(name)}
 
 
 @contextlib.contextmanager

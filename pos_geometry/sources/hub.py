@@ -276,6 +276,19 @@ def _remote_source(repo_id: str, commit: str, filename: str) -> HttpByteSource:
     return HttpByteSource(meta.location, name=f"{repo_id}@{commit[:10]}/{filename}", size=int(meta.size))
 
 
+def _checked_origin(src: HttpByteSource) -> str:
+    """The record's origin. A source whose server sent no version validator (ETag, Last-Modified, the commit
+    headers) cannot be pinned: every range is read again and compared before the table is used or cached,
+    and the origin says so."""
+    if src.pinned:
+        return constants.ENDPOINT
+    src.verify()
+    return (
+        f"{constants.ENDPOINT}; the server sent no ETag, Last-Modified or commit header to pin the file's "
+        "version, so every range was read twice and compared"
+    )
+
+
 def _read_remote(
     repo_id: str,
     revision: str,
@@ -304,7 +317,8 @@ def _read_remote(
             wanted, name = shard_for(index, which, key, source, hints.preferred)
         src = _remote_source(repo_id, commit, name)
         record = read_checkpoint_tensor(src, which=which, key=wanted, preferred=hints.preferred)
-    return dataclasses.replace(record, file=name, origin=constants.ENDPOINT)
+        origin = _checked_origin(src)
+    return dataclasses.replace(record, file=name, origin=origin)
 
 
 def read_hub_tensor(
@@ -451,9 +465,8 @@ def read_hub_tensor_pinned(
             src = HttpByteSource.open_first(url, probe, name=f"{repo_id}@{commit[:10]}/{filename}")
         except hf_errors.RemoteEntryNotFoundError:  # another layout: list the files, read it the general way
             return read_hub_tensor(repo_id, revision=commit, which=which, key=key)[0]
-        record = dataclasses.replace(
-            read_checkpoint_tensor(src, which=which, key=key), file=filename, origin=constants.ENDPOINT
-        )
+        record = read_checkpoint_tensor(src, which=which, key=key)
+        record = dataclasses.replace(record, file=filename, origin=_checked_origin(src))
     if cache:
         _remember(repo_id, rev, commit, record)
     return record

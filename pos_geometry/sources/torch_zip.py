@@ -20,7 +20,7 @@ from typing import Any
 
 import torch
 
-from pos_geometry._describe import describe
+from pos_geometry._describe import describe, printable
 from pos_geometry.errors import CheckpointFormatError, InvalidArgumentError
 from pos_geometry.sources._pickle import FIX as _FIX
 from pos_geometry.sources._pickle import TensorRef, unpickle
@@ -54,17 +54,23 @@ class TorchZipIndex:
     little_endian: bool = True
 
 
-def _flatten(obj: Any, prefix: str, out: dict[str, TensorRef], depth: int, seen: set[int]) -> None:
+def _flatten(
+    obj: Any, prefix: str, out: dict[str, TensorRef], depth: int, seen: set[int], clashes: set[str]
+) -> None:
     """Collect tensor refs from nested dicts. Each dict is visited once (a pickle can alias one dict
     many times to make a naive walk exponential); ``dict.items`` is called unbound because BUILD
-    may have planted an ``items`` attribute on an unpickled OrderedDict; non-string keys are skipped."""
+    may have planted an ``items`` attribute on an unpickled OrderedDict; non-string keys are skipped.
+    A name reached twice (``{"a.b": t, "a": {"b": u}}``) keeps its first tensor and goes to ``clashes``."""
     if isinstance(obj, TensorRef):
+        if prefix in out:
+            clashes.add(prefix)
+            return
         out[prefix] = obj
     elif isinstance(obj, dict) and depth < _MAX_DEPTH and id(obj) not in seen:
         seen.add(id(obj))
         for k, v in dict.items(obj):
             if isinstance(k, str):
-                _flatten(v, f"{prefix}.{k}" if prefix else k, out, depth + 1, seen)
+                _flatten(v, f"{prefix}.{k}" if prefix else k, out, depth + 1, seen, clashes)
 
 
 def read_index(src: ByteSource) -> TorchZipIndex:
@@ -104,7 +110,19 @@ def read_index(src: ByteSource) -> TorchZipIndex:
             )
         little = value == b"little"
     tensors: dict[str, TensorRef] = {}
-    _flatten(root, "", tensors, 0, set())
+    clashes: set[str] = set()
+    _flatten(root, "", tensors, 0, set(), clashes)
+    for name in clashes:  # torch.load, and so transformers, gives the top-level tensor under its own name
+        top = dict.get(root, name)
+        if isinstance(top, TensorRef):
+            tensors[name] = top
+    ambiguous = sorted(n for n in clashes if not isinstance(dict.get(root, n), TensorRef))
+    if ambiguous:
+        raise CheckpointFormatError(
+            f"{src.name!r}: {len(ambiguous)} key(s) name two nested tensors once flattened (e.g. "
+            f"{printable(ambiguous[0], 80)!r}); which one is meant is ambiguous, and torch.load would give "
+            f"neither under that name. Re-save the state dict flat (one tensor per key). {_FIX}"
+        )
     return TorchZipIndex(MappingProxyType(entries), prefix, MappingProxyType(tensors), little)
 
 

@@ -17,18 +17,15 @@ non-finite, missing tensor) are stored; network failures are retried by the next
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
-import os
-import re
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
 import numpy as np
 
-from pos_geometry._files import atomic_write
+from pos_geometry._files import atomic_write, remove_stale_temporaries
 from pos_geometry.analysis._results import to_jsonable
 from pos_geometry.sweeps.record import STORED_FAILURES, CheckpointRecord, Outcome
 
@@ -36,34 +33,6 @@ __all__ = ["FORMAT", "SweepStore", "remove_stale_temporaries"]
 
 FORMAT = "pos_geometry.sweeps/1"
 _SUFFIX = ".safetensors"
-_TEMPORARY = re.compile(r"^\..+\.(\d+)-[0-9a-f]+\.tmp$")  # pos_geometry._files.atomic_writer's names
-
-
-def _running(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except (PermissionError, OverflowError, OSError):
-        return True  # another user's process, or not ours to judge: keep its file
-    return True
-
-
-def remove_stale_temporaries(folder: str | Path) -> int:
-    """Remove the temporary files (``.<name>.<pid>-<hex>.tmp``) that a writer killed mid-write (SIGKILL,
-    power loss: no ``finally`` ran) left in ``folder``: those whose process no longer runs on this machine.
-    Returns how many were removed. The finished files beside them are never touched."""
-    folder = Path(folder)
-    removed = 0
-    if not folder.is_dir():
-        return 0
-    for path in folder.iterdir():
-        match = _TEMPORARY.match(path.name)
-        if match and path.is_file() and not _running(int(match.group(1))):
-            with contextlib.suppress(OSError):
-                path.unlink()
-                removed += 1
-    return removed
 
 
 def _file_name(revision: str) -> str:

@@ -20,7 +20,9 @@ huggingface_hub 2.4 calls for what pos_geometry uses:
 Every request is logged with the bytes written to the socket (status line, headers and
 body), so tests measure the real transfer independently of the client's own counters.
 ``ignore_range = True`` makes it behave like a server that ignores ``Range`` (200 + whole body).
-``latency_s`` delays every answer (a distant server); ``LoggedRequest.client_port`` tells the client's
+``validators`` sets which version headers a ranged file answer carries: ``"all"`` (ETag, X-Repo-Commit,
+X-Linked-Etag), ``"none"``, ``"first"`` (the first answer only) or ``"lastmod"`` (only Last-Modified, from
+the served file's mtime). ``latency_s`` delays every answer (a distant server); ``LoggedRequest.client_port`` tells the client's
 keep-alive connections apart.
 
 Faults: set ``server.fault = Fault(kind, ...)``. Range faults hit ranged ``GET``s of a file
@@ -42,6 +44,7 @@ import sys
 import threading
 import time
 from dataclasses import dataclass, field
+from email.utils import formatdate
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
@@ -153,6 +156,8 @@ class HubServer:
         self.lfs_redirect = False
         self.fault: Fault | None = None
         self.latency_s = 0.0
+        self.validators = "all"  # "all", "none", "first" (then dropped), "lastmod" (Last-Modified only)
+        self.file_answers = 0  # ranged GET answers of a file so far
         self._etags: dict[Path, str] = {}
         self._lock = threading.Lock()
         self._httpd: ThreadingHTTPServer | None = None
@@ -405,6 +410,15 @@ class _Handler(BaseHTTPRequestHandler):
             )
         elif fault.kind == "redirect_loop":
             return self._reply(302, b"", {"Location": self.path})
+        if requested and self.command == "GET":
+            self.hub.file_answers += 1
+            mode = self.hub.validators
+            if mode != "all" and not (mode == "first" and self.hub.file_answers == 1):
+                headers = {
+                    k: v for k, v in headers.items() if k not in ("ETag", "X-Repo-Commit", "X-Linked-Etag")
+                }
+            if mode == "lastmod":
+                headers["Last-Modified"] = formatdate(path.stat().st_mtime, usegmt=True)
         size = path.stat().st_size
         start, end, status = 0, size - 1, 200
         headers = {**headers, "Accept-Ranges": "bytes", "Content-Type": "application/octet-stream"}

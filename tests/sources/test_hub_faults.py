@@ -9,6 +9,7 @@ table: from the second request on, the server sends another version of the file.
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import _pos_geometry_tests_hub_server as hub_server  # registered by conftest.py
@@ -58,9 +59,11 @@ def hub(served, monkeypatch, tmp_path):
     server, wpe, other = served
     hub_server.point_hub_at(monkeypatch, server, tmp_path)
     server.fault = None
+    server.validators, server.file_answers = "all", 0
     server.clear_log()
     yield server, wpe, other, tmp_path / "pos_geometry_cache"
     server.fault = None
+    server.validators = "all"
 
 
 def _cached_files(cache: Path) -> list[Path]:
@@ -149,3 +152,44 @@ def test_every_fault_kind_is_exercised() -> None:
     kinds = {name.split("-")[0] for name in FAULTS} | {"trickle"}
     assert kinds == set(hub_server.RANGE_FAULTS + hub_server.API_FAULTS)
     assert all(issubclass(error, PosGeometryError) for _, error, _ in FAULTS.values())
+
+
+# --- hostile inputs round 2, class 3: no hybrid table, with or without ETags ---------------------------
+def test_without_validators_a_swapped_file_is_caught_by_reading_again(hub) -> None:
+    """No ETag, Last-Modified or commit header: the version cannot be pinned, so every range is read again and
+    compared before the table is used; the swap after the first answer is refused and nothing is cached."""
+    server, _, other, cache = hub
+    server.validators = "none"
+    server.fault = hub_server.Fault("changed", after=1, other=other)
+    with pytest.raises(RemoteError, match=r"gave other bytes .* when read again"):
+        read_hub_tensor(REPO)
+    assert _cached_files(cache) == []
+
+
+def test_without_validators_a_stable_file_loads_and_says_it_was_read_twice(hub) -> None:
+    server, wpe, _, cache = hub
+    server.validators = "none"
+    table = load(REPO)
+    assert torch.equal(table.matrix, wpe)
+    assert "read twice and compared" in table.provenance.source
+    ranged = [r for r in server.requests() if r.range]
+    assert len(ranged) >= 4 and len(_cached_files(cache)) == 1  # each range twice; then cached
+
+
+def test_a_validator_dropped_after_the_first_answer_is_a_change(hub) -> None:
+    server, _, _, cache = hub
+    server.validators = "first"
+    with pytest.raises(RemoteError, match="dropped its ETag header"):
+        read_hub_tensor(REPO)
+    assert _cached_files(cache) == []
+
+
+def test_last_modified_alone_pins_the_version(hub) -> None:
+    """Adversarial, not the reported example: only Last-Modified is sent, and the file behind it changes."""
+    server, _, other, cache = hub
+    os.utime(other, (1_000_000_000, 1_000_000_000))  # another version, another date
+    server.validators = "lastmod"
+    server.fault = hub_server.Fault("changed", after=1, other=other)
+    with pytest.raises(RemoteError, match="Last-Modified"):
+        read_hub_tensor(REPO)
+    assert _cached_files(cache) == []
