@@ -70,6 +70,17 @@ WRITE_CHUNK = 4 * 1024 * 1024
 """Bytes written per step when a tensor is stored (slices of its own memory: no serialised copy)."""
 
 
+DEFAULT_ENDPOINT = "https://huggingface.co"
+
+
+def endpoint() -> str:
+    """The hub endpoint in use (``HF_ENDPOINT``, as huggingface_hub sees it), without a trailing slash: every
+    cache entry records the one it came from and is served only for that one."""
+    from huggingface_hub import constants
+
+    return str(constants.ENDPOINT).rstrip("/")
+
+
 def is_commit(revision: str | None) -> bool:
     """Whether ``revision`` is a full 40-hex commit hash (immutable)."""
     return revision is not None and _COMMIT.fullmatch(revision) is not None
@@ -131,6 +142,7 @@ def _load(path: Path, repo_id: str, commit: str, key: str | None) -> TensorRecor
                 (key is not None and stored != key)
                 or meta.get("repo_id") != repo_id
                 or meta.get("commit") != commit
+                or meta.get("endpoint", DEFAULT_ENDPOINT) != endpoint()  # a mirror's copy is not another's
             ):
                 return None
             tensor = fh.get_tensor(stored)
@@ -241,6 +253,7 @@ def _meta(repo_id: str, commit: str, key: str, file: str, dtype: str, available:
         "file": file,
         "dtype": dtype,
         "available_keys": json.dumps(list(available)),
+        "endpoint": endpoint(),
     }
 
 
@@ -282,7 +295,14 @@ def store_result(
     _check_commit(commit)
     payload = save(
         {k: v.detach().to("cpu").contiguous() for k, v in tensors.items()},
-        metadata={**(meta or {}), "repo_id": repo_id, "commit": commit, "result": name, "spec": spec},
+        metadata={
+            **(meta or {}),
+            "repo_id": repo_id,
+            "commit": commit,
+            "result": name,
+            "spec": spec,
+            "endpoint": endpoint(),
+        },
     )
     path = _result_path(repo_id, commit, name)
     remove_stale_temporaries(path.parent)
@@ -300,8 +320,9 @@ def cached_result(
     try:
         with safe_open(str(path), framework="pt") as fh:
             meta = fh.metadata() or {}
-            if (meta.get("repo_id"), meta.get("commit"), meta.get("result"), meta.get("spec")) != (
-                repo_id, commit, name, spec,
+            if (meta.get("repo_id"), meta.get("commit"), meta.get("result"), meta.get("spec"),
+                meta.get("endpoint", DEFAULT_ENDPOINT)) != (
+                repo_id, commit, name, spec, endpoint(),
             ):  # fmt: skip
                 return None
             tensors = {k: fh.get_tensor(k) for k in fh.keys()}  # noqa: SIM118 (safe_open is not a mapping)
@@ -321,13 +342,15 @@ def _ref_path(repo_id: str, revision: str) -> Path:
 
 
 def cached_ref(repo_id: str, revision: str) -> str | None:
-    """The commit ``revision`` of ``repo_id`` resolved to when last fetched, else ``None``."""
+    """The commit ``revision`` of ``repo_id`` resolved to when last fetched from this endpoint, else ``None``."""
     path = _ref_path(repo_id, revision)
     try:
-        commit = path.read_text().strip()
+        lines = path.read_text().split()
     except OSError:
         return None
-    return commit if is_commit(commit) else None
+    if not lines or (lines[1] if len(lines) > 1 else DEFAULT_ENDPOINT) != endpoint():
+        return None
+    return lines[0] if is_commit(lines[0]) else None
 
 
 def store_ref(repo_id: str, revision: str, commit: str) -> None:
@@ -335,7 +358,7 @@ def store_ref(repo_id: str, revision: str, commit: str) -> None:
     _check_commit(commit)
     if revision == commit:
         return
-    atomic_write(_ref_path(repo_id, revision), commit)
+    atomic_write(_ref_path(repo_id, revision), f"{commit}\n{endpoint()}\n")
 
 
 def clear(repo_id: str | None = None) -> None:

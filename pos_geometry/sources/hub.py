@@ -200,6 +200,11 @@ def _model_info(repo_id: str, revision: str) -> tuple[str, tuple[str, ...]]:
             f"{constants.ENDPOINT} returned no commit hash (sha={info.sha!r}) for {_where(repo_id, revision)}; "
             "HF_ENDPOINT does not look like a Hugging Face Hub. Check it."
         )
+    if is_commit(revision) and info.sha != revision:
+        raise RemoteError(
+            f"{url} answered with commit {info.sha} when commit {revision} was asked for: a listing of another "
+            "version cannot stand for it. Check HF_ENDPOINT and any proxy in between."
+        )
     return str(info.sha), tuple(s.rfilename for s in (info.siblings or ()))
 
 

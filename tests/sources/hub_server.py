@@ -158,6 +158,7 @@ class HubServer:
         self.latency_s = 0.0
         self.validators = "all"  # "all", "none", "first" (then dropped), "lastmod" (Last-Modified only)
         self.file_answers = 0  # ranged GET answers of a file so far
+        self.answer_sha: str | None = None  # the model listing names this commit instead of the right one
         self._etags: dict[Path, str] = {}
         self._lock = threading.Lock()
         self._httpd: ThreadingHTTPServer | None = None
@@ -356,7 +357,8 @@ class _Handler(BaseHTTPRequestHandler):
             bad = [{"name": name} for name in sorted(files)]  # no_rfilename
             return self._json({"id": repo_id, "sha": commit, "siblings": bad})
         siblings = [{"rfilename": name} for name in sorted(files)]
-        return self._json({"id": repo_id, "modelId": repo_id, "sha": commit, "siblings": siblings})
+        sha = self.hub.answer_sha or commit
+        return self._json({"id": repo_id, "modelId": repo_id, "sha": sha, "siblings": siblings})
 
     def _tree(self, repo_id: str, rev: str) -> None:
         """The recursive file listing (``HfApi.list_repo_tree``, which transformers uses for shards)."""
