@@ -129,6 +129,7 @@ class HttpByteSource:
     _windows: list[tuple[int, bytes]] = field(default_factory=list, repr=False)
     _served: list[tuple[int, int, str]] = field(default_factory=list, repr=False)
     _seen: bool = field(default=False, repr=False)
+    _pinned_first: bool = field(default=False, repr=False)
 
     def __post_init__(self) -> None:
         self.name = self.name or self.url
@@ -212,7 +213,7 @@ class HttpByteSource:
         src = cls(final_url, name=label, size=size, timeout=timeout, etag=etag, validators=validators)
         src._windows = [(0, bytes(data))]
         src._served = [(0, len(data), hashlib.sha256(data).hexdigest())]
-        src._seen = True
+        src._seen, src._pinned_first = True, bool(validators)
         src.bytes_read, src.requests = len(data), 1
         _counted(len(data), 1)
         return src
@@ -325,8 +326,7 @@ class HttpByteSource:
                     f"{response.status_code}. Check HF_ENDPOINT and any proxy in between."
                 )
             self._check_content_range(response.headers.get("Content-Range"), start, last)
-            self._check_etag(response.headers.get("ETag"))
-            self._check_validators(response.headers)
+            self._check_version(response.headers)
             digest = hashlib.sha256()
             for chunk in response.iter_bytes():
                 digest.update(chunk)
@@ -352,20 +352,29 @@ class HttpByteSource:
         """Whether the file's version is pinned by a validator the server sent (ETag, Last-Modified,
         X-Repo-Commit, X-Linked-Etag). Without one, a swap between two range requests is only caught by
         :meth:`verify`."""
-        return bool(self.validators)
+        return self._pinned_first
 
-    def _check_validators(self, headers: Any) -> None:
-        """Every validator of the first answer must come back unchanged (a server that drops its ETag after
-        the first answer, or changes Last-Modified or the commit, is serving another version)."""
-        if not self._seen:  # the first answer sets the version every later one must match
+    def _check_version(self, headers: Any) -> None:
+        """Pin the file's version: every version header (:data:`VALIDATORS`) an answer carried must come back
+        unchanged in every later answer; a header dropped after it was sent, or another value, is a change.
+        The ETag also goes out as ``If-Match``. A header first seen in a later answer is pinned from then on
+        (the earlier bytes are not covered by it: :attr:`pinned` says whether the first answer was)."""
+        if not self._seen:
             self.validators, self._seen = _validators(headers), True
-            return
-        for name, first in self.validators.items():
-            now = headers.get(name)
+            self._pinned_first = bool(self.validators)
+        for name in VALIDATORS:
+            now, first = headers.get(name), self.validators.get(name)
+            if name == "ETag" and first is None:
+                first = self.etag  # given by the caller (the ETag a HEAD returned)
+            if first is None:
+                if now is not None:
+                    self.validators[name] = now
+                continue
             if now is None:
                 raise self._changed(f"dropped its {name} header (first answer: {first[:80]!r})")
             if now.removeprefix("W/") != first.removeprefix("W/"):
                 raise self._changed(f"answered with {name} {now[:80]!r} instead of {first[:80]!r}")
+        self.etag = self.etag or self.validators.get("ETag")
 
     def verify(self) -> None:
         """Read every range served so far again and compare digests: the check for a server that gives no
@@ -386,15 +395,6 @@ class HttpByteSource:
                     )
         finally:
             self._served = served
-
-    def _check_etag(self, etag: str | None) -> None:
-        """Pin the file's version: every answer must carry the ETag of the first."""
-        if etag is None:
-            return
-        if self.etag is None:
-            self.etag = etag
-        elif etag.removeprefix("W/") != self.etag.removeprefix("W/"):
-            raise self._changed(f"answered with ETag {etag[:80]!r} instead of {self.etag[:80]!r}")
 
     def _changed(self, what: str) -> RemoteError:
         return RemoteError(
