@@ -20,8 +20,8 @@ from pos_geometry.sources import numpy_format
 from pos_geometry.sources.byte_source import FileByteSource
 from pos_geometry.sources.gguf_format import is_gguf
 from pos_geometry.sources.keys import find_key
-from pos_geometry.sources.local import _weights_in, detect_format
-from pos_geometry.sources.sharded import INDEX_SUFFIX, MAX_INDEX_BYTES, parse_index
+from pos_geometry.sources.local import _weights_in, detect_format, load_index
+from pos_geometry.sources.sharded import INDEX_SUFFIX
 from pos_geometry.sources.tensor_record import dtype_name
 
 __all__ = ["CONFIG_FIELDS", "CheckpointSummary", "TensorInfo", "describe_checkpoint"]
@@ -130,14 +130,7 @@ def _file_tensors(path: Path) -> tuple[str, tuple[TensorInfo, ...]]:
 
 def _index_tensors(path: Path) -> tuple[TensorInfo, ...]:
     """A shard index's keys; shapes from each shard's header (when the shard is there)."""
-    size = path.stat().st_size
-    if size > MAX_INDEX_BYTES:
-        from pos_geometry.errors import CheckpointFormatError
-
-        raise CheckpointFormatError(
-            f"{str(path)!r} is {size} bytes, too large for a shard index; re-download it."
-        )
-    weight_map = parse_index(path.read_bytes(), str(path))["weight_map"]
+    weight_map = load_index(path)["weight_map"]
     shards: dict[str, dict[str, TensorInfo]] = {}
     for shard in dict.fromkeys(weight_map.values()):
         shard_path = path.parent / shard

@@ -130,13 +130,18 @@ def read_checkpoint_tensor(
     return TensorRecord(tensor, found, src.name, dtype_name(tensor.dtype), keys)
 
 
-def _read_index_file(path: Path, which: Which, key: str | None) -> TensorRecord:
+def load_index(path: Path) -> dict:
+    """A local shard index (``*.index.json``), its size checked before it is read."""
     size = path.stat().st_size
     if size > MAX_INDEX_BYTES:
         raise CheckpointFormatError(
             f"{str(path)!r} is {size} bytes, too large for a shard index; re-download it."
         )
-    index = parse_index(path.read_bytes(), str(path))
+    return parse_index(path.read_bytes(), str(path))
+
+
+def _read_index_file(path: Path, which: Which, key: str | None) -> TensorRecord:
+    index = load_index(path)
     found, shard = shard_for(index, which, key, source=str(path))
     shard_path = path.parent / shard
     if not shard_path.is_file():
