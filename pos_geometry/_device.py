@@ -6,7 +6,7 @@ import torch
 
 from pos_geometry.errors import InvalidArgumentError
 
-__all__ = ["resolve_device"]
+__all__ = ["resolve_device", "same_device"]
 
 
 def resolve_device(device: str | torch.device | None = "auto") -> torch.device:
@@ -35,3 +35,18 @@ def resolve_device(device: str | torch.device | None = "auto") -> torch.device:
             f"(torch {torch.__version__}); use device='cpu' or device='auto'."
         )
     return resolved
+
+
+def same_device(a: str | torch.device, b: str | torch.device) -> bool:
+    """Whether ``a`` and ``b`` name the same device: ``"cuda"`` (no index) is the current CUDA device, so
+    it is ``cuda:0`` when that is current; ``"cpu"`` and ``"cpu:0"`` are the same."""
+
+    def canonical(d: str | torch.device) -> tuple[str, int]:
+        d = torch.device(d)
+        if d.index is not None:
+            return d.type, d.index
+        if d.type == "cuda" and torch.cuda.is_available():
+            return d.type, torch.cuda.current_device()
+        return d.type, 0
+
+    return canonical(a) == canonical(b)

@@ -120,9 +120,19 @@ def monte_carlo_p(
 
 
 def _randn(shape: tuple[int, ...], gen: torch.Generator, like: torch.Tensor) -> torch.Tensor:
-    """float32 Gaussian draws made on the CPU from ``gen``, cast to ``like``'s dtype and device: one seed
-    gives the same surrogates on every device and for every dtype of the table."""
-    return torch.randn(shape, generator=gen, dtype=torch.float32).to(device=like.device, dtype=like.dtype)
+    """float32 Gaussian draws of ``shape`` from the stream ``gen``, in ``like``'s dtype and on its device.
+
+    On the CPU they are drawn from ``gen`` itself: one seed gives the same surrogates for every dtype of the
+    table. On an accelerator they are drawn there, from a device generator seeded by one draw of ``gen``
+    (drawing tens of millions of numbers on the host and copying them over took a third of a GPU
+    ``analyze``): the same seed gives the same surrogates on the same kind of device, and surrogates of the
+    same distribution elsewhere (``tests/analysis/test_null_device.py`` compares the two nulls).
+    """
+    if like.device.type == "cpu":
+        return torch.randn(shape, generator=gen, dtype=torch.float32).to(dtype=like.dtype)
+    seed = int(torch.randint(0, 2**62, (1,), generator=gen))
+    device_gen = torch.Generator(device=like.device).manual_seed(seed)
+    return torch.randn(shape, generator=device_gen, dtype=torch.float32, device=like.device).to(like.dtype)
 
 
 Sampler = Callable[[int, torch.Generator], torch.Tensor]
@@ -267,7 +277,7 @@ def smooth_gp(y: torch.Tensor, ell: float, nugget: float) -> Sampler:
     """
     n, r = y.shape
     m, lam = _circulant_spectrum(n, ell)
-    sigma = y.to(torch.float64).std(dim=0)
+    sigma = y.to(torch.float64).std(dim=0).to(y.dtype)  # the draws are made in the table's dtype
     white = math.sqrt(nugget)
     # f_t = Σ_k (a_k cos(2πkt/M) + b_k sin(2πkt/M)) over the real FFT's bins k = 0..M/2, with a_k, b_k of
     # variance 2λ_k/M inside and λ_k/M at 0 and M/2 (b_0 = b_{M/2} = 0): Var(f_t) = Σ over all M bins of
@@ -280,13 +290,13 @@ def smooth_gp(y: torch.Tensor, ell: float, nugget: float) -> Sampler:
         t = torch.arange(n, dtype=torch.float64)
         wt = t[:, None] * (2 * math.pi * torch.arange(kept, dtype=torch.float64) / m)[None, :]
         amp = var[:kept].sqrt()
-        basis = torch.cat([torch.cos(wt) * amp, torch.sin(wt) * amp], dim=1).to(y.device)  # (n, 2K)
+        basis = torch.cat([torch.cos(wt) * amp, torch.sin(wt) * amp], dim=1).to(y.device, y.dtype)  # (n, 2K)
 
         def modes(count: int, gen: torch.Generator) -> torch.Tensor:
             return basis @ _randn((count, 2 * kept, r), gen, basis)
 
     else:
-        amp = var.sqrt().to(y.device)
+        amp = var.sqrt().to(y.device, y.dtype)
         amp[0] *= 2  # 0 and M/2 are counted once, the inside bins twice (as w_k and its conjugate)
         amp[-1] *= 2
 
@@ -369,7 +379,8 @@ def surrogate_values(
     coordinates ``(c, n, n_components)`` instead (for the fast step walks computed from their block
     structure, :mod:`pos_geometry.analysis._walk_coordinates`). Tables are drawn and evaluated in chunks of
     about ``budget_bytes``, from one ``torch.Generator`` seeded with ``random_state``: the same seed gives
-    the same surrogates on every device.
+    the same surrogates on the CPU, whatever the table's dtype (on an accelerator the Gaussian draws are
+    made on the device, see :func:`_randn`).
     """
     basis = null_basis(x, method, null, min_rank=n_components)
     coords = basis.coords.to(x.dtype)

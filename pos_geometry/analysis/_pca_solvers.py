@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import torch
 
+from pos_geometry.analysis import _small_linalg
+
 __all__ = ["exact_pca", "randomized_pca", "flip_signs", "resolve_n_iter", "fit_batch"]
 
 #: Intermediate power-iteration steps use Cholesky-QR (two small float64 products); a block whose
@@ -58,11 +60,11 @@ def exact_pca(x: torch.Tensor, mean: torch.Tensor | None, k: int):
     if mean is not None:
         a = a - mean.to(torch.float64).unsqueeze(-2)
     if n >= d:
-        evals, evecs = torch.linalg.eigh(a.mT @ a)
+        evals, evecs = _small_linalg.eigh(a.mT @ a)
         s = evals.flip(-1)[..., :k].clamp_min(0).sqrt()
         vt = evecs.flip(-1)[..., :k].mT
     else:
-        _, s, vt = torch.linalg.svd(a, full_matrices=False)
+        _, s, vt = _small_linalg.svd(a)
         s, vt = s[..., :k], vt[..., :k, :]
     comps, coords = flip_signs(vt, a @ vt.mT)
     return s.to(x.dtype), comps.to(x.dtype), coords.to(x.dtype)
@@ -133,7 +135,7 @@ def randomized_pca(
         zt = _left(yt, x, mean)
     zt = _qr_rows(zt)
     yt = _right(zt, x, mean).to(torch.float64)
-    evals, w = torch.linalg.eigh(yt @ yt.mT)
+    evals, w = _small_linalg.eigh(yt @ yt.mT)
     w = w.flip(-1)[..., :k]
     s = evals.flip(-1)[..., :k].clamp_min(0).sqrt()
     comps = w.mT.to(x.dtype) @ zt

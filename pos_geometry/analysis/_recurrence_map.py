@@ -13,6 +13,8 @@ import numpy as np
 import scipy.linalg
 import torch
 
+from pos_geometry.analysis import _small_linalg
+
 __all__ = [
     "GAIN_FLOOR",
     "fit_map",
@@ -34,7 +36,7 @@ def _solve(z: torch.Tensor, affine: bool, rcond: float) -> tuple[torch.Tensor, t
     a, y = z[:, :-1], z[:, 1:]
     if affine:
         a = torch.cat([a, torch.ones_like(a[..., :1])], dim=-1)
-    u, sv, vt = torch.linalg.svd(a, full_matrices=False)
+    u, sv, vt = _small_linalg.svd(a)
     keep = (sv > rcond * sv[:, :1]) & (sv[:, :1] > 0)
     inv = torch.where(keep, 1 / sv.clamp_min(1e-300), torch.zeros_like(sv))
     coef = vt.mT @ ((u.mT @ y) * inv[..., None])  # (B, k [+1], k)

@@ -169,7 +169,7 @@ def open_model(
     ``causal_lm``: load with the language-model head (``AutoModelForCausalLM``), which the loss needs;
     a model in memory must then have one.
     """
-    from pos_geometry._device import resolve_device
+    from pos_geometry._device import resolve_device, same_device
     from pos_geometry.errors import DeviceMismatchError
 
     if hasattr(model, "config") and hasattr(model, "named_modules"):
@@ -179,7 +179,9 @@ def open_model(
                 "transformers.AutoModelForCausalLM (or pass its name or folder)."
             )
         loaded = _wrap(model, str(getattr(model, "name_or_path", "") or type(model).__name__), revision, None)
-        if not (device is None or device == "auto") and resolve_device(device) != loaded.device:
+        if not (device is None or device == "auto") and not same_device(
+            resolve_device(device), loaded.device
+        ):
             raise DeviceMismatchError(
                 f"the model lives on {loaded.device} but device={device!r} was asked; move it first "
                 f"(model.to({str(resolve_device(device))!r})) or pass device='auto'."

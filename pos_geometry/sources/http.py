@@ -41,7 +41,7 @@ from huggingface_hub import errors as hf_errors
 from huggingface_hub.utils import build_hf_headers, get_session, hf_raise_for_status
 
 from pos_geometry.errors import CheckpointFormatError, RemoteError
-from pos_geometry.sources._deadline import remaining
+from pos_geometry.sources._deadline import bounded, remaining
 
 __all__ = ["DEFAULT_READAHEAD", "HttpByteSource", "TransferCount", "count_transfers"]
 
@@ -92,6 +92,23 @@ def _origin(url: str) -> tuple[str, str, int | None]:
     return parts.scheme, (parts.hostname or "").lower(), parts.port
 
 
+@contextlib.contextmanager
+def _open_stream(url: str, headers: dict[str, Any], timeout: float | None) -> Iterator[Any]:
+    """A streamed ``GET`` of ``url`` whose status line and headers arrive within the load's deadline.
+
+    The per-read ``timeout`` does not stop a server that trickles its headers a byte at a time, so the
+    request is sent through :func:`~pos_geometry.sources._deadline.bounded`; the body is then read by the
+    caller, which checks the deadline chunk by chunk. The response is closed on the way out.
+    """
+    session = get_session()
+    request = session.build_request("GET", url, headers=headers, timeout=timeout)
+    response = bounded(lambda: session.send(request, stream=True), url, discard=lambda r: r.close())
+    try:
+        yield response
+    finally:
+        response.close()
+
+
 @dataclass
 class HttpByteSource:
     """Random access to a remote file by HTTP ``Range`` requests.
@@ -140,8 +157,11 @@ class HttpByteSource:
             self.timeout = float(constants.HF_HUB_DOWNLOAD_TIMEOUT)
         if self.size <= 0:
             with transport_errors(self.url):
-                meta = get_hf_file_metadata(
-                    self.url, headers=self.headers, timeout=remaining(self.url, self.timeout)
+                meta = bounded(
+                    lambda: get_hf_file_metadata(
+                        self.url, headers=self.headers, timeout=remaining(self.url, self.timeout)
+                    ),
+                    self.url,
                 )
             if meta.size is None:
                 raise CheckpointFormatError(
@@ -174,7 +194,7 @@ class HttpByteSource:
         timeout = float(constants.HF_HUB_DOWNLOAD_TIMEOUT) if timeout is None else timeout
         with (
             transport_errors(url),
-            get_session().stream("GET", url, headers=headers, timeout=remaining(url, timeout)) as response,
+            _open_stream(url, headers, remaining(url, timeout)) as response,
         ):
             if response.status_code >= 400:
                 response.read()
@@ -298,7 +318,7 @@ class HttpByteSource:
         last = start + length - 1
         timeout = remaining(self.url, self.timeout)
         received = 0
-        with get_session().stream("GET", self.url, headers=headers, timeout=timeout) as response:
+        with _open_stream(self.url, headers, timeout) as response:
             if response.status_code == 200:
                 # The server ignored Range and is sending the whole file: leave without reading the body
                 # (closing the stream drops the connection).

@@ -45,7 +45,7 @@ from pos_geometry.errors import (
     RevisionNotFoundError,
     UnknownModelError,
 )
-from pos_geometry.sources._deadline import deadline, remaining
+from pos_geometry.sources._deadline import bounded, deadline, remaining
 from pos_geometry.sources.cache import cache_dir, cached_ref, cached_table, is_commit, store_ref, store_tensor
 from pos_geometry.sources.hf_cache import hf_cached_ref, hf_cached_revisions, read_from_hf_cache
 from pos_geometry.sources.http import HttpByteSource, transport_errors
@@ -189,7 +189,9 @@ def _model_info(repo_id: str, revision: str) -> tuple[str, tuple[str, ...]]:
     url = f"{constants.ENDPOINT}/api/models/{repo_id}/revision/{quote(revision, safe='')}"
     with _hub_errors(repo_id, revision, "model info"):
         try:
-            info = HfApi().model_info(repo_id, revision=revision, timeout=remaining(url, 10.0))
+            info = bounded(
+                lambda: HfApi().model_info(repo_id, revision=revision, timeout=remaining(url, 10.0)), url
+            )
         except (ValueError, KeyError, TypeError, AttributeError) as exc:  # a body that is not a model listing
             raise RemoteError(
                 f"{url} did not answer with a model listing ({type(exc).__name__}: {str(exc)[:120]}); "
@@ -255,10 +257,14 @@ def read_config(
     _check_repo_id(repo_id)
     rev = check_revision_name(revision or constants.DEFAULT_REVISION)
     with deadline(), _hub_errors(repo_id, rev, "config.json"):
+        local = is_offline(offline)
         path = Path(
-            hf_hub_download(
-                repo_id, "config.json", revision=rev, local_files_only=is_offline(offline),
-                etag_timeout=remaining(constants.ENDPOINT, 10.0),
+            bounded(
+                lambda: hf_hub_download(
+                    repo_id, "config.json", revision=rev, local_files_only=local,
+                    etag_timeout=remaining(constants.ENDPOINT, 10.0),
+                ),
+                hf_hub_url(repo_id, "config.json", revision=rev),
             )
         )  # fmt: skip
     commit = (
@@ -272,7 +278,7 @@ def _remote_source(repo_id: str, commit: str, filename: str) -> HttpByteSource:
     """An :class:`HttpByteSource` on ``filename`` at ``commit`` (one HEAD for size and location)."""
     url = hf_hub_url(repo_id, filename, revision=commit)
     with transport_errors(url):
-        meta = get_hf_file_metadata(url, timeout=remaining(url, 10.0))
+        meta = bounded(lambda: get_hf_file_metadata(url, timeout=remaining(url, 10.0)), url)
     if meta.size is None:
         raise CheckpointFormatError(
             f"{constants.ENDPOINT} did not report the size of {filename} in {repo_id!r}@{commit[:10]}; it "
@@ -314,8 +320,11 @@ def _read_remote(
     name, wanted = present[0], key
     with _hub_errors(repo_id, revision, name):
         if name.endswith(INDEX_SUFFIX):
-            index_path = hf_hub_download(
-                repo_id, name, revision=commit, etag_timeout=remaining(constants.ENDPOINT, 10.0)
+            index_path = bounded(
+                lambda: hf_hub_download(
+                    repo_id, name, revision=commit, etag_timeout=remaining(constants.ENDPOINT, 10.0)
+                ),
+                hf_hub_url(repo_id, name, revision=commit),
             )
             source = f"{repo_id}@{commit[:10]}/{name}"
             index = parse_index(Path(index_path).read_bytes(), source)
@@ -427,7 +436,9 @@ def list_refs(repo_id: str) -> dict[str, str]:
     """
     _check_repo_id(repo_id)
     with deadline(), _hub_errors(repo_id, None, "branches and tags"):
-        refs = HfApi().list_repo_refs(repo_id)
+        refs = bounded(
+            lambda: HfApi().list_repo_refs(repo_id), f"{constants.ENDPOINT}/api/models/{repo_id}/refs"
+        )
     return {r.name: r.target_commit for r in [*refs.branches, *refs.tags] if is_commit(r.target_commit)}
 
 

@@ -43,6 +43,7 @@ from pos_geometry.errors import (
     MissingTensorError,
     NotCachedError,
 )
+from pos_geometry.sources._deadline import bounded, timed
 from pos_geometry.sources.byte_source import ByteSource, FileByteSource
 from pos_geometry.sources.cache import (
     cache_dir,
@@ -147,14 +148,19 @@ class Checkpoint:
         self._weight_map = weight_map
         return weight_map
 
+    @timed
     def _fetch_small(self, name: str) -> bytes:
         if self._directory is not None:
             return (self._directory / name).read_bytes()
         repo, commit = str(self._repo_id), str(self.commit)
         with _hub_errors(repo, self.revision, name):
-            path = hf_hub_download(repo, name, revision=commit, local_files_only=self._offline)
+            path = bounded(
+                lambda: hf_hub_download(repo, name, revision=commit, local_files_only=self._offline),
+                f"{repo}@{commit[:10]}/{name}",
+            )
         return Path(path).read_bytes()
 
+    @timed
     def _open(self, name: str) -> WeightFile:
         if self._single is not None and name == self._single_name:
             return self._single
@@ -257,6 +263,7 @@ class Checkpoint:
         opened = [*self._opened.values(), *([self._single] if self._single is not None else [])]
         return sum(o.src.bytes_read for o in opened)
 
+    @timed
     def read(self, keys: Iterable[str]) -> dict[str, torch.Tensor]:
         """``{key: tensor}`` for each key, on CPU in the stored dtype and shape.
 
@@ -309,6 +316,7 @@ class Checkpoint:
             for job in jobs:
                 job.result()
 
+    @timed
     def visit_rows(
         self, key: str, ranges: Sequence[tuple[int, int]], visit: Callable[[int, torch.Tensor], object]
     ) -> None:
@@ -407,6 +415,7 @@ def _local(path: Path, revision: str | None, model_id: str | None) -> Checkpoint
     )
 
 
+@timed
 def _hub(
     repo_id: str,
     revision: str | None,

@@ -31,7 +31,9 @@ well-framed body shorter than the range), ``"ignore_range"``, ``"status"`` (``st
 429, 404...), ``"trickle"`` (one byte every ``trickle_s`` seconds), ``"changed"`` (the bytes
 and ETag of the file ``other``), ``"redirect_loop"``, ``"bad_gzip"`` (a body that claims gzip
 and is not). API faults hit the model listing: ``"non_json"``, ``"no_rfilename"``,
-``"gated"``, ``"api_status"`` (``status``).
+``"gated"``, ``"api_status"`` (``status``). Request faults hit any request whose path contains
+``fault.path`` (every request when empty): ``"slow_headers"`` (the status line and headers one byte every
+``trickle_s`` seconds, then a 503) and ``"retry_after"`` (503 with ``Retry-After: retry_after_s``).
 """
 
 from __future__ import annotations
@@ -69,6 +71,7 @@ class LoggedRequest:
 
 RANGE_FAULTS = ("drop", "short", "ignore_range", "status", "trickle", "changed", "redirect_loop", "bad_gzip")
 API_FAULTS = ("non_json", "no_rfilename", "gated", "api_status")
+REQUEST_FAULTS = ("slow_headers", "retry_after")
 
 
 @dataclass
@@ -80,14 +83,16 @@ class Fault:
     after: int = 0  # matching requests answered correctly before the fault starts
     trickle_s: float = 0.25
     other: Path | None = None  # "changed": the file served instead, with its own ETag
+    path: str = ""  # request faults: only requests whose path contains this
+    retry_after_s: int = 30
     seen: int = 0
 
     def __post_init__(self) -> None:
-        assert self.kind in RANGE_FAULTS + API_FAULTS, self.kind
+        assert self.kind in RANGE_FAULTS + API_FAULTS + REQUEST_FAULTS, self.kind
 
     def applies(self, api: bool) -> bool:
         """Count one matching request; True once more than ``after`` have been seen."""
-        if (self.kind in API_FAULTS) != api:
+        if self.kind in REQUEST_FAULTS or (self.kind in API_FAULTS) != api:
             return False
         self.seen += 1
         return self.seen > self.after
@@ -298,7 +303,12 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:
         self._begin()
+        fault = self.hub.fault
         try:
+            if fault is not None and fault.kind in REQUEST_FAULTS and fault.path in self.path:
+                fault.seen += 1
+                if fault.seen > fault.after:
+                    return self._request_fault(fault)
             self._route(unquote(urlsplit(self.path).path))
         except (BrokenPipeError, ConnectionResetError):
             self._entry.aborted = True
@@ -458,6 +468,22 @@ class _Handler(BaseHTTPRequestHandler):
                 block = fh.read(min(_CHUNK, remaining))
                 self._body(block)
                 remaining -= len(block)
+
+    def _request_fault(self, fault: Fault) -> None:
+        self._entry.status = 503
+        if fault.kind == "retry_after":
+            return self._reply(503, b"busy", {"Retry-After": str(fault.retry_after_s)})
+        head = (
+            b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n"
+            + b"X-Pad: "
+            + b"." * 300
+            + b"\r\n\r\n"
+        )
+        self.close_connection = True
+        for i in range(len(head)):  # slow_headers: until the client hangs up
+            self.wfile.write(head[i : i + 1])
+            self.wfile.flush()
+            time.sleep(fault.trickle_s)
 
     def _misbehave(self, kind: str, path: Path, start: int, length: int, trickle_s: float) -> None:
         with path.open("rb") as fh:

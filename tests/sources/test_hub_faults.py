@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import json
 import os
+import threading
+import time
 from pathlib import Path
 
 import _pos_geometry_tests_hub_server as hub_server  # registered by conftest.py
@@ -131,6 +133,69 @@ def test_a_trickling_server_is_stopped_by_the_load_deadline(hub, monkeypatch) ->
     assert torch.equal(load(REPO).matrix, wpe)
 
 
+# --- hostile inputs round 2, class 6: deadlines cover every request ------------------------------------
+@pytest.fixture
+def settle():
+    """Wait (after the test) for the requests a load gave up at its deadline: they end on their own once
+    the fault is cleared. huggingface_hub closes its shared HTTP client when a retry cannot connect, which
+    would break the next test's requests if the server were stopped under a retrying call."""
+    yield
+    for thread in threading.enumerate():
+        if thread.name == "pos_geometry-request":
+            thread.join(timeout=30)
+            assert not thread.is_alive(), "a request given up at the deadline did not end"
+
+
+@pytest.mark.parametrize("path", ["/api/models/", "/resolve/"])
+def test_trickled_headers_are_stopped_by_the_load_deadline(hub, settle, monkeypatch, path: str) -> None:
+    """A server that sends its status line and headers a byte at a time defeats any per-read timeout. The
+    model listing (a huggingface_hub call) and the file requests (``resolve``: HEAD and ranged GET) are
+    each given up when the load's deadline passes, with the deadline's typed error."""
+    server, wpe, _, cache = hub
+    monkeypatch.setenv(_deadline.ENV_VAR, "1.0")
+    server.fault = hub_server.Fault("slow_headers", path=path, trickle_s=0.01)
+    start = time.monotonic()
+    with pytest.raises(RemoteError, match=r"within its 1 s deadline.*POS_GEOMETRY_LOAD_TIMEOUT"):
+        load(REPO)
+    assert time.monotonic() - start < 1.0 + 1.5
+    assert _cached_files(cache) == []
+    server.fault = None
+    assert torch.equal(load(REPO).matrix, wpe)
+
+
+def test_retry_after_on_config_json_is_bounded_by_the_load_deadline(hub, settle, monkeypatch) -> None:
+    """A 503 with ``Retry-After: 1`` on ``config.json``: huggingface_hub sleeps 2 s before each of its own
+    retries; the read is given up at the load's deadline instead (1.5 s)."""
+    from pos_geometry.sources.hub import read_config
+
+    server, _, _, _ = hub
+    monkeypatch.setenv(_deadline.ENV_VAR, "1.5")
+    server.fault = hub_server.Fault("retry_after", path="config.json", retry_after_s=1)
+    start = time.monotonic()
+    with pytest.raises(RemoteError):
+        read_config(REPO)
+    assert time.monotonic() - start < 1.5 + 1.5
+    server.fault = None
+    config, commit = read_config(REPO)
+    assert config["n_positions"] == CONFIG["n_positions"] and len(commit) == 40
+
+
+def test_bounded_hands_back_results_and_errors_and_gives_up_at_the_deadline() -> None:
+    assert _deadline.bounded(lambda: 5, "u") == 5  # no deadline: called in place
+    with _deadline.deadline(5.0):
+        assert _deadline.bounded(lambda: 6, "u") == 6
+        with pytest.raises(KeyError):
+            _deadline.bounded(lambda: {}["missing"], "u")
+    closed = []
+    with _deadline.deadline(0.3):
+        start = time.monotonic()
+        with pytest.raises(RemoteError, match="stopped while reading u"):
+            _deadline.bounded(lambda: time.sleep(1.0) or "late", "u", discard=closed.append)
+        assert time.monotonic() - start < 0.8
+    time.sleep(1.0)
+    assert closed == ["late"]  # what the abandoned call returned was discarded
+
+
 @pytest.mark.parametrize("value", ["0", "-3", "soon", "nan", "inf"])
 def test_a_bad_deadline_setting_is_a_typed_error(monkeypatch, value: str) -> None:
     monkeypatch.setenv(_deadline.ENV_VAR, value)
@@ -149,8 +214,8 @@ def test_the_deadline_is_documented_and_nests(monkeypatch) -> None:
 
 
 def test_every_fault_kind_is_exercised() -> None:
-    kinds = {name.split("-")[0] for name in FAULTS} | {"trickle"}
-    assert kinds == set(hub_server.RANGE_FAULTS + hub_server.API_FAULTS)
+    kinds = {name.split("-")[0] for name in FAULTS} | {"trickle", "slow_headers", "retry_after"}
+    assert kinds == set(hub_server.RANGE_FAULTS + hub_server.API_FAULTS + hub_server.REQUEST_FAULTS)
     assert all(issubclass(error, PosGeometryError) for _, error, _ in FAULTS.values())
 
 
