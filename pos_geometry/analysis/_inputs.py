@@ -99,10 +99,12 @@ def check_level(alpha: Any, n_surrogates: int) -> float:
     return float(alpha)
 
 
-def as_batch(x, *, min_positions: int = 1, name: str = "x") -> Batch:
+def as_batch(x, *, min_positions: int = 1, name: str = "x", check_finite: bool = True) -> Batch:
     """Coerce ``x`` to a :class:`Batch` of floating-point matrices, without moving devices.
 
     Integer/bool inputs are rejected; float16/bfloat16 are upcast to float32 (analysis needs it).
+    ``check_finite=False`` leaves the NaN/inf check to the caller (:func:`refuse_non_finite`), for a
+    caller that reads every entry anyway.
     """
     if isinstance(x, PositionalEmbedding):
         data, provs, single = x.matrix.unsqueeze(0), (x.provenance,), True
@@ -155,13 +157,18 @@ def as_batch(x, *, min_positions: int = 1, name: str = "x") -> Batch:
         raise InvalidArgumentError(
             f"{name} needs at least {min_positions} positions; got n_positions={data.shape[1]}."
         )
-    if data.numel() and data.device.type != "meta" and not _all_finite(data):
-        bad = int(sum(int((~torch.isfinite(m)).sum()) for m in data))
-        raise NonFiniteError(
-            f"{name} must be finite; it holds {bad} NaN/inf value(s). Analyses would return NaN; "
-            "find where the table came from (provenance) and fix or drop the bad rows."
-        )
+    if check_finite and data.numel() and data.device.type != "meta" and not _all_finite(data):
+        refuse_non_finite(data, name)
     return Batch(data, provs, single)
+
+
+def refuse_non_finite(data: torch.Tensor, name: str = "x") -> None:
+    """Raise the :class:`NonFiniteError` for ``data`` ``(batch, n, d)``, which holds NaN or inf."""
+    bad = int(sum(int((~torch.isfinite(m)).sum()) for m in data))
+    raise NonFiniteError(
+        f"{name} must be finite; it holds {bad} NaN/inf value(s). Analyses would return NaN; "
+        "find where the table came from (provenance) and fix or drop the bad rows."
+    )
 
 
 def parse_window(window, n_positions: int) -> tuple[int, int]:

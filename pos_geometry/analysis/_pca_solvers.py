@@ -104,9 +104,7 @@ def _orth_rows(m: torch.Tensor) -> torch.Tensor:
     ok = (info == 0) & (diag.amin(-1) > _CHOLQR_MIN_DIAG_RATIO * diag.amax(-1))
     if not bool(ok.all()):
         return _qr_rows(m)
-    eye = torch.eye(chol.shape[-1], dtype=chol.dtype, device=chol.device)
-    inv = torch.linalg.solve_triangular(chol, eye, upper=False)
-    return inv.to(m.dtype) @ m
+    return torch.linalg.solve_triangular(chol, m64, upper=False).to(m.dtype)  # L⁻¹ M
 
 
 def randomized_pca(
@@ -200,11 +198,16 @@ def fit_batch(
     n_oversamples: int,
     n_iter: int,
     random_state: int,
+    scale: torch.Tensor | None = None,
 ):
     """Fit every matrix of ``x`` ``(batch, n, d)``, chunk by chunk (see :func:`chunk_size`).
 
+    ``scale`` ``(batch,)``: fit ``x[i] / scale[i]`` instead (each chunk is divided as it is fitted, while
+    it is in the caches, rather than the whole batch copied first).
+
     Returns ``(s, components, coords, mean, total_ss)`` with ``mean`` ``(batch, d)`` (zeros when
-    not centring) and ``total_ss`` ``(batch,)`` = ``‖A‖_F²`` of the (centred) matrices.
+    not centring) and ``total_ss`` ``(batch,)`` = ``‖A‖_F²`` of the (centred) matrices, all of the
+    divided matrices.
     """
     n, d = x.shape[-2:]
     omega_t = None
@@ -214,6 +217,8 @@ def fit_batch(
     step = chunk_size(x)
     for start in range(0, x.shape[0], step):
         xc = x[start : start + step]
+        if scale is not None:
+            xc = xc / scale[start : start + step].to(xc.dtype).view(-1, 1, 1)
         mean = xc.mean(dim=-2) if center else None
         total_ss = _sum_squares(xc, mean)
         if solver == "exact":

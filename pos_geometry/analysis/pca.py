@@ -37,7 +37,7 @@ import numpy as np
 import torch
 
 from pos_geometry._dtypes import dtype_name
-from pos_geometry.analysis._inputs import as_batch, check_int, parse_window
+from pos_geometry.analysis._inputs import as_batch, check_int, parse_window, refuse_non_finite
 from pos_geometry.analysis._pca_solvers import fit_batch, resolve_n_iter
 from pos_geometry.analysis._results import Result
 from pos_geometry.embedding import Provenance
@@ -301,7 +301,7 @@ def pca(
     check_int("random_state", random_state, 0, ">= 0 (a seed)")
     if n_iter != "auto":
         check_int("n_iter", n_iter, 0, ">= 0 or 'auto'")
-    batch = as_batch(x)
+    batch = as_batch(x, check_finite=False)  # the one min/max pass below checks it
     data = batch.data
     start, stop = parse_window(window, data.shape[1])
     xw = data[:, start:stop]
@@ -325,15 +325,19 @@ def pca(
         solver = "randomized" if max(n, d) > 500 and k < 0.1 * min(n, d) else "exact"
 
     iters = resolve_n_iter(n_iter, k, n, d) if solver == "randomized" else None
-    scale = _scales(xw)
+    whole = _scales(data) if data.numel() and data.device.type != "meta" else None
+    if whole is not None and not bool(torch.isfinite(whole).all()):  # min and max propagate NaN; inf is one
+        refuse_non_finite(data)
+    scale = whole if (start, stop) == (0, data.shape[1]) and whole is not None else _scales(xw)
     if bool((scale == 0).any()):
         raise InvalidArgumentError(
             "every entry of the table is 0 in the window; PCA does not apply to an all-zero table. "
             "Check where it came from (an unset or zero-initialised weight?)."
         )
     s, comps, coords, mean, total_ss = fit_batch(
-        xw / scale.to(xw.dtype).view(-1, 1, 1),
+        xw,
         k,
+        scale=scale,
         center=center,
         solver=solver,
         n_oversamples=n_oversamples,
@@ -412,8 +416,9 @@ def surrogate_coordinates(
     scale = _scales(x).clamp_min(torch.finfo(torch.float64).tiny)
     iters = resolve_n_iter("auto", k, n, d) if solver == "randomized" else 0
     _, _, coords, _, _ = fit_batch(
-        x / scale.to(x.dtype).view(-1, 1, 1),
+        x,
         k,
+        scale=scale,
         center=center,
         solver=solver,
         n_oversamples=10,
