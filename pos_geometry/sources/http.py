@@ -43,7 +43,15 @@ from huggingface_hub.utils import build_hf_headers, get_session, hf_raise_for_st
 from pos_geometry.errors import CheckpointFormatError, RemoteError
 from pos_geometry.sources._deadline import bounded, remaining
 
-__all__ = ["DEFAULT_READAHEAD", "HttpByteSource", "TransferCount", "count_transfers"]
+__all__ = [
+    "DEFAULT_READAHEAD",
+    "HttpByteSource",
+    "TransferCount",
+    "count_transfers",
+    "open_stream",
+    "same_origin",
+    "transport_errors",
+]
 
 DEFAULT_READAHEAD = 64 * 1024
 """Reads shorter than this fetch this many bytes around them."""
@@ -92,8 +100,13 @@ def _origin(url: str) -> tuple[str, str, int | None]:
     return parts.scheme, (parts.hostname or "").lower(), parts.port
 
 
+def same_origin(a: str, b: str) -> bool:
+    """Whether URLs ``a`` and ``b`` have one origin (scheme, host, port): a token goes only there."""
+    return _origin(a) == _origin(b)
+
+
 @contextlib.contextmanager
-def _open_stream(url: str, headers: dict[str, Any], timeout: float | None) -> Iterator[Any]:
+def open_stream(url: str, headers: dict[str, Any], timeout: float | None) -> Iterator[Any]:
     """A streamed ``GET`` of ``url`` whose status line and headers arrive within the load's deadline.
 
     The per-read ``timeout`` does not stop a server that trickles its headers a byte at a time, so the
@@ -151,7 +164,7 @@ class HttpByteSource:
     def __post_init__(self) -> None:
         self.name = self.name or self.url
         if self.headers is None:
-            same_hub = _origin(self.url) == _origin(constants.ENDPOINT)
+            same_hub = same_origin(self.url, constants.ENDPOINT)
             self.headers = build_hf_headers(token=None if same_hub else False)
         if self.timeout is None:
             self.timeout = float(constants.HF_HUB_DOWNLOAD_TIMEOUT)
@@ -184,7 +197,7 @@ class HttpByteSource:
         """
         if length < 1:
             raise CheckpointFormatError(f"open_first needs length >= 1; got {length}.")
-        same_hub = _origin(url) == _origin(constants.ENDPOINT)
+        same_hub = same_origin(url, constants.ENDPOINT)
         headers: dict[str, Any] = {
             **build_hf_headers(token=None if same_hub else False),
             "Range": f"bytes=0-{length - 1}",
@@ -194,7 +207,7 @@ class HttpByteSource:
         timeout = float(constants.HF_HUB_DOWNLOAD_TIMEOUT) if timeout is None else timeout
         with (
             transport_errors(url),
-            _open_stream(url, headers, remaining(url, timeout)) as response,
+            open_stream(url, headers, remaining(url, timeout)) as response,
         ):
             if response.status_code >= 400:
                 response.read()
@@ -318,7 +331,7 @@ class HttpByteSource:
         last = start + length - 1
         timeout = remaining(self.url, self.timeout)
         received = 0
-        with _open_stream(self.url, headers, timeout) as response:
+        with open_stream(self.url, headers, timeout) as response:
             if response.status_code == 200:
                 # The server ignored Range and is sending the whole file: leave without reading the body
                 # (closing the stream drops the connection).

@@ -14,8 +14,9 @@
 
 Offline (``HF_HUB_OFFLINE=1`` as ``huggingface_hub.constants`` sees it, or
 ``POS_GEOMETRY_OFFLINE=1``) only steps 1 and 2 run. All endpoint, auth and cache
-handling is huggingface_hub's (``HfApi``, ``hf_hub_url``, ``get_hf_file_metadata``,
-``hf_hub_download``); its errors become pos_geometry errors naming the repo, the
+handling is huggingface_hub's (``hf_hub_url``, ``get_hf_file_metadata``, ``hf_hub_download``),
+except the model listing and the refs, which :mod:`pos_geometry.sources.hub_api` reads with a
+bound on their size and time; every error becomes a pos_geometry error naming the repo, the
 revision and the fix.
 """
 
@@ -29,7 +30,7 @@ from pathlib import Path
 from urllib.parse import quote
 
 import httpx2
-from huggingface_hub import HfApi, constants, get_hf_file_metadata, hf_hub_download, hf_hub_url
+from huggingface_hub import constants, get_hf_file_metadata, hf_hub_download, hf_hub_url
 from huggingface_hub import errors as hf_errors
 from huggingface_hub.utils import validate_repo_id
 
@@ -45,6 +46,7 @@ from pos_geometry.errors import (
     RevisionNotFoundError,
     UnknownModelError,
 )
+from pos_geometry.sources import hub_api
 from pos_geometry.sources._deadline import bounded, deadline, remaining
 from pos_geometry.sources.cache import cache_dir, cached_ref, cached_table, is_commit, store_ref, store_tensor
 from pos_geometry.sources.hf_cache import hf_cached_ref, hf_cached_revisions, read_from_hf_cache
@@ -102,11 +104,10 @@ def _listing(names: list[str] | tuple[str, ...]) -> str:
 def _known_revisions(repo_id: str) -> str:
     """The repo's branches and tags, from one API call (best effort; '' when unknown)."""
     try:
-        refs = HfApi().list_repo_refs(repo_id)
-    except (hf_errors.HfHubHTTPError, httpx2.HTTPError, OSError, ValueError, KeyError):
+        names = sorted(hub_api.refs(repo_id))
+    except (PosGeometryError, hf_errors.HfHubHTTPError, httpx2.HTTPError, OSError, ValueError, KeyError):
         return ""
-    names = [r.name for r in refs.branches] + [r.name for r in refs.tags]
-    return f" It has {len(names)} branches/tags: {_listing(sorted(names))}." if names else ""
+    return f" It has {len(names)} branches/tags: {_listing(names)}." if names else ""
 
 
 @contextlib.contextmanager
@@ -188,26 +189,18 @@ def _model_info(repo_id: str, revision: str) -> tuple[str, tuple[str, ...]]:
     """(commit, repo-relative filenames) of ``repo_id`` at ``revision``: one API request."""
     url = f"{constants.ENDPOINT}/api/models/{repo_id}/revision/{quote(revision, safe='')}"
     with _hub_errors(repo_id, revision, "model info"):
-        try:
-            info = bounded(
-                lambda: HfApi().model_info(repo_id, revision=revision, timeout=remaining(url, 10.0)), url
-            )
-        except (ValueError, KeyError, TypeError, AttributeError) as exc:  # a body that is not a model listing
-            raise RemoteError(
-                f"{url} did not answer with a model listing ({type(exc).__name__}: {str(exc)[:120]}); "
-                "HF_ENDPOINT does not look like a Hugging Face Hub, or a proxy altered the answer. Check it."
-            ) from None
-    if not is_commit(info.sha):
+        sha, files = hub_api.model_listing(repo_id, revision)
+    if not is_commit(sha):
         raise CheckpointFormatError(
-            f"{constants.ENDPOINT} returned no commit hash (sha={info.sha!r}) for {_where(repo_id, revision)}; "
+            f"{constants.ENDPOINT} returned no commit hash (sha={sha!r}) for {_where(repo_id, revision)}; "
             "HF_ENDPOINT does not look like a Hugging Face Hub. Check it."
         )
-    if is_commit(revision) and info.sha != revision:
+    if is_commit(revision) and sha != revision:
         raise RemoteError(
-            f"{url} answered with commit {info.sha} when commit {revision} was asked for: a listing of another "
+            f"{url} answered with commit {sha} when commit {revision} was asked for: a listing of another "
             "version cannot stand for it. Check HF_ENDPOINT and any proxy in between."
         )
-    return str(info.sha), tuple(s.rfilename for s in (info.siblings or ()))
+    return sha, files
 
 
 def _local_commit(repo_id: str, revision: str) -> str | None:
@@ -436,10 +429,8 @@ def list_refs(repo_id: str) -> dict[str, str]:
     """
     _check_repo_id(repo_id)
     with deadline(), _hub_errors(repo_id, None, "branches and tags"):
-        refs = bounded(
-            lambda: HfApi().list_repo_refs(repo_id), f"{constants.ENDPOINT}/api/models/{repo_id}/refs"
-        )
-    return {r.name: r.target_commit for r in [*refs.branches, *refs.tags] if is_commit(r.target_commit)}
+        refs = hub_api.refs(repo_id)
+    return {name: commit for name, commit in refs.items() if is_commit(commit)}
 
 
 def read_hub_tensor_pinned(

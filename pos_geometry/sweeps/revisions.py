@@ -1,9 +1,9 @@
 """Which checkpoints a sweep reads: ``"all"``, ``"every:N"``, ``"log:N"`` or an explicit list.
 
 A model-table row with a checkpoint schedule (:mod:`pos_geometry.registry.schedules`) names its
-checkpoints without any request. Any other repo is asked for its branches once
-(``HfApi.list_repo_refs``, one API call) and its checkpoint-style branches (``checkpoint-N``,
-``stepN``) are the schedule. The same call also pins every branch to its commit, so the sweep
+checkpoints without any request. Any other repo is asked for its branches once (the Hub's refs
+endpoint, one bounded API call: :func:`pos_geometry.sources.hub_api.refs`) and its checkpoint-style
+branches (``checkpoint-N``, ``stepN``) are the schedule. The same call also pins every branch to its commit, so the sweep
 never asks the Hub "which commit is checkpoint-N" once per checkpoint.
 """
 

@@ -31,13 +31,15 @@ well-framed body shorter than the range), ``"ignore_range"``, ``"status"`` (``st
 429, 404...), ``"trickle"`` (one byte every ``trickle_s`` seconds), ``"changed"`` (the bytes
 and ETag of the file ``other``), ``"redirect_loop"``, ``"bad_gzip"`` (a body that claims gzip
 and is not). API faults hit the model listing: ``"non_json"``, ``"no_rfilename"``,
-``"gated"``, ``"api_status"`` (``status``). Request faults hit any request whose path contains
+``"gated"``, ``"api_status"`` (``status``), ``"endless"`` (a listing that never ends), ``"gzip_bomb"`` (40 MiB of
+listing in 40 KiB of gzip), ``"deep_json"`` (arrays nested 200,000 deep). Request faults hit any request whose path contains
 ``fault.path`` (every request when empty): ``"slow_headers"`` (the status line and headers one byte every
 ``trickle_s`` seconds, then a 503) and ``"retry_after"`` (503 with ``Retry-After: retry_after_s``).
 """
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import json
 import re
@@ -70,7 +72,7 @@ class LoggedRequest:
 
 
 RANGE_FAULTS = ("drop", "short", "ignore_range", "status", "trickle", "changed", "redirect_loop", "bad_gzip")
-API_FAULTS = ("non_json", "no_rfilename", "gated", "api_status")
+API_FAULTS = ("non_json", "no_rfilename", "gated", "api_status", "endless", "gzip_bomb", "deep_json")
 REQUEST_FAULTS = ("slow_headers", "retry_after")
 
 
@@ -364,6 +366,24 @@ class _Handler(BaseHTTPRequestHandler):
                 return self._reply(403, b"{}", headers)
             if fault.kind == "api_status":
                 return self._reply(fault.status, b"server error")
+            if fault.kind == "gzip_bomb":
+                body = b'{"sha": "%s", "siblings": [' % commit.encode() + b" " * (40 * 2**20) + b"]}"
+                headers = {"Content-Type": "application/json", "Content-Encoding": "gzip"}
+                return self._reply(200, gzip.compress(body, 9), headers)
+            if fault.kind == "deep_json":
+                return self._reply(200, b"[" * 200_000 + b"]" * 200_000, {"Content-Type": "application/json"})
+            if fault.kind == "endless":
+                self._entry.status = 200
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Connection", "close")
+                self.end_headers()
+                self.close_connection = True
+                self._body(b'{"sha": "%s", "siblings": [' % commit.encode())
+                block = b'{"rfilename": "x"}, ' * 4096
+                for _ in range(4096):  # 320 MiB at most, until the client hangs up
+                    self._body(block)
+                return None
             bad = [{"name": name} for name in sorted(files)]  # no_rfilename
             return self._json({"id": repo_id, "sha": commit, "siblings": bad})
         siblings = [{"rfilename": name} for name in sorted(files)]

@@ -87,6 +87,10 @@ FAULTS = {
     "no_rfilename": ({}, RemoteError, r"/api/models/acme/tiny/revision/main did not answer with a model listing \(KeyError"),
     "api_status": ({"status": 503}, RemoteError, r"api/models/acme/tiny/revision/main answered HTTP 503"),
     "gated": ({}, AccessDeniedError, r"'acme/tiny' exists on http://127\.0\.0\.1:\d+ but is gated"),
+    # hostile inputs round 2, class 4: the listing is bounded in size (after decompression) and nesting
+    "endless": ({}, RemoteError, r"/api/models/acme/tiny/revision/main sent more than 33,554,432 bytes for an API answer"),
+    "gzip_bomb": ({}, RemoteError, r"/api/models/acme/tiny/revision/main sent more than 33,554,432 bytes"),
+    "deep_json": ({}, RemoteError, r"/api/models/acme/tiny/revision/main did not answer with a usable listing \(its JSON is nested too deeply"),
 }  # fmt: skip
 
 
