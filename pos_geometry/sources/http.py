@@ -49,7 +49,7 @@ __all__ = [
     "TransferCount",
     "count_transfers",
     "open_stream",
-    "same_origin",
+    "hub_headers",
     "transport_errors",
 ]
 
@@ -100,9 +100,11 @@ def _origin(url: str) -> tuple[str, str, int | None]:
     return parts.scheme, (parts.hostname or "").lower(), parts.port
 
 
-def same_origin(a: str, b: str) -> bool:
-    """Whether URLs ``a`` and ``b`` have one origin (scheme, host, port): a token goes only there."""
-    return _origin(a) == _origin(b)
+def hub_headers(url: str) -> dict[str, str]:
+    """huggingface_hub's request headers for ``url``: the saved token only when ``url`` has the origin
+    (scheme, host, port) of ``HF_ENDPOINT``, never for another host (a CDN, a redirect target)."""
+    same_hub = _origin(url) == _origin(constants.ENDPOINT)
+    return build_hf_headers(token=None if same_hub else False)
 
 
 @contextlib.contextmanager
@@ -164,8 +166,7 @@ class HttpByteSource:
     def __post_init__(self) -> None:
         self.name = self.name or self.url
         if self.headers is None:
-            same_hub = same_origin(self.url, constants.ENDPOINT)
-            self.headers = build_hf_headers(token=None if same_hub else False)
+            self.headers = hub_headers(self.url)
         if self.timeout is None:
             self.timeout = float(constants.HF_HUB_DOWNLOAD_TIMEOUT)
         if self.size <= 0:
@@ -197,9 +198,8 @@ class HttpByteSource:
         """
         if length < 1:
             raise CheckpointFormatError(f"open_first needs length >= 1; got {length}.")
-        same_hub = same_origin(url, constants.ENDPOINT)
         headers: dict[str, Any] = {
-            **build_hf_headers(token=None if same_hub else False),
+            **hub_headers(url),
             "Range": f"bytes=0-{length - 1}",
             "Accept-Encoding": "identity",
         }

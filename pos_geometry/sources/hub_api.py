@@ -22,11 +22,11 @@ from urllib.parse import quote
 
 import httpx2
 from huggingface_hub import constants
-from huggingface_hub.utils import build_hf_headers, hf_raise_for_status
+from huggingface_hub.utils import hf_raise_for_status
 
 from pos_geometry.errors import RemoteError
 from pos_geometry.sources._deadline import remaining
-from pos_geometry.sources.http import open_stream, same_origin
+from pos_geometry.sources.http import hub_headers, open_stream
 
 __all__ = ["MAX_ERROR_BYTES", "MAX_LISTING_BYTES", "get_json", "model_listing", "refs"]
 
@@ -61,8 +61,7 @@ def get_json(url: str) -> Any:
         huggingface_hub errors (an HTTP error status) and httpx2 errors (a failed transfer) pass through
         to the caller, which maps them (:func:`pos_geometry.sources.hub._hub_errors`).
     """
-    headers = build_hf_headers(token=None if same_origin(url, constants.ENDPOINT) else False)
-    with open_stream(url, headers, remaining(url, API_TIMEOUT)) as response:
+    with open_stream(url, hub_headers(url), remaining(url, API_TIMEOUT)) as response:
         if response.status_code >= 400:
             body = _bounded_body(response, url, MAX_ERROR_BYTES, cut=True)
             kept = {
