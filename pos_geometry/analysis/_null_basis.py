@@ -2,8 +2,10 @@
 
 Every null of :mod:`pos_geometry.analysis._nulls` is drawn column by column in the table's **PCA basis**
 (the centred table ``X − μ = Y Vᵀ``, ``Y`` ``(n, R)`` with uncorrelated columns, ``R`` its rank), then put
-back around the table's mean. So the surrogates match the table's covariance whatever basis its columns
-happen to be stored in: the verdicts do not change when the embedding space is rotated.
+back around the table's mean (the smooth-GP null on the eigenvectors of its likelihood's column
+covariance, a rotation of the principal axes within their span). So the surrogates match the table's
+covariance whatever basis its columns happen to be stored in: the verdicts do not change when the
+embedding space is rotated.
 
 Two methods give the same null (``null_method``):
 
@@ -57,7 +59,10 @@ class NullBasis:
     variance ``σ_j²``, columns uncorrelated). ``axes`` ``(d, r)`` (``"exact"`` only, else None) put a
     surrogate back in the stored coordinates; ``mean_in`` ``(r,)``/``mean_out`` (the mean's coordinates on
     the kept axes and its length outside them) put it back around the mean in ``r + 1`` coordinates.
-    ``length_scale``: ``(ℓ, η)`` of the whole table. ``variance_kept``: the kept axes' share of the variance.
+    ``length_scale``: ``(ℓ, η)`` of the whole table. ``variance_kept``: the kept axes' share of the
+    surrogates' variance. ``scales`` ``(r,)``: the standard deviation each axis is drawn with, where the
+    null sets it (the smooth-GP null: the square roots of its likelihood's column covariance, whose
+    eigenvectors are then the axes), else None (each sampler fits the table's own coordinates).
     Everything is in units of the table's largest entry.
     """
 
@@ -71,6 +76,7 @@ class NullBasis:
     full_rank: int
     variance_kept: float
     length_scale: tuple[float, float]
+    scales: torch.Tensor | None = None
 
     def embed(self, y: torch.Tensor) -> torch.Tensor:
         """Surrogates ``y`` ``(c, n, r)`` (centred, on the kept axes) as tables around the table's mean.
@@ -108,7 +114,7 @@ def _decomposition(x: torch.Tensor) -> tuple:
         )
         if same and prev._version == version:
             return out
-    from pos_geometry.analysis._nulls import length_scale
+    from pos_geometry.analysis._smoothness import length_scale
 
     scale = float(x.detach().abs().amax().to(torch.float64).clamp_min(1e-300))
     a = x.detach().to(torch.float64) / scale
@@ -135,12 +141,15 @@ def _decomposition(x: torch.Tensor) -> tuple:
 def _surrogate_variance(dec: dict, null: str) -> torch.Tensor:
     """Each axis' expected variance in a surrogate of ``null`` ``(R,)``: what decides which axes matter.
 
-    The smooth-GP and red-noise surrogates have each axis' own variance by construction. A random walk of
+    The red-noise surrogates have each axis' own variance by construction, and the smooth-GP ones the
+    variance of their likelihood's column covariance on its own axes (:func:`_gp_axes`). A random walk of
     the table's steps does not: position-to-position noise, cumulated, wanders far more than it did in the
     table (a table with a short length scale has many blocks to shuffle), so its trailing axes can carry a
     real share of a walk's variance. That share is measured on 8 walks (a fixed seed; the spread of a walk's
     mean position is as large as its spread, so no shortcut formula), computed once per table.
     """
+    if null == "smooth_gp":
+        return _gp_axes(dec)[0]
     if null != "step_walk":
         return dec["evals"].clamp_min(0)
     if "walk_variance" not in dec:
@@ -151,6 +160,16 @@ def _surrogate_variance(dec: dict, null: str) -> torch.Tensor:
         walks = torch.cat([draw(2, gen) for _ in range(4)]).double()  # (8, n, R)
         dec["walk_variance"] = (walks - walks.mean(dim=1, keepdim=True)).square().mean(dim=1).mean(dim=0)
     return dec["walk_variance"]
+
+
+def _gp_axes(dec: dict) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(λ, W)`` of the smooth-GP null's column covariance on the principal axes (computed once per table):
+    :func:`pos_geometry.analysis._smoothness.gp_column_covariance` of the table's coordinates."""
+    if "gp_axes" not in dec:
+        from pos_geometry.analysis._smoothness import gp_column_covariance
+
+        dec["gp_axes"] = gp_column_covariance(dec["coords"], *dec["length_scale"])
+    return dec["gp_axes"]
 
 
 def null_basis(x: torch.Tensor, method: str, null: str = "smooth_gp", *, min_rank: int = 0) -> NullBasis:
@@ -167,14 +186,18 @@ def null_basis(x: torch.Tensor, method: str, null: str = "smooth_gp", *, min_ran
     dec = _decomposition(x)
     mean, evals, axes, coords = dec["mean"], dec["evals"], dec["axes"], dec["coords"]
     total = float(evals.clamp_min(0).sum())
+    scales = None
     if total <= 0:
         raise InvalidArgumentError(
             "the nulls need a table that varies over positions; every row of this window is the same. "
             "Pass a window with distinct rows."
         )
     full = int(evals.shape[0])
+    variance = _surrogate_variance(dec, null)
+    if null == "smooth_gp":  # the likelihood's axes: a rotation of the principal ones
+        w = _gp_axes(dec)[1]
+        axes, coords, scales = axes @ w, coords @ w, variance.sqrt()
     if method == "fast":
-        variance = _surrogate_variance(dec, null)
         order = torch.argsort(variance, descending=True)
         ranked = variance[order]
         left_out = ranked.flip(0).cumsum(0).flip(0)  # left_out[i]: what axes i, i+1, ... hold together
@@ -195,6 +218,7 @@ def null_basis(x: torch.Tensor, method: str, null: str = "smooth_gp", *, min_ran
         mean_out=float(torch.linalg.vector_norm(mean - axes @ mean_in)),
         rank=r,
         full_rank=full,
-        variance_kept=float(evals[keep].clamp_min(0).sum()) / total,
+        variance_kept=float(variance[keep].sum() / variance.sum().clamp_min(1e-300)),
         length_scale=dec["length_scale"],
+        scales=None if scales is None else scales[keep],
     )

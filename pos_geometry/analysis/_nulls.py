@@ -8,16 +8,19 @@ pipeline as the table (PCA included). Three families, each matched to a statisti
 * :func:`step_walks` -- "a random walk with the table's own steps": the ``n - 1`` step vectors
   ``x[t+1] - x[t]``, in blocks of the table's length scale, in a random order, cumulated from ``x[0]``.
   Same steps and local arcs, no coordination between them.
-* :func:`smooth_gp` -- "a smooth Gaussian-process curve of the table's length scale": each axis an
-  independent draw of a Gaussian process with the squared-exponential kernel ``exp(-Δ²/(2ℓ²))`` plus the
-  table's share of white noise, scaled to the axis' standard deviation; ``ℓ`` and the noise share are
-  read off the table's centred autocorrelation by offset (:func:`length_scale`).
+* :func:`smooth_gp` -- "a smooth Gaussian-process curve of the table's length scale": the table as a
+  matrix-normal draw, rows correlated by the squared-exponential kernel ``exp(-Δ²/(2ℓ²))`` plus the
+  table's share of white noise, columns by the covariance that makes the table most likely under that
+  kernel (:mod:`pos_geometry.analysis._smoothness`); each surrogate axis is an independent draw on an
+  eigenvector of that covariance, with its eigenvalue as variance. ``ℓ`` and the noise share are read off
+  the table's centred autocorrelation by offset (:func:`length_scale`).
 * :func:`red_noise` -- "AR(1) red noise plus white noise": each axis an AR(1) process plus white
   noise, fitted to the axis' lag-1 and lag-2 autocorrelation and its variance (the red-noise
   background of spectral peak tests in climate science and astronomy; Gilman et al. 1963, Schulz &
   Mudelsee 2002, with a white part for measurement noise).
 
-Each family is drawn column by column **on the table's principal axes** (its PCA basis; see
+Each family is drawn column by column **on the table's principal axes** (its PCA basis, or for the
+smooth-GP null a rotation of it within the same span; see
 :mod:`pos_geometry.analysis._null_basis`), where the columns are uncorrelated, and put back around the
 table's mean: the surrogates match the table's covariance in whatever basis it is stored, so no verdict
 depends on the basis. None of them has a period or a rotation of its own; a smooth curve bent into
@@ -37,6 +40,7 @@ import torch
 from pos_geometry import _progress
 from pos_geometry.analysis._fourier import ar1_plus_white
 from pos_geometry.analysis._null_basis import null_basis
+from pos_geometry.analysis._smoothness import autocorrelation, length_scale
 from pos_geometry.analysis._walk_coordinates import WalkCoordinates, block_orders, step_index
 from pos_geometry.analysis.pca import surrogate_coordinates
 
@@ -169,87 +173,6 @@ def walk_block(n: int, ell: float) -> int:
     return max(1, min(n - 1, round(ell)))
 
 
-def autocorrelation(x: torch.Tensor) -> torch.Tensor:
-    """Centred autocorrelation by offset ``(n,)``: ``c(Δ) = mean_t <a_t, a_{t+Δ}> / mean_t |a_t|²``.
-
-    ``a`` = ``x`` ``(n, d)`` centred over positions; computed with an FFT along positions (zero-padded,
-    so there is no wrap-around), in float64.
-    """
-    a = x.to(torch.float64)
-    a = a - a.mean(dim=0)
-    n = a.shape[0]
-    spec = torch.fft.rfft(a, n=2 * n, dim=0)
-    acov = torch.fft.irfft(spec.real**2 + spec.imag**2, n=2 * n, dim=0)[:n].sum(dim=1)
-    acov = acov / torch.arange(n, 0, -1, dtype=acov.dtype, device=acov.device)
-    return acov / acov[0].clamp_min(torch.finfo(torch.float64).tiny)
-
-
-def _crossing(c: np.ndarray, level: float) -> float | None:
-    """The first offset ``Δ ≥ 1`` where ``c`` falls below ``level``, linearly interpolated; None if never."""
-    below = np.nonzero(c[1:] < level)[0] + 1
-    if below.size == 0:
-        return None
-    i = int(below[0])
-    return float(i - 1 + (c[i - 1] - level) / max(c[i - 1] - c[i], 1e-300))
-
-
-def expected_autocorrelation(n: int, ell: float, nugget: float) -> np.ndarray:
-    """What :func:`autocorrelation` returns on average ``(n,)`` for a GP of kernel ``exp(-Δ²/2ℓ²)`` plus
-    the nugget share of white noise: the mean of each diagonal of ``P K P`` (``P`` removes the mean over
-    positions, as the estimator does), over that of the main diagonal. Centring over a window only a few
-    length scales long makes the autocorrelation fall faster than the kernel; this is by how much."""
-    lag = np.arange(n, dtype=np.float64)
-    k = (1 - nugget) * np.exp(-0.5 * (lag / max(ell, 1e-12)) ** 2)
-    k[0] += nugget
-    cum = np.cumsum(k)
-    rows = cum + cum[::-1] - k[0]  # r_t = Σ_j k(|t − j|) = Σ_{m≤t} k(m) + Σ_{1≤m≤n−1−t} k(m)
-    total = float(rows.sum())
-    prefix = np.concatenate([[0.0], np.cumsum(rows)])
-    counts = n - lag
-    head = prefix[n - lag.astype(int)] / counts  # mean of r_t over t < n − Δ
-    tail = (prefix[n] - prefix[lag.astype(int)]) / counts  # mean of r_t over t ≥ Δ
-    acov = k - (head + tail) / n + total / n**2
-    return acov / max(acov[0], 1e-300)
-
-
-def length_scale(x: torch.Tensor) -> tuple[float, float]:
-    """``(ℓ, η)``: the squared-exponential length scale and the white-noise ("nugget") share of ``x``.
-
-    The centred autocorrelation ``c(Δ)`` of a smooth curve plus white noise is about ``(1 − η)·k(Δ)`` for
-    ``Δ ≥ 1`` and 1 at ``Δ = 0``. So ``1 − η = c(1)`` (clipped to ``[0, 1]``), and ``ℓ`` is read off the
-    offset where ``c(Δ)`` first falls below ``c(1)·exp(-1/2)`` (where ``exp(-Δ²/2ℓ²)`` does). Centring
-    biases that offset low when the window holds few length scales (a GP of ℓ = 78.6 over 1024 positions
-    read as 67), so ``ℓ`` is the length scale whose *expected* centred autocorrelation
-    (:func:`expected_autocorrelation`) crosses at the same offset (bisection, 40 steps). A table whose
-    autocorrelation never falls that low gets ``ℓ = n``; white noise gets ``ℓ = 0.5``, ``η = 1``.
-    """
-    c = autocorrelation(x).cpu().numpy()
-    n = c.shape[0]
-    smooth = float(np.clip(c[1], 0.0, 1.0)) if n > 1 else 0.0
-    if smooth <= 0:
-        return 0.5, 1.0
-    nugget = 1.0 - smooth
-    level = smooth * math.exp(-0.5)
-    seen = _crossing(c, level)
-    if seen is None:
-        return float(n), nugget
-
-    def crossing(ell: float) -> float:
-        e = expected_autocorrelation(n, ell, nugget)
-        at = _crossing(e, e[1] * math.exp(-0.5))
-        return float(n) if at is None else at
-
-    lo, hi = max(0.5, seen * 0.5), float(n)
-    if crossing(lo) >= seen:
-        return float(max(0.5, seen)), nugget
-    if crossing(hi) < seen:
-        return float(n), nugget
-    for _ in range(40):
-        mid = 0.5 * (lo + hi)
-        lo, hi = (mid, hi) if crossing(mid) < seen else (lo, mid)
-    return float(max(0.5, 0.5 * (lo + hi))), nugget
-
-
 def _circulant_spectrum(n: int, ell: float) -> tuple[int, torch.Tensor]:
     """``(M, λ)``: the squared-exponential kernel ``exp(-Δ²/2ℓ²)`` embedded in a circulant of size ``M``
     (a power of two ≥ ``2n`` and ≥ ``14ℓ``, so the kernel has fallen below 1e-10 before the wrap) and its
@@ -263,12 +186,14 @@ def _circulant_spectrum(n: int, ell: float) -> tuple[int, torch.Tensor]:
     return m, lam
 
 
-def smooth_gp(y: torch.Tensor, ell: float, nugget: float) -> Sampler:
+def smooth_gp(y: torch.Tensor, ell: float, nugget: float, scales: torch.Tensor | None = None) -> Sampler:
     """Gaussian-process tables: squared-exponential kernel of length scale ``ell``, plus the nugget share.
 
     Each axis is ``sqrt(1 − η)·f + sqrt(η)·ε`` with ``f`` a GP draw of kernel ``exp(-Δ²/2ℓ²)`` and ``ε``
-    white noise, scaled to the standard deviation of the same axis of ``y`` ``(n, r)``: smooth, with the
-    table's length scale and its share of position-to-position noise, and no period or rotation of its own.
+    white noise, scaled to ``scales`` ``(r,)`` (by default the standard deviation of the same axis of ``y``
+    ``(n, r)``; :func:`surrogate_values` passes the null basis' own, from the model's likelihood): smooth,
+    with the table's length scale and its share of position-to-position noise, and no period or rotation
+    of its own.
     ``f`` is drawn by circulant embedding (:func:`_circulant_spectrum`): a sum of the circulant's Fourier
     modes with independent Gaussian weights of variance ``λ_k / M``. The smooth kernel's spectrum falls
     off like a Gaussian, so only the modes above 1e-10 of the largest are kept: a few dozen for a table
@@ -277,7 +202,9 @@ def smooth_gp(y: torch.Tensor, ell: float, nugget: float) -> Sampler:
     """
     n, r = y.shape
     m, lam = _circulant_spectrum(n, ell)
-    sigma = y.to(torch.float64).std(dim=0).to(y.dtype)  # the draws are made in the table's dtype
+    sigma = (y.to(torch.float64).std(dim=0) if scales is None else scales).to(
+        y.device, y.dtype
+    )  # in y's dtype
     white = math.sqrt(nugget)
     # f_t = Σ_k (a_k cos(2πkt/M) + b_k sin(2πkt/M)) over the real FFT's bins k = 0..M/2, with a_k, b_k of
     # variance 2λ_k/M inside and λ_k/M at 0 and M/2 (b_0 = b_{M/2} = 0): Var(f_t) = Σ over all M bins of
@@ -337,15 +264,24 @@ def red_noise(y: torch.Tensor, ell: float, nugget: float) -> Sampler:
     n, r = y.shape
 
     def draw(count: int, gen: torch.Generator) -> torch.Tensor:
-        red = _randn((n, count, r), gen, a) * innov  # positions first: each step is one contiguous block
+        red = _randn((n, count, r), gen, a) * innov  # positions first
         red[0] = red[0] / innov
-        for t in range(1, n):  # a_t = φ a_{t-1} + e_t, all surrogates and axes at once
-            red[t].add_(red[t - 1] * phi64)
-        red = red.transpose(0, 1)
+        red = _ar1_scan(red, phi64).transpose(0, 1)
         white = _randn((count, n, r), gen, a)
         return ((red * w_red + white * w_white) * sigma).to(y.dtype)
 
     return draw
+
+
+def _ar1_scan(e: torch.Tensor, phi: torch.Tensor) -> torch.Tensor:
+    """``a_t = φ a_{t−1} + e_t`` with ``a_0 = e_0`` along the first axis of ``e`` ``(n, ...)``, ``φ``
+    broadcast over the rest: a prefix scan in ``⌈log₂ n⌉`` whole-tensor steps (after the step of shift
+    ``s``, ``a_t`` holds ``Σ φ^{t−u} e_u`` over the ``2s`` terms ending at ``t``), not ``n`` sequential ones."""
+    a, p, shift = e, phi, 1
+    while shift < e.shape[0]:
+        a = torch.cat([a[:shift], a[shift:] + p * a[:-shift]])
+        p, shift = p * p, 2 * shift
+    return a
 
 
 SAMPLERS: dict[str, Callable[[torch.Tensor, float, float], Sampler]] = {
@@ -365,6 +301,7 @@ def surrogate_values(
     method: str = "fast",
     n_components: int = 0,
     coordinates: bool | None = None,
+    subspace: bool = False,
     budget_bytes: int = 48 * 2**20,
 ) -> np.ndarray:
     """``statistic`` of ``n_surrogates`` surrogate tables of ``x`` ``(n, d)``: ``(S, ...)`` float64.
@@ -377,14 +314,18 @@ def surrogate_values(
     largest entry, so a table times 1e200 gives the surrogates of the table itself. With ``coordinates``
     (True: centred over positions, False: not) ``statistic`` gets the surrogates' top-``n_components`` PCA
     coordinates ``(c, n, n_components)`` instead (for the fast step walks computed from their block
-    structure, :mod:`pos_geometry.analysis._walk_coordinates`). Tables are drawn and evaluated in chunks of
+    structure, :mod:`pos_geometry.analysis._walk_coordinates`); ``subspace``: ``statistic`` depends on them only
+    through the subspace they span (any orthonormal basis of it gives the same value), so the solvers need
+    only the subspace (:data:`~pos_geometry.analysis._pca_solvers.SUBSPACE_ITERATIONS`). Tables are drawn and evaluated in chunks of
     about ``budget_bytes``, from one ``torch.Generator`` seeded with ``random_state``: the same seed gives
     the same surrogates on the CPU, whatever the table's dtype (on an accelerator the Gaussian draws are
     made on the device, see :func:`_randn`).
     """
     basis = null_basis(x, method, null, min_rank=n_components)
     coords = basis.coords.to(x.dtype)
-    draw = SAMPLERS[null](coords, *basis.length_scale)
+    draw = SAMPLERS[null](
+        coords, *basis.length_scale, **({} if basis.scales is None else {"scales": basis.scales})
+    )
     walks = None
     if coordinates is not None and method == "fast" and null == "step_walk" and x.device.type == "cpu":
         walks = WalkCoordinates(
@@ -399,12 +340,16 @@ def surrogate_values(
         if walks is not None:
             orders = block_orders(walks.starts.shape[0], count, gen)
             vals = statistic(
-                walks.coordinates(orders, n_components, center=coordinates, random_state=random_state)
+                walks.coordinates(
+                    orders, n_components, center=coordinates, random_state=random_state, subspace=subspace
+                )
             )
         elif coordinates is not None:
             tables = basis.embed(draw(count, gen))
             vals = statistic(
-                surrogate_coordinates(tables, n_components, center=coordinates, random_state=random_state)
+                surrogate_coordinates(
+                    tables, n_components, center=coordinates, random_state=random_state, subspace=subspace
+                )
             )
         else:
             vals = statistic(basis.embed(draw(count, gen)))

@@ -20,12 +20,27 @@ import torch
 
 from pos_geometry.analysis import _small_linalg
 
-__all__ = ["exact_pca", "randomized_pca", "flip_signs", "resolve_n_iter", "fit_batch"]
+__all__ = [
+    "SUBSPACE_ITERATIONS",
+    "exact_pca",
+    "randomized_pca",
+    "flip_signs",
+    "resolve_n_iter",
+    "fit_batch",
+]
 
 #: Intermediate power-iteration steps use Cholesky-QR (two small float64 products); a block whose
 #: Cholesky factor has ``min(diag) / max(diag)`` below this (condition number above ~1e4) falls
 #: back to Householder QR, which is always stable.
 _CHOLQR_MIN_DIAG_RATIO = 1e-4
+
+
+SUBSPACE_ITERATIONS = (3, 20)
+"""``(n_iter, n_oversamples)`` of the randomized solver when only the top-``k`` subspace matters (the
+recurrence's statistic is the same for any orthonormal basis of it): 3 power iterations on ``k + 20``
+vectors instead of scikit-learn's 7 on ``k + 10``. On GPT-2's smooth-GP surrogates (``k = 27`` of 463
+axes) the recurrence's gain then differs from the exact eigendecomposition's by at most 1e-5
+(``tests/analysis/test_null_methods.py``), at about 60% of the products."""
 
 
 def resolve_n_iter(n_iter: int | str, n_components: int, n: int, d: int) -> int:

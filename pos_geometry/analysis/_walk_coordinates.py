@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import torch
 
-from pos_geometry.analysis._pca_solvers import resolve_n_iter
+from pos_geometry.analysis._pca_solvers import SUBSPACE_ITERATIONS, resolve_n_iter
 
 __all__ = ["WalkCoordinates", "block_orders", "step_index"]
 
@@ -85,13 +85,17 @@ class WalkCoordinates:
             self._eig = (evals, vecs, self.part @ vecs, self.first @ vecs)
         return self._eig
 
-    def coordinates(self, orders: torch.Tensor, k: int, *, center: bool, random_state: int) -> torch.Tensor:
+    def coordinates(
+        self, orders: torch.Tensor, k: int, *, center: bool, random_state: int, subspace: bool = False
+    ) -> torch.Tensor:
         """Top-``k`` PCA coordinates ``(c, n, k)`` of the walks of ``orders`` (centred over positions or not).
 
         The second-moment matrix of a walk, on the kept axes plus the constant coordinate of the mean
         outside them, is ``D + U Wᵀ``: ``D`` = the fixed part, diagonal in its eigenbasis, plus a rank
         ``3B + 4`` part (the block starts ``a_b``, the column sums, the constant coordinate and the
-        centring). Its top eigenvectors come from subspace iteration in that eigenbasis.
+        centring). Its top eigenvectors come from subspace iteration in that eigenbasis (``subspace``: only
+        the subspace they span matters to the caller, so the iteration runs
+        :data:`~pos_geometry.analysis._pca_solvers.SUBSPACE_ITERATIONS`).
         """
         c, nb = orders.shape
         r, n = self.r, self.n
@@ -122,7 +126,8 @@ class WalkCoordinates:
             w.append(-full / n)
         u, w = torch.cat(u, dim=2), torch.cat(w, dim=2)
         diag = torch.cat([evals, torch.zeros(1, dtype=torch.float64)])[None, :, None]
-        vecs = _top_eigenvectors(lambda x: diag * x + u @ (w.mT @ x), r + 1, c, k, n, random_state)
+        iterations = SUBSPACE_ITERATIONS if subspace else (resolve_n_iter("auto", k, n, r + 1), 10)
+        vecs = _top_eigenvectors(lambda x: diag * x + u @ (w.mT @ x), r + 1, c, k, iterations, random_state)
         # coordinates: row t' of block b is a_b + p_b(t') (and the constant coordinate), in the eigenbasis
         const = self.out * vecs[:, r]  # (c, k)
         z = torch.empty(c, n, k, dtype=torch.float64)
@@ -137,14 +142,17 @@ class WalkCoordinates:
         return z
 
 
-def _top_eigenvectors(apply, p: int, c: int, k: int, n: int, random_state: int) -> torch.Tensor:
+def _top_eigenvectors(
+    apply, p: int, c: int, k: int, iterations: tuple[int, int], random_state: int
+) -> torch.Tensor:
     """Top-``k`` eigenvectors ``(c, p, k)`` of the symmetric PSD matrices that ``apply`` multiplies
-    ``(c, p, l)`` by: subspace iteration on ``k + 10`` vectors (``n_iter + 1`` products, ``n_iter`` by
-    scikit-learn's rule for an ``n × p`` table, as the randomized PCA solver), then Rayleigh-Ritz."""
-    width = min(k + 10, p)
+    ``(c, p, l)`` by: subspace iteration on ``k + n_oversamples`` vectors (``n_iter + 1`` products, as the
+    randomized PCA solver; ``iterations = (n_iter, n_oversamples)``), then Rayleigh-Ritz."""
+    n_iter, over = iterations
+    width = min(k + over, p)
     gen = torch.Generator().manual_seed(int(random_state))
     x = torch.randn(p, width, generator=gen, dtype=torch.float64).expand(c, p, width)
-    for _ in range(resolve_n_iter("auto", k, n, p) + 1):
+    for _ in range(n_iter + 1):
         x = apply(x)
         chol, info = torch.linalg.cholesky_ex(
             x.mT @ x

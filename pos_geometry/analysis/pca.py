@@ -38,7 +38,7 @@ import torch
 
 from pos_geometry._dtypes import dtype_name
 from pos_geometry.analysis._inputs import as_batch, check_int, parse_window, refuse_non_finite
-from pos_geometry.analysis._pca_solvers import fit_batch, resolve_n_iter
+from pos_geometry.analysis._pca_solvers import SUBSPACE_ITERATIONS, fit_batch, resolve_n_iter
 from pos_geometry.analysis._results import Result
 from pos_geometry.embedding import Provenance
 from pos_geometry.errors import DeviceMismatchError, InvalidArgumentError
@@ -402,26 +402,35 @@ def pca(
 
 
 def surrogate_coordinates(
-    x: torch.Tensor, n_components: int, *, center: bool = True, random_state: int = 0
+    x: torch.Tensor,
+    n_components: int,
+    *,
+    center: bool = True,
+    random_state: int = 0,
+    subspace: bool = False,
 ) -> torch.Tensor:
     """Top-``n_components`` PCA coordinates ``(c, n, k)`` of internally made tables ``x`` ``(c, n, d)``.
 
     The same solver rule, scaling and signs as :func:`pca`, without its input checks and bookkeeping:
-    for the surrogate tables of the analyses' nulls, which are finite by construction.
+    for the surrogate tables of the analyses' nulls, which are finite by construction. ``subspace``: the
+    caller's statistic depends only on the subspace the coordinates span, so the randomized solver runs
+    :data:`~pos_geometry.analysis._pca_solvers.SUBSPACE_ITERATIONS` (fewer products, the subspace as accurate).
     """
     n, d = x.shape[-2:]
     k = n_components
     # the fast nulls' surrogates are narrow (d = a few dozen axes): the d × d eigenproblem is the cheap one
     solver = "randomized" if min(n, d) > 200 and k < 0.1 * min(n, d) else "exact"
     scale = _scales(x).clamp_min(torch.finfo(torch.float64).tiny)
-    iters = resolve_n_iter("auto", k, n, d) if solver == "randomized" else 0
+    iters, over = (resolve_n_iter("auto", k, n, d), 10) if solver == "randomized" else (0, 10)
+    if subspace and solver == "randomized":
+        iters, over = SUBSPACE_ITERATIONS
     _, _, coords, _, _ = fit_batch(
         x,
         k,
         scale=scale,
         center=center,
         solver=solver,
-        n_oversamples=10,
+        n_oversamples=over,
         n_iter=iters,
         random_state=random_state,
     )

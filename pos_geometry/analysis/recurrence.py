@@ -245,7 +245,7 @@ def _nulls(
     for i, family in enumerate(RECURRENCE_NULLS):
         values = surrogate_values(
             rows, family, null["n_surrogates"], null["random_state"] + i, statistic, method=method,
-            n_components=k, coordinates=center,
+            n_components=k, coordinates=center, subspace=True,
         )  # fmt: skip
         tests.append(
             monte_carlo_p(

@@ -56,7 +56,7 @@ def _assert_same_null(fast: pg.Analysis, exact: pg.Analysis) -> None:
         assert ks_2samp(f.values, e.values).pvalue > KS_LEVEL, (f.null, f.words(), e.words())
     pf, pe = fast.periodicity, exact.periodicity
     assert (pf.null_method, pe.null_method) == ("fast", "exact")
-    assert pf.null_values.keys() == pe.null_values.keys() == {"red_noise", "step_walk"}
+    assert pf.null_values.keys() == pe.null_values.keys() == {"red_noise", "step_walk", "smooth_gp"}
     for null in pf.null_values:
         assert ks_2samp(pf.null_values[null], pe.null_values[null]).pvalue > KS_LEVEL, null
     periods = lambda r: sorted((p.series, round(p.period, 1)) for p in r.peaks if p.significant)  # noqa: E731
@@ -88,13 +88,17 @@ def test_fast_and_exact_nulls_agree_on_the_real_tables(table, request):
 
 def test_the_fast_basis_keeps_what_the_surrogates_need():
     # GPT-2-like anisotropy: the fast basis is small for a 3-component statistic, larger for a
-    # 27-component one, and never drops more than 0.1% of the surrogates' variance.
+    # 27-component one, and never drops more than 0.1% of the surrogates' variance (red noise: the
+    # table's own variances; the smooth-GP null: its likelihood's, on its own axes).
     x = torch.from_numpy(_anisotropic_walk(512, 96))
+    few = null_basis(x, "fast", "red_noise", min_rank=3)
+    many = null_basis(x, "fast", "red_noise", min_rank=27)
+    assert few.rank < many.rank <= 96 and few.variance_kept >= 0.999
     few = null_basis(x, "fast", "smooth_gp", min_rank=3)
-    many = null_basis(x, "fast", "smooth_gp", min_rank=27)
     exact = null_basis(x, "exact", "smooth_gp")
-    assert few.rank < many.rank <= exact.rank == exact.full_rank == 96
+    assert few.rank < exact.rank == exact.full_rank == 96
     assert few.variance_kept >= 0.999 and exact.variance_kept == pytest.approx(1.0)
+    np.testing.assert_allclose(few.scales.square().numpy(), exact.scales[: few.rank].square().numpy())
     # The fast embedding is an isometry onto the surrogate's subspace: the inner products of its r + 1
     # coordinates are those of the same surrogate put back in the stored d coordinates.
     y = torch.randn(2, 512, few.rank, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
@@ -179,3 +183,75 @@ def test_walk_coordinates_from_the_block_structure_are_the_walks_pca(k, center):
     torch.testing.assert_close(
         improvement(fast, 1e-10, 8, True), improvement(direct, 1e-10, 8, True), rtol=1e-6, atol=1e-8
     )
+
+
+def _recurrence_gains(x: torch.Tensor, null: str, k: int, *, subspace: bool | None) -> np.ndarray:
+    """The recurrence's null statistic (gain over persistence 64 rows ahead) on 12 surrogates of ``x``:
+    through the nulls' own solvers (``subspace`` as given), or (``None``) through the exact
+    eigendecomposition of every surrogate table, drawn by the same generator."""
+    from pos_geometry.analysis._nulls import surrogate_values
+    from pos_geometry.analysis._pca_solvers import fit_batch
+    from pos_geometry.analysis._recurrence_map import improvement
+    from pos_geometry.analysis.pca import _scales
+
+    if subspace is None:
+
+        def statistic(tables: torch.Tensor) -> torch.Tensor:
+            coords = fit_batch(
+                tables, k, scale=_scales(tables), center=True, solver="exact", n_oversamples=0, n_iter=0,
+                random_state=0,
+            )[2]  # fmt: skip
+            return improvement(coords, 1e-10, 64, True)
+
+        return surrogate_values(x, null, 12, 3, statistic, n_components=k)  # the same axes kept
+    return surrogate_values(
+        x, null, 12, 3, lambda z: improvement(z, 1e-10, 64, True), n_components=k, coordinates=True,
+        subspace=subspace,
+    )  # fmt: skip
+
+
+def _smooth_wide_table(n: int = 512, d: int = 320, seed: int = 5) -> torch.Tensor:
+    # smooth curves of many scales plus a little noise: hundreds of axes, so the nulls' randomized solver runs
+    t = np.arange(n)[:, None] / n
+    rng = np.random.default_rng(seed)
+    freq = rng.uniform(0.2, 6.0, size=d)
+    curves = np.cos(2 * np.pi * freq * t + rng.uniform(0, 2 * np.pi, size=d)) * np.geomspace(1.0, 0.05, d)
+    return torch.from_numpy(curves @ _frame(d, d, seed).T + 0.01 * rng.standard_normal((n, d)))
+
+
+@pytest.mark.parametrize("null", ["smooth_gp", "step_walk"])
+@pytest.mark.parametrize("table", ["smooth wide table", "gpt2_wpe"])
+def test_the_recurrence_null_needs_only_the_subspace(null, table, request):
+    # The recurrence's statistic is the same for any orthonormal basis of the top-k subspace, so its nulls
+    # run the randomized solver with fewer power iterations (SUBSPACE_ITERATIONS). That must not change a
+    # single surrogate's value beyond 1e-4 (the null's spread is ~0.05): the exact eigendecomposition of
+    # each surrogate is the reference, and the solver's own default rule agrees with it as closely.
+    x = (
+        _smooth_wide_table()
+        if table == "smooth wide table"
+        else torch.from_numpy(request.getfixturevalue(table))
+    )
+    k = 27 if table == "gpt2_wpe" else 16
+    reference = _recurrence_gains(x, null, k, subspace=None)
+    for subspace in (False, True):
+        gains = _recurrence_gains(x, null, k, subspace=subspace)
+        assert np.abs(gains - reference).max() < 1e-4, (subspace, np.abs(gains - reference).max())
+    assert np.ptp(reference) > 1e-2  # the surrogates differ: the agreement is not of constants
+
+
+@pytest.mark.parametrize("n", [1, 2, 7, 1024, 1500])
+def test_red_noise_recursion_is_the_ar1_filter(n):
+    # The red-noise sampler runs a_t = φ a_{t-1} + e_t as a log-depth scan; scipy's lfilter (the
+    # sequential recursion) is the oracle, axis by axis with each axis' own φ.
+    from scipy.signal import lfilter
+
+    from pos_geometry.analysis._nulls import _ar1_scan
+
+    rng = np.random.default_rng(n)
+    e = rng.standard_normal((n, 3, 4))
+    phi = np.array([0.0, 0.5, 0.95, 0.9999])
+    got = _ar1_scan(torch.from_numpy(e), torch.from_numpy(phi)).numpy()
+    for j, p in enumerate(phi):
+        np.testing.assert_allclose(
+            got[..., j], lfilter([1.0], [1.0, -p], e[..., j], axis=0), rtol=1e-10, atol=1e-10
+        )
