@@ -38,7 +38,10 @@ import numpy as np
 import torch
 
 from pos_geometry import _progress
+from pos_geometry.analysis._draws import circulant_spectrum, gp_modes, mode_variances
+from pos_geometry.analysis._draws import randn as _randn
 from pos_geometry.analysis._fourier import ar1_plus_white
+from pos_geometry.analysis._gp_surrogates import gp_factors
 from pos_geometry.analysis._null_basis import null_basis
 from pos_geometry.analysis._smoothness import autocorrelation, length_scale
 from pos_geometry.analysis._walk_coordinates import WalkCoordinates, block_orders, step_index
@@ -123,22 +126,6 @@ def monte_carlo_p(
     )
 
 
-def _randn(shape: tuple[int, ...], gen: torch.Generator, like: torch.Tensor) -> torch.Tensor:
-    """float32 Gaussian draws of ``shape`` from the stream ``gen``, in ``like``'s dtype and on its device.
-
-    On the CPU they are drawn from ``gen`` itself: one seed gives the same surrogates for every dtype of the
-    table. On an accelerator they are drawn there, from a device generator seeded by one draw of ``gen``
-    (drawing tens of millions of numbers on the host and copying them over took a third of a GPU
-    ``analyze``): the same seed gives the same surrogates on the same kind of device, and surrogates of the
-    same distribution elsewhere (``tests/analysis/test_null_device.py`` compares the two nulls).
-    """
-    if like.device.type == "cpu":
-        return torch.randn(shape, generator=gen, dtype=torch.float32).to(dtype=like.dtype)
-    seed = int(torch.randint(0, 2**62, (1,), generator=gen))
-    device_gen = torch.Generator(device=like.device).manual_seed(seed)
-    return torch.randn(shape, generator=device_gen, dtype=torch.float32, device=like.device).to(like.dtype)
-
-
 Sampler = Callable[[int, torch.Generator], torch.Tensor]
 """``sampler(count, generator)`` -> ``(count, n, r)`` centred surrogate coordinates on the table's axes."""
 
@@ -173,19 +160,6 @@ def walk_block(n: int, ell: float) -> int:
     return max(1, min(n - 1, round(ell)))
 
 
-def _circulant_spectrum(n: int, ell: float) -> tuple[int, torch.Tensor]:
-    """``(M, λ)``: the squared-exponential kernel ``exp(-Δ²/2ℓ²)`` embedded in a circulant of size ``M``
-    (a power of two ≥ ``2n`` and ≥ ``14ℓ``, so the kernel has fallen below 1e-10 before the wrap) and its
-    eigenvalues ``λ`` ``(M/2 + 1,)`` (the real FFT of the kernel's first row; the few round-off negatives
-    clipped to 0). Wood & Chan 1994: draws through this spectrum have exactly the kernel's covariance
-    at the lags ``0..n−1`` that the table has."""
-    m = 1 << max(1, math.ceil(math.log2(max(2 * n, 14 * ell, 2))))
-    k = torch.arange(m, dtype=torch.float64)
-    lag = torch.minimum(k, m - k)
-    lam = torch.fft.rfft(torch.exp(-0.5 * (lag / ell) ** 2)).real.clamp_min(0)
-    return m, lam
-
-
 def smooth_gp(y: torch.Tensor, ell: float, nugget: float, scales: torch.Tensor | None = None) -> Sampler:
     """Gaussian-process tables: squared-exponential kernel of length scale ``ell``, plus the nugget share.
 
@@ -194,33 +168,25 @@ def smooth_gp(y: torch.Tensor, ell: float, nugget: float, scales: torch.Tensor |
     ``(n, r)``; :func:`surrogate_values` passes the null basis' own, from the model's likelihood): smooth,
     with the table's length scale and its share of position-to-position noise, and no period or rotation
     of its own.
-    ``f`` is drawn by circulant embedding (:func:`_circulant_spectrum`): a sum of the circulant's Fourier
+    ``f`` is drawn by circulant embedding (:func:`circulant_spectrum`): a sum of the circulant's Fourier
     modes with independent Gaussian weights of variance ``λ_k / M``. The smooth kernel's spectrum falls
     off like a Gaussian, so only the modes above 1e-10 of the largest are kept: a few dozen for a table
     whose rows change slowly, drawn as one ``(n, 2K)`` basis times the weights; when many are needed
     (a short length scale) the weights go through one inverse real FFT instead.
     """
     n, r = y.shape
-    m, lam = _circulant_spectrum(n, ell)
+    m, lam = circulant_spectrum(n, ell)
     sigma = (y.to(torch.float64).std(dim=0) if scales is None else scales).to(
         y.device, y.dtype
     )  # in y's dtype
     white = math.sqrt(nugget)
-    # f_t = Σ_k (a_k cos(2πkt/M) + b_k sin(2πkt/M)) over the real FFT's bins k = 0..M/2, with a_k, b_k of
-    # variance 2λ_k/M inside and λ_k/M at 0 and M/2 (b_0 = b_{M/2} = 0): Var(f_t) = Σ over all M bins of
-    # λ_k / M = k(0), Cov(f_s, f_t) = k(s − t) for |s − t| < M/2.
-    var = lam * (1 - nugget) / m * 2
-    var[0] /= 2
-    var[-1] /= 2
-    kept = int(torch.nonzero(lam > 1e-10 * lam.max()).max()) + 1
-    if 4 * kept <= n:
-        t = torch.arange(n, dtype=torch.float64)
-        wt = t[:, None] * (2 * math.pi * torch.arange(kept, dtype=torch.float64) / m)[None, :]
-        amp = var[:kept].sqrt()
-        basis = torch.cat([torch.cos(wt) * amp, torch.sin(wt) * amp], dim=1).to(y.device, y.dtype)  # (n, 2K)
+    var = mode_variances(lam, m, nugget)
+    basis = gp_modes(n, ell, nugget)
+    if basis is not None:
+        basis = basis.to(y.device, y.dtype)
 
         def modes(count: int, gen: torch.Generator) -> torch.Tensor:
-            return basis @ _randn((count, 2 * kept, r), gen, basis)
+            return basis @ _randn((count, basis.shape[1], r), gen, basis)
 
     else:
         amp = var.sqrt().to(y.device, y.dtype)
@@ -321,19 +287,32 @@ def surrogate_values(
     the same surrogates on the CPU, whatever the table's dtype (on an accelerator the Gaussian draws are
     made on the device, see :func:`_randn`).
     """
-    basis = null_basis(x, method, null, min_rank=n_components)
-    coords = basis.coords.to(x.dtype)
-    draw = SAMPLERS[null](
-        coords, *basis.length_scale, **({} if basis.scales is None else {"scales": basis.scales})
-    )
+    factors = gp_factors(x, n_components) if method == "fast" and null == "smooth_gp" else None
     walks = None
-    if coordinates is not None and method == "fast" and null == "step_walk" and x.device.type == "cpu":
-        walks = WalkCoordinates(
-            coords, walk_block(x.shape[0], basis.length_scale[0]), basis.mean_in, basis.mean_out
+    if factors is not None:  # the smooth part of every axis in a few coordinates (_gp_surrogates)
+        like = torch.empty(0, dtype=x.dtype, device=x.device)
+        width = depth = factors.width
+
+        def make(count: int, gen: torch.Generator) -> torch.Tensor:
+            return factors.tables(count, gen, like)
+
+    else:
+        basis = null_basis(x, method, null, min_rank=n_components)
+        coords = basis.coords.to(x.dtype)
+        draw = SAMPLERS[null](
+            coords, *basis.length_scale, **({} if basis.scales is None else {"scales": basis.scales})
         )
+        if coordinates is not None and method == "fast" and null == "step_walk" and x.device.type == "cpu":
+            walks = WalkCoordinates(
+                coords, walk_block(x.shape[0], basis.length_scale[0]), basis.mean_in, basis.mean_out
+            )
+        width, depth = (x.shape[1] if method == "exact" else basis.rank + 1), basis.rank
+
+        def make(count: int, gen: torch.Generator) -> torch.Tensor:
+            return basis.embed(draw(count, gen))
+
     gen = torch.Generator(device="cpu").manual_seed(int(random_state))
-    width = x.shape[1] if method == "exact" else basis.rank + 1
-    chunk = max(1, budget_bytes // (x.shape[0] * (width + basis.rank) * 8))
+    chunk = max(1, budget_bytes // (x.shape[0] * (width + depth) * 8))
     out = []
     for start in range(0, n_surrogates, chunk):
         count = min(chunk, n_surrogates - start)
@@ -345,14 +324,14 @@ def surrogate_values(
                 )
             )
         elif coordinates is not None:
-            tables = basis.embed(draw(count, gen))
+            tables = make(count, gen)
             vals = statistic(
                 surrogate_coordinates(
                     tables, n_components, center=coordinates, random_state=random_state, subspace=subspace
                 )
             )
         else:
-            vals = statistic(basis.embed(draw(count, gen)))
+            vals = statistic(make(count, gen))
         out.append(
             vals.detach().cpu().double().numpy() if isinstance(vals, torch.Tensor) else np.asarray(vals)
         )

@@ -22,20 +22,19 @@ device ``X`` lives on:
 
 **The nulls are red noise and random walks, not exchangeability.** A row permutation only tests "is there
 any order"; a smooth curve without any period passes it, and PCA turns such a curve into sinusoids. So the
-surrogates are whole tables of three families (:mod:`pos_geometry.analysis._nulls`), each pushed through
-the same pipeline (row normalisation, similarity by offset, PCA, tapered spectra): AR(1)-plus-white red
-noise fitted to each principal axis (the red-noise background of spectral peak tests, as in REDFIT), random
-walks made of the table's own steps, and smooth Gaussian-process curves of the table's length scale. The
-last two are needed: red noise drawn axis by axis in the PCA basis cannot reproduce what PCA does to a
-high-dimensional random walk (cosines ``cos(πjt/n)`` with clean spectral peaks; against red noise alone a
-quarter of random walks of 768 columns had a "period" at α = 0.01), and a smooth curve's spectrum falls
-off far faster than an AR(1)'s (against red noise and walks alone, 4 to 7 of 20 GP tables had a "period"). Each series' background ``E(f)`` is the AR(1)-plus-white spectrum fitted to itself; a peak is a
+surrogates are whole tables of two families (:mod:`pos_geometry.analysis._nulls`), each pushed through the
+same pipeline (row normalisation, similarity by offset, PCA, tapered spectra): AR(1)-plus-white red noise
+fitted to each principal axis (the red-noise background of spectral peak tests, as in REDFIT), and random
+walks made of the table's own steps. The second is needed: red noise drawn axis by axis in the PCA basis
+cannot reproduce what PCA does to a high-dimensional random walk (cosines ``cos(πjt/n)`` with clean
+spectral peaks), and against red noise alone a quarter of random walks of 768 columns had a "period" at
+α = 0.01. Each series' background ``E(f)`` is the AR(1)-plus-white spectrum fitted to itself; a peak is a
 local maximum of the ratio ``P(f) / E(f)`` (so it rises above the red background, not merely above its
 neighbours). Against each family the p-value of a peak is ``(1 + #{surrogates whose largest ratio, over
 every series and frequency in the band, ≥ the peak's}) / (1 + n_surrogates)`` (the Westfall–Young max-T
 step, family-wise over every reported peak; the ratios are comparable across series because each is
-relative to its own background), and the reported p-value is the largest of the three: a period must beat
-every one. The smallest reachable p-value is ``1 / (1 + n_surrogates)``; an ``alpha`` below it is an error.
+relative to its own background), and the reported p-value is the larger of the two: a period must beat
+both. The smallest reachable p-value is ``1 / (1 + n_surrogates)``; an ``alpha`` below it is an error.
 (Phase randomisation would keep the very spectrum under test, so it could not reject a peak.)
 """
 
@@ -70,7 +69,7 @@ from pos_geometry.errors import InvalidArgumentError
 
 __all__ = ["LINE_BINS", "PERIODICITY_NULLS", "PeriodPeak", "PeriodicityResult", "periodicity"]
 
-PERIODICITY_NULLS = ("red_noise", "step_walk", "smooth_gp")
+PERIODICITY_NULLS = ("red_noise", "step_walk")
 
 _PAD = 8
 LINE_BINS = 2.0

@@ -113,8 +113,8 @@ def test_white_noise_is_not_a_helix():
 def test_gpt2_verdict_names_its_nulls(gpt2_wpe):
     # GPT-2's table: its top-3 PCs correlate only weakly with cos(πjt/n) (|r| = 0.06, 0.34, 0.08; a
     # random walk's are > 0.95), and 84% of its detrended top-3 variance turns in one plane (random walks
-    # of its own steps: median 0.25; smooth GP curves of its length scale, ℓ ≈ 79, drawn on its principal
-    # axes: median 0.24). It beats
+    # of its own steps: median 0.25; smooth GP curves of its length scale, ℓ ≈ 93, from the model's
+    # likelihood: median 0.30). It beats
     # both nulls at the smallest p: the helix is real, not PCA's artefact.
     fit = pg.fit_helix(gpt2_wpe)
     np.testing.assert_allclose(fit.dct_correlation, [0.058, 0.335, 0.085], atol=0.01)

@@ -89,10 +89,12 @@ def test_bad_arguments():
 def test_gpt2_has_an_undamped_rotation(gpt2_wpe):
     # Measured (positions 1..1023, top 3 PCs, uncentred): one conjugate pair, period ≈ 492 positions,
     # |λ| ≈ 0.9998; prediction error 0.035 / 0.061 / 0.29 at h = 1 / 8 / 64 (persistence 0.037 / 0.105 / 0.69);
-    # its 64-step gain over persistence (0.58) beats random walks of its own steps (median 0.15, p = 0.01).
+    # its 64-step gain over persistence (0.58) beats random walks of its own steps (median 0.15, p = 0.01)
+    # and smooth GP curves from the model's likelihood (p = 0.02). (With the 27 components of the default,
+    # the GP curves predict as well: test_gpt2_recurrence_is_no_better_than_a_smooth_curve.)
     fit = fit_recurrence(gpt2_wpe, n_components=3, window=(1, 1024))
     pairs = fit.rotation_pairs()
-    assert fit.status == "rotations" and fit.test.p_value == pytest.approx(fit.test.min_p_value)
+    assert fit.status == "rotations" and all(t.p_value <= 0.05 for t in fit.tests), fit.tests
     assert len(pairs) == 1
     period, modulus = pairs[0]
     assert 300 < period < 800 and abs(modulus - 1) < 0.01
@@ -205,3 +207,20 @@ def test_auto_components_fit_windows_shorter_than_the_table_is_wide(n, d):
     x = np.cumsum(np.random.default_rng(0).standard_normal((n, d)), axis=0)
     fit = fit_recurrence(x, n_surrogates=0)
     assert 2 <= fit.n_components <= min(32, n - 4)
+
+
+@pytest.mark.slow
+def test_gpt2_recurrence_is_no_better_than_a_smooth_curve(gpt2_wpe):
+    # Issue 25's calibration: on GP tables the smooth-GP null drawn with the table's sample variances made
+    # 6-9 of 20 tables "rotations"; drawn from the model's likelihood (noise share and column covariance) it
+    # makes 0-2. Against it GPT-2's 27-component map (gain 0.84 over persistence 64 rows ahead) is no
+    # better than smooth curves of its length scale (median 0.82, p = 0.16), although it beats random walks
+    # of its own steps (median 0.65, p = 0.01). Its helix still beats both (test_controls).
+    fit = fit_recurrence(gpt2_wpe)
+    walk, gp = fit.tests
+    assert (
+        fit.n_components == 27 and fit.status == "does not apply" and "smooth Gaussian-process" in fit.reason
+    )
+    assert walk.null == "step_walk" and walk.p_value == pytest.approx(walk.min_p_value)
+    assert gp.null == "smooth_gp" and gp.p_value > 0.05
+    assert gp.observed == pytest.approx(0.84, abs=0.01) and 0.78 < gp.null_median < 0.87
