@@ -456,3 +456,32 @@ def test_analyze_table_keeps_its_headers_and_says_why(tmp_path: Path, monkeypatc
     assert any(line.startswith("sin: helix: not fitted") for line in why), why
     assert any(line.startswith("line: period: ") for line in why), why
     assert any(line.startswith("line: recurrence: ") for line in why), why
+
+
+@pytest.mark.parametrize(
+    ("load", "preset", "torch_loaded", "expected"),
+    [
+        (1.5, None, False, "PASSIVE"),  # busy (≥ half of 2 cores): passive waiting
+        (0.3, None, False, None),  # idle: spinning is ~10% faster, left alone
+        (1.5, "ACTIVE", False, "ACTIVE"),  # the user's choice wins
+        (1.5, None, True, None),  # torch already imported: too late to matter, left alone
+    ],
+)
+def test_process_entry_asks_openmp_to_wait_passively_on_a_busy_machine(
+    monkeypatch, load, preset, torch_loaded, expected
+):
+    import os
+    import sys
+
+    from pos_geometry import cli
+
+    monkeypatch.setattr(os, "getloadavg", lambda: (load, load, load))
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    if preset is None:
+        monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
+    else:
+        monkeypatch.setenv("OMP_WAIT_POLICY", preset)
+    if not torch_loaded:
+        monkeypatch.delitem(sys.modules, "torch", raising=False)
+    cli._openmp_wait_policy()
+    assert os.environ.get("OMP_WAIT_POLICY") == expected
