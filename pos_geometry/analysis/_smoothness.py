@@ -216,8 +216,9 @@ def length_scale(x: torch.Tensor) -> tuple[float, float]:
 
 
 def _leading_coordinates(x: torch.Tensor) -> torch.Tensor:
-    """The centred ``x`` ``(n, d)`` on its top :data:`LIKELIHOOD_AXES` principal axes ``(n, m)``, float64."""
-    a = x.to(torch.float64)
+    """The centred ``x`` ``(n, d)`` on its top :data:`LIKELIHOOD_AXES` principal axes ``(n, m)``, float64 on
+    the CPU (the likelihood's small solves run there, beside the kernel's eigendecomposition)."""
+    a = x.detach().to("cpu", torch.float64)
     a = a - a.mean(dim=0)
     if a.shape[1] <= LIKELIHOOD_AXES:
         return a
