@@ -11,10 +11,11 @@ smooth part has rank ``2K`` (a few dozen for a slowly varying table) whatever ``
 needs one column per axis. So the white part is kept on the leading ``r`` axes only (what it leaves out, ``η``
 times the other axes' variance, is held below ``1 − FAST_VARIANCE`` of the total and below the table's own
 ``n_components``-th principal share, which the surrogates' ``n_components``-th component is about as large as) and the surrogate is written
-``Y = L F`` with ``L = [B, E_r, 1]`` ``(n, 2K + r + 1)`` and ``F`` ``(2K + r + 1, R + 1)`` (the last column: the
-mean outside the axes). ``Y Yᵀ = L F Fᵀ Lᵀ``, and with ``Fᵀ = Q R_F`` that is ``(L R_Fᵀ)(L R_Fᵀ)ᵀ``: the
-``(n, 2K + r + 1)`` table ``L R_Fᵀ`` has the rows' inner products of the surrogate itself, which is all a
-null's statistic may read (:func:`pos_geometry.analysis._nulls.surrogate_values`). GPT-2's table needs 561
+``Y = [Y_r, [B, 1] G]``: the ``r`` axes with a white part written out, and the other ``R − r`` axes plus the
+mean outside them as ``[B, 1] G`` with ``G`` ``(2K + 1, R − r + 1)``. With ``Gᵀ = Q R_G``,
+``G Gᵀ = R_Gᵀ R_G``, so the ``(n, r + 2K + 1)`` table ``[Y_r, [B, 1] R_Gᵀ]`` has the rows' inner products of the
+surrogate itself, which is all a null's statistic may read
+(:func:`pos_geometry.analysis._nulls.surrogate_values`). GPT-2's table needs 561
 axes for 99.9% of this null's variance; its surrogates here are 1024 × 60.
 """
 
@@ -53,21 +54,30 @@ class GPFactors:
 
     def tables(self, count: int, gen: torch.Generator, like: torch.Tensor) -> torch.Tensor:
         """``count`` surrogates ``(count, n, width)`` in ``like``'s dtype and on its device, isometric to the
-        whole tables (their rows' inner products are those of ``Y`` above)."""
+        whole tables (their rows' inner products are those of ``Y`` above).
+
+        The ``r`` axes with a white part are written out (``n × r``); the other axes and the mean outside
+        them, ``[B, 1] G`` with ``G`` ``(2K + 1, R − r + 1)``, become ``[B, 1] R_Gᵀ`` (``Gᵀ = Q R_G``), which has
+        the same rows' inner products: ``(n, 2K + 1)`` whatever ``R``.
+        """
         n, k2 = self.modes.shape
         big_r, r = self.scales.shape[0], self.white_rank
         scales = self.scales.to(like.device, like.dtype)
-        f = torch.zeros(count, self.width, big_r + 1, dtype=like.dtype, device=like.device)
-        f[:, :k2, :big_r] = randn((count, k2, big_r), gen, like) * scales
-        f[:, k2 : k2 + r, :r] = torch.diag(self.white * scales[:r])
-        f[:, -1, :big_r] = self.mean_in.to(like.device, like.dtype)
-        f[:, -1, big_r] = self.mean_out
-        r_f = torch.linalg.qr(f.mT, mode="r").R  # (count, width, width): Fᵀ = Q R_F
-        left = torch.empty(count, n, self.width, dtype=like.dtype, device=like.device)
-        left[..., :k2] = self.modes.to(like.device, like.dtype)
-        left[..., k2 : k2 + r] = randn((count, n, r), gen, like)
-        left[..., -1] = 1.0
-        return left @ r_f.mT
+        mean_in = self.mean_in.to(like.device, like.dtype)
+        modes = self.modes.to(like.device, like.dtype)
+        weights = randn((count, k2, big_r), gen, like) * scales  # (count, 2K, R): every axis' smooth part
+        out = torch.empty(count, n, self.width, dtype=like.dtype, device=like.device)
+        out[..., :r] = modes @ weights[..., :r] + self.white * randn((count, n, r), gen, like) * scales[:r]
+        out[..., :r] += mean_in[:r]
+        rest = torch.zeros(count, k2 + 1, big_r - r + 1, dtype=like.dtype, device=like.device)
+        rest[:, :k2, :-1] = weights[..., r:]
+        rest[:, -1, :-1] = mean_in[r:]
+        rest[:, -1, -1] = self.mean_out
+        r_g = torch.linalg.qr(rest.mT, mode="r").R  # (count, 2K + 1, 2K + 1) when R − r + 1 ≥ 2K + 1
+        basis = torch.cat([modes, torch.ones(n, 1, dtype=like.dtype, device=like.device)], dim=1)
+        out[..., r : r + r_g.shape[-2]] = basis @ r_g.mT
+        out[..., r + r_g.shape[-2] :] = 0
+        return out
 
 
 def gp_factors(x: torch.Tensor, min_rank: int) -> GPFactors | None:
