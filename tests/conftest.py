@@ -50,6 +50,15 @@ def _no_exported_tables(monkeypatch, tmp_path_factory):
     monkeypatch.setenv("POS_GEOMETRY_TABLES", str(tmp_path_factory.getbasetemp() / "no_exported_tables"))
 
 
+@pytest.fixture(autouse=True)
+def _no_remembered_hub_probes(monkeypatch):
+    """Each test starts with no reachability probe remembered: a loopback port a test probed while it was
+    closed is often the next test's hub server's (a remembered failure made one sweep test offline)."""
+    from pos_geometry.sources import network
+
+    monkeypatch.setattr(network, "_PROBED", {})
+
+
 @pytest.fixture(scope="session")
 def real_data_dir() -> Path:
     """``../shared/data/real`` beside the checkout; skips when it is not there."""

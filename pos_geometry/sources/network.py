@@ -2,7 +2,8 @@
 
 The network is not used when ``offline=True`` is passed, when ``HF_HUB_OFFLINE`` or
 ``POS_GEOMETRY_OFFLINE`` is set, or (``offline=None``, the default) when the hub's host cannot be
-reached. Reachability is probed once per endpoint and process: one TCP connection with a short timeout,
+reached. Reachability is probed once per endpoint and process (a failure is probed again after 30 s): one
+TCP connection with a short timeout,
 so a machine without network answers at once instead of after a client's retries (transformers spends
 about 25 s retrying ``config.json``). A configured proxy skips the probe: the request itself decides.
 ``offline=False`` asks for the network even when the probe failed.
@@ -15,20 +16,32 @@ from __future__ import annotations
 import functools
 import os
 import socket
+import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
-__all__ = ["PROBE_TIMEOUT", "fetch_hint", "hub_reachable", "needs_weights", "offline_reason"]
+__all__ = [
+    "PROBE_TIMEOUT",
+    "UNREACHABLE_FOR",
+    "fetch_hint",
+    "hub_reachable",
+    "needs_weights",
+    "offline_reason",
+]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 PROBE_TIMEOUT = 2.0
 """Seconds the reachability probe waits for a TCP connection."""
+UNREACHABLE_FOR = 30.0
+"""Seconds a failed probe stands for its host before the next call probes again (a Jupyter session started
+while the network was down goes online when it comes back; a server that reuses a port a failed probe saw
+is not taken for that dead one)."""
 
 _TRUE = {"1", "on", "yes", "true"}
 _PROXIES = ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy")
-_PROBED: dict[tuple[str, int], bool] = {}
+_PROBED: dict[tuple[str, int], tuple[bool, float]] = {}  # (reachable, when probed)
 
 
 def _endpoint() -> str:
@@ -50,19 +63,22 @@ def _address(endpoint: str) -> tuple[str, int] | None:
 
 def hub_reachable(endpoint: str | None = None) -> bool:
     """Whether a TCP connection to the hub's host (``HF_ENDPOINT``) opens within :data:`PROBE_TIMEOUT`;
-    probed once per host and port in a process. True when a proxy is configured (not probed)."""
+    probed once per host and port in a process (a failure again after :data:`UNREACHABLE_FOR` seconds).
+    True when a proxy is configured (not probed)."""
     if any(os.environ.get(p) for p in _PROXIES):
         return True
     address = _address(endpoint or _endpoint())
     if address is None:
         return True  # not a URL this probe understands: let the request itself fail with its own error
-    if address not in _PROBED:
+    known = _PROBED.get(address)
+    if known is None or (not known[0] and time.monotonic() - known[1] > UNREACHABLE_FOR):
         try:
             socket.create_connection(address, timeout=PROBE_TIMEOUT).close()
-            _PROBED[address] = True
+            known = (True, time.monotonic())
         except OSError:
-            _PROBED[address] = False
-    return _PROBED[address]
+            known = (False, time.monotonic())
+        _PROBED[address] = known
+    return known[0]
 
 
 def offline_reason(offline: bool | None = None) -> str | None:

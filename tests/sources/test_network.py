@@ -84,3 +84,21 @@ def test_the_atlases_say_which_weights_are_missing(no_hub: str) -> None:
         pg.position_qk_atlas("gpt2")
     with pytest.raises(NotCachedError, match=r"^rotary_atlas reads every layer's attention"):
         pg.rotary_atlas("pythia-70m")
+
+
+def test_an_unreachable_hub_is_probed_again_later(no_hub: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A failed probe must not stand for the life of the process: a notebook started while the network was
+    # down goes online when it is back, and a loopback server that reuses the port of a dead one (as the
+    # tests' hub servers do) is not taken for it.
+    clock = [1000.0]
+    monkeypatch.setattr(network.time, "monotonic", lambda: clock[0])
+    assert network.hub_reachable() is False
+    port = int(no_hub.rsplit(":", 1)[1])
+    with socket.socket() as server:  # something now listens on that very port
+        server.bind(("127.0.0.1", port))
+        server.listen()
+        assert network.hub_reachable() is False  # within UNREACHABLE_FOR: the failure stands
+        clock[0] += network.UNREACHABLE_FOR + 1
+        assert network.hub_reachable() is True
+        clock[0] += 10 * network.UNREACHABLE_FOR
+    assert network.hub_reachable() is True  # a success stands (requests themselves report a later failure)
