@@ -175,12 +175,10 @@ def smooth_gp(y: torch.Tensor, ell: float, nugget: float, scales: torch.Tensor |
     (a short length scale) the weights go through one inverse real FFT instead.
     """
     n, r = y.shape
-    m, lam = circulant_spectrum(n, ell)
     sigma = (y.to(torch.float64).std(dim=0) if scales is None else scales).to(
         y.device, y.dtype
     )  # in y's dtype
     white = math.sqrt(nugget)
-    var = mode_variances(lam, m, nugget)
     basis = gp_modes(n, ell, nugget)
     if basis is not None:
         basis = basis.to(y.device, y.dtype)
@@ -189,7 +187,8 @@ def smooth_gp(y: torch.Tensor, ell: float, nugget: float, scales: torch.Tensor |
             return basis @ _randn((count, basis.shape[1], r), gen, basis)
 
     else:
-        amp = var.sqrt().to(y.device, y.dtype)
+        m, lam = circulant_spectrum(n, ell)
+        amp = mode_variances(lam, m, nugget).sqrt().to(y.device, y.dtype)
         amp[0] *= 2  # 0 and M/2 are counted once, the inside bins twice (as w_k and its conjugate)
         amp[-1] *= 2
 
