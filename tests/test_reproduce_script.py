@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "reproduce_blog_post.py"
 
 
@@ -16,6 +18,7 @@ def test_script_is_the_reproduce_command():
         assert option in out.stdout
 
 
+@pytest.mark.slow
 def test_script_errors_are_one_line(tmp_path):
     out = subprocess.run(
         [sys.executable, str(SCRIPT), "--out", str(tmp_path), "--model", "gpt2-medium"],

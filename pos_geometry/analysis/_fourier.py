@@ -21,6 +21,7 @@ __all__ = [
     "ar1_plus_white",
     "best_sinusoid",
     "mean_similarity_fft",
+    "local_background",
     "red_background",
     "refine_period",
     "sinusoid_rss",
@@ -280,6 +281,54 @@ def red_background(y: torch.Tensor, n_bins: int, *, pad: int) -> torch.Tensor:
     phi, red = phi[..., None], red[..., None]
     spec = red * (1 - phi**2) / (1 + phi**2 - 2 * phi * torch.cos(2 * math.pi * f)) + (1 - red)
     return spec / spec.sum(dim=-1, keepdim=True)
+
+
+LOCAL_WIDTHS = (8, 16, 32, 64)
+"""Half-widths (native bins) of :func:`local_background`'s running median: the smallest that reaches a
+quarter of the bin's own index (so a line's width relative to its frequency, which is about the same for
+a cluster of harmonics at any frequency, stays well inside the window)."""
+
+
+def local_background(power: torch.Tensor, *, pad: int) -> torch.Tensor:
+    """A running median of each spectrum of :func:`tapered_power` ``(..., F)``, on its scale: ``(..., F)``.
+
+    The median is taken over the native Fourier bins (every ``pad``-th bin) within ``h`` native bins of
+    each one, ``h`` the smallest of :data:`LOCAL_WIDTHS` that reaches a quarter of the bin's index (8 up to
+    bin 32, 64 from bin 224; windows wider than 8 bins are evaluated every ``h/8`` bins and interpolated), the
+    end bins repeated beyond the spectrum's ends, divided by ``ln 2`` (the
+    median of an exponential variable is ``ln 2`` times its mean), and interpolated back onto every bin. A
+    spectral line, or a cluster of them, is narrower than the window, so the median passes under it, while
+    a smooth spectrum's shape (a Gaussian process's shoulder, which no AR(1) spectrum has) is followed.
+    """
+    native = power[..., pad - 1 :: pad]  # bins k·pad: the frequencies k / L
+    lead, m = native.shape[:-1], native.shape[-1]
+    med = torch.empty_like(native)
+    for i, h in enumerate(LOCAL_WIDTHS):
+        lo_bin = 0 if i == 0 else 4 * LOCAL_WIDTHS[i - 1]
+        hi_bin = m if i == len(LOCAL_WIDTHS) - 1 else min(4 * h, m)
+        if lo_bin >= m:
+            break
+        # wide windows move slowly: their medians are taken every h/8 bins and interpolated in between
+        step = max(1, h // 8)
+        stop = min(hi_bin + step, m)  # one centre at or past the segment's last bin
+        padded = torch.cat(
+            [native[..., :1].expand(*lead, h), native, native[..., -1:].expand(*lead, h)], dim=-1
+        )
+        coarse = padded[..., lo_bin : stop + 2 * h].unfold(-1, 2 * h + 1, step).median(dim=-1).values
+        centres = lo_bin + step * torch.arange(coarse.shape[-1], device=power.device)
+        where = torch.arange(lo_bin, hi_bin, device=power.device)
+        k = ((where - lo_bin) // step).clamp(max=coarse.shape[-1] - 1)
+        k1 = (k + 1).clamp(max=coarse.shape[-1] - 1)
+        span = (centres[k1] - centres[k]).clamp_min(1).to(native.dtype)
+        frac = ((where - centres[k]).to(native.dtype) / span).clamp(0, 1)
+        med[..., lo_bin:hi_bin] = coarse[..., k] * (1 - frac) + coarse[..., k1] * frac
+    med = med / math.log(2.0)
+    # back onto every bin: bin j (frequency (j + 1) / (pad·L)) between native bins ⌊(j+1)/pad⌋ and the next
+    pos = (torch.arange(power.shape[-1], device=power.device, dtype=power.dtype) + 1) / pad - 1
+    lo = pos.floor().clamp(0, m - 1).long()
+    hi = (lo + 1).clamp(max=m - 1)
+    frac = (pos - lo.to(pos.dtype)).clamp(0, 1)
+    return med[..., lo] * (1 - frac) + med[..., hi] * frac
 
 
 def mean_similarity_fft(x: torch.Tensor) -> torch.Tensor:

@@ -20,21 +20,30 @@ device ``X`` lives on:
 * columns: each column, as a function of position, fitted by ``c + a cos(wt) + b sin(wt)`` with ``w``
   searched; the fraction with R² ≥ ``column_r2_threshold`` and their periods.
 
-**The nulls are red noise and random walks, not exchangeability.** A row permutation only tests "is there
-any order"; a smooth curve without any period passes it, and PCA turns such a curve into sinusoids. So the
-surrogates are whole tables of two families (:mod:`pos_geometry.analysis._nulls`), each pushed through the
-same pipeline (row normalisation, similarity by offset, PCA, tapered spectra): AR(1)-plus-white red noise
-fitted to each principal axis (the red-noise background of spectral peak tests, as in REDFIT), and random
-walks made of the table's own steps. The second is needed: red noise drawn axis by axis in the PCA basis
-cannot reproduce what PCA does to a high-dimensional random walk (cosines ``cos(πjt/n)`` with clean
-spectral peaks), and against red noise alone a quarter of random walks of 768 columns had a "period" at
-α = 0.01. Each series' background ``E(f)`` is the AR(1)-plus-white spectrum fitted to itself; a peak is a
-local maximum of the ratio ``P(f) / E(f)`` (so it rises above the red background, not merely above its
-neighbours). Against each family the p-value of a peak is ``(1 + #{surrogates whose largest ratio, over
-every series and frequency in the band, ≥ the peak's}) / (1 + n_surrogates)`` (the Westfall–Young max-T
-step, family-wise over every reported peak; the ratios are comparable across series because each is
-relative to its own background), and the reported p-value is the larger of the two: a period must beat
-both. The smallest reachable p-value is ``1 / (1 + n_surrogates)``; an ``alpha`` below it is an error.
+**The nulls are red noise, random walks and smooth curves, not exchangeability.** A row permutation only
+tests "is there any order"; a smooth curve without any period passes it, and PCA turns such a curve into
+sinusoids. So the surrogates are whole tables of three families (:mod:`pos_geometry.analysis._nulls`), each
+pushed through the same pipeline (row normalisation, similarity by offset, PCA, tapered spectra):
+AR(1)-plus-white red noise fitted to each principal axis (the red-noise background of spectral peak tests,
+as in REDFIT), random walks made of the table's own steps, and smooth Gaussian-process curves with the
+table's length scale and noise share (the helix test's null). Red noise alone is not enough: drawn axis by
+axis in the PCA basis it cannot reproduce what PCA does to a high-dimensional random walk (cosines
+``cos(πjt/n)`` with clean spectral peaks; against red noise alone a quarter of random walks of 768 columns
+had a "period" at α = 0.01), and a smooth curve's spectrum falls off far faster than any AR(1) spectrum
+(against red noise and walks, 6–7 of 60 GP tables had a "period" at α = 0.01).
+
+The statistic. Each series' power ``P(f)`` is first divided by its own background ``E(f)``: the larger of
+the AR(1)-plus-white spectrum fitted to it (which flattens red or white noise, whichever principal axis the
+series is) and a running median of its spectrum over ±8 Fourier bins (``_fourier.local_background``: a line
+is a few bins wide, so the median passes under it, while the shoulder of a smooth curve's spectrum, which no
+AR(1) spectrum has, is followed). Each family's surrogates give the mean of that ratio at every frequency,
+``C_g(f)`` (≈ 1 where ``E`` fits the family); the background is raised to ``max(1, C_g(f))`` over the
+families, and a series' statistic is ``P(f) / (E(f) · max(1, C_g(f)))``: a peak is a local maximum of it. Against each family the
+p-value of a peak is ``(1 + #{surrogates whose largest ratio, over every series and frequency in the band,
+≥ the peak's}) / (1 + n_surrogates)`` (the Westfall–Young max-T step, family-wise over every reported
+peak); a surrogate's own ratio is left out of its family's mean, so it is judged against a background it did
+not make, as the table is. The reported p-value is the largest over the families: a period must beat all
+three. The smallest reachable p-value is ``1 / (1 + n_surrogates)``; an ``alpha`` below it is an error.
 (Phase randomisation would keep the very spectrum under test, so it could not reject a peak.)
 """
 
@@ -54,7 +63,6 @@ from pos_geometry.analysis._batch import BatchResult, pca_items, renamed
 from pos_geometry.analysis._fourier import (
     best_sinusoid,
     mean_similarity_fft,
-    red_background,
     refine_period,
     tapered_power,
     work_dtype,
@@ -62,6 +70,7 @@ from pos_geometry.analysis._fourier import (
 from pos_geometry.analysis._inputs import as_batch, check_int, check_level, parse_window
 from pos_geometry.analysis._null_basis import check_null_method
 from pos_geometry.analysis._nulls import NULL_DESCRIPTIONS, surrogate_values
+from pos_geometry.analysis._period_nulls import against_nulls, whitened
 from pos_geometry.analysis._results import Result
 from pos_geometry.analysis.pca import PCAResult, surrogate_coordinates
 from pos_geometry.embedding import Provenance
@@ -69,7 +78,7 @@ from pos_geometry.errors import InvalidArgumentError
 
 __all__ = ["LINE_BINS", "PERIODICITY_NULLS", "PeriodPeak", "PeriodicityResult", "periodicity"]
 
-PERIODICITY_NULLS = ("red_noise", "step_walk")
+PERIODICITY_NULLS = ("red_noise", "step_walk", "smooth_gp")
 
 _PAD = 8
 LINE_BINS = 2.0
@@ -121,7 +130,9 @@ class PeriodicityResult(Result):
     families a peak must beat (:data:`PERIODICITY_NULLS`); ``null_values``: per family, each surrogate's
     largest power-to-background ratio ``(n_surrogates,)`` (the max-T nulls; not serialised), drawn by
     ``null_method``. ``offset_ratio`` ``(F₁,)`` and ``pc_ratio`` ``(n_components, F₂)``: each series' power over
-    the AR(1)-plus-white background fitted to it (the statistic the nulls test), on the same periods.
+    its background (the larger of the AR(1)-plus-white spectrum fitted to it and its running median, raised
+    where a null family's surrogates rise above it; the statistic the nulls test; see the module docstring),
+    on the same periods.
     """
 
     similarity: torch.Tensor
@@ -279,31 +290,23 @@ def _analyse(
     band_off = (per_off <= (n - 1) / min_cycles) & (per_off >= 2)
     band_pc = (per_pc <= n / min_cycles) & (per_pc >= 2)
 
-    # The red-noise tables go through the same pipeline; their spectra give the background E(f) of each
-    # series, and the statistic of a series is its largest power-to-background ratio in the band.
-    # Each series is compared with the AR(1)-plus-white spectrum fitted to itself; the red-noise tables,
-    # through the same pipeline, give the distribution of the largest such ratio over every series and
-    # frequency in the band (Westfall–Young max-T: family-wise over all reported peaks).
-    def ratios(ms: torch.Tensor, zs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        po, pp = tapered_power(ms, pad=_PAD)[0], tapered_power(zs, pad=_PAD)[0]
-        return po / red_background(ms, po.shape[-1], pad=_PAD), pp / red_background(
-            zs, pp.shape[-1], pad=_PAD
-        )
+    # The statistic and its background: see the module docstring and _period_nulls.
+    band = torch.cat([band_off, band_pc.expand(k, -1).reshape(-1)]).cpu().numpy()
 
-    def largest_ratio(batch: torch.Tensor) -> torch.Tensor:
+    def spectra(batch: torch.Tensor) -> torch.Tensor:
         ms = mean_similarity_fft(batch).to(dt)[:, 1:]
         zs = surrogate_coordinates(batch, k, random_state=random_state).to(dt).transpose(1, 2)  # (c, k, n)
-        ro, rp = ratios(ms, zs)
-        return torch.maximum(ro[:, band_off].amax(dim=-1), rp[..., band_pc].amax(dim=(-2, -1)))
+        return whitened(ms, zs, pad=_PAD).float()
 
-    null_max = {
+    null_power = {
         null: surrogate_values(
-            rows, null, n_surrogates, random_state + i, largest_ratio, method=method, n_components=k
-        )
+            rows, null, n_surrogates, random_state + i, spectra, method=method, n_components=k
+        )[:, band]
         for i, null in enumerate(PERIODICITY_NULLS)
-    }  # each (S,)
-    obs_off, obs_pc = (r.cpu().double().numpy() for r in ratios(mean_sim[1:][None], z[None]))
-    obs_off, obs_pc = obs_off[0], obs_pc[0]
+    }  # each (S, bins in the band)
+    observed = whitened(mean_sim[1:][None], z[None], pad=_PAD)[0].cpu().double().numpy()
+    ratio_all, null_max = against_nulls(observed, null_power, band, [p_off.shape[0]] + [p_pc.shape[1]] * k)
+    obs_off, obs_pc = ratio_all[: p_off.shape[0]], ratio_all[p_off.shape[0] :].reshape(k, -1)
 
     def p_value(ratio: float) -> float:  # a period must beat every null: the largest p
         return max(
@@ -420,14 +423,14 @@ def periodicity(
     null_method: str = "fast",
     **deprecated: Any,
 ) -> PeriodicityResult | BatchResult:
-    """Similarity-by-offset, spectra, red-noise-tested dominant periods and sinusoidal columns.
+    """Similarity-by-offset, spectra, dominant periods tested against three null families, and sinusoidal columns.
 
     ``x``: a ``PositionalEmbedding``, a list of them, or a tensor/array ``(n, d)`` / ``(batch, n, d)``.
     ``window``: ``(start, stop)`` positions analysed. ``n_components``: PCA coordinates whose spectra are
-    tested (at most the table's rank: components with ≤ 1e-10 of the variance are round-off, not tested). ``n_surrogates``/``random_state``: red-noise tables for the null (see the module docstring).
+    tested (at most the table's rank: components with ≤ 1e-10 of the variance are round-off, not tested). ``n_surrogates``/``random_state``: tables per null family (red noise, random walks, smooth GP curves; see the module docstring).
     ``alpha``: family-wise level at which a peak is called significant; it must be reachable
     (``alpha >= 1 / (n_surrogates + 1)``). ``min_cycles``: the longest period considered is series length /
-    ``min_cycles`` (also the longest column period searched). ``null_method``: ``"fast"`` (the red-noise
+    ``min_cycles`` (also the longest column period searched). ``null_method``: ``"fast"`` (the null
     tables in the table's leading principal subspace) or ``"exact"`` (whole tables, the reference; see
     :mod:`pos_geometry.analysis._null_basis`). ``n_pcs=`` and ``seed=`` are deprecated
     aliases of ``n_components`` and ``random_state``.

@@ -2,8 +2,9 @@
 level each null sets, and the significant periods marked.
 
 Series (from :func:`~pos_geometry.analysis.periodicity.periodicity`): the mean-similarity-by-offset
-curve and ``"PC1"``, ``"PC2"``... (the PCA coordinates). Each is drawn as its tapered power over the
-AR(1)-plus-white background fitted to it (the statistic the nulls test, log axis) against period
+curve and ``"PC1"``, ``"PC2"``... (the PCA coordinates). Each is drawn as its tapered power over its
+background (the larger of the AR(1)-plus-white spectrum fitted to it and its running median, raised
+where a null family's surrogates rise above it: the statistic the nulls test, log axis) against period
 (positions, log axis). A horizontal line per null family marks the ratio a peak must exceed for p ≤ α
 against that family; a period is significant when it clears every line. Every significant peak gets a
 marker on its own curve, in its series' colour, and one legend entry
@@ -31,6 +32,7 @@ _DASHES = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot")
 _NULL_LINES = {
     "red_noise": ("red noise", "dash"),
     "step_walk": ("random walks of its steps", "dot"),
+    "smooth_gp": ("smooth GP curves", "dashdot"),
 }
 _COLORS = ("#636efa", "#ef553b", "#00cc96", "#ab63fa", "#ffa15a", "#19d3f3", "#ff6692", "#b6e880")
 _SYMBOLS = ("circle", "square", "diamond", "triangle-up", "cross", "star", "x", "pentagon")

@@ -90,9 +90,12 @@ def _gpt2_figures(gpt2: PositionalEmbedding, analysis: Analysis, windows: Mappin
             "Cosine similarity between every pair of positional rows (raw rows).",
         )
         figs["gpt2_spectrum"] = (
-            plot_spectrum(per, title="GPT-2 small: spectra against red noise and random walks"),
+            plot_spectrum(
+                per, title="GPT-2 small: spectra against red noise, random walks and smooth GP curves"
+            ),
             "Spectra of the mean similarity by offset and of the top principal components, each over the "
-            "AR(1)-plus-white background fitted to it; significant periods (red-noise null) are marked.",
+            "background (AR(1)-plus-white or running median, raised where a null family sits higher); periods "
+            "that beat red noise, random walks of its steps and smooth GP curves are marked.",
         )
         figs["gpt2_columns"] = (
             plot_columns(gpt2, 6, result=per),

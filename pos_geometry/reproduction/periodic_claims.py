@@ -23,10 +23,11 @@ def claim_similarity(result: PeriodicityResult | None) -> Claim:
     statement = "The cosine similarity between positional rows is periodic in the offset between positions."
     n_s, alpha = (result.n_surrogates, result.alpha) if result is not None else (199, 0.01)
     criterion = (
-        f"a significant period in the mean cosine similarity by offset: its power above the AR(1)-plus-white "
-        f"background fitted to the curve, against whole red-noise tables through the same pipeline ({n_s} "
-        f"surrogates, α = {alpha}, family-wise over the offset curve and PC1–3); periods are least-squares "
-        "fits inside the band"
+        f"a significant period in the mean cosine similarity by offset: its power above the curve's own "
+        f"background (AR(1)-plus-white or running median, raised where a null family's surrogates sit higher), "
+        f"against whole tables of red noise, random walks of its steps and smooth GP curves through the same "
+        f"pipeline ({n_s} surrogates each, α = {alpha}, family-wise over the offset curve and PC1–3; a period "
+        "must beat all three); periods are least-squares fits inside the band"
     )
     if result is None:
         return _missing("similarity", statement, criterion, "GPT-2 small's table")
@@ -42,7 +43,7 @@ def claim_similarity(result: PeriodicityResult | None) -> Claim:
     else:
         found = (
             f"strongest period {strongest.period:.0f} ± {strongest.period_std:.0f} positions, p = "
-            f"{strongest.p_value:.3g} against red noise and random walks of its own steps "
+            f"{strongest.p_value:.3g} against red noise, random walks of its own steps and smooth GP curves "
             f"({'significant' if strongest.significant else 'not significant'})"
         )
     pcs = [p for p in result.peaks if p.significant and p.series != "mean_similarity"]

@@ -175,7 +175,7 @@ def test_a_clean_sinusoid_is_a_significant_period_and_white_noise_is_not():
     table = table + 0.05 * np.random.default_rng(7).standard_normal(table.shape)
     res = pg.periodicity(table, n_surrogates=99, alpha=0.01)
     assert res.dominant_periods and res.dominant_periods[0].period == pytest.approx(51.2, rel=0.005)
-    assert res.null == "red_noise and step_walk" and res.min_p_value == pytest.approx(0.01)
+    assert res.null == "red_noise and step_walk and smooth_gp" and res.min_p_value == pytest.approx(0.01)
     noise = pg.periodicity(np.random.default_rng(8).standard_normal((256, 16)), n_surrogates=99)
     assert not noise.dominant_periods
 
@@ -188,6 +188,20 @@ def test_random_walks_have_no_significant_period(d, seed):
     # steps are the second null every period must beat.
     res = pg.periodicity(_random_walk(1024 if d == 768 else N, d, seed), n_surrogates=99, alpha=0.01)
     assert not res.dominant_periods, res.summary()
+
+
+@pytest.mark.parametrize(("n", "length_scale", "seed"), [(512, 30.0, 2), (512, 30.0, 3), (1024, 78.6, 2)])
+def test_smooth_curves_without_a_period_have_no_significant_period(n, length_scale, seed):
+    # Smooth GP tables have no period at all, yet their spectra fall off far faster than any AR(1)
+    # spectrum, so against red noise and random walks alone they had "periods" (seed 3: PC3 at 164,
+    # p = 0.03; the 1024-row one: PC1 at 482, p = 0.02, right where GPT-2's PCs sit; 6-7 of 60 such
+    # tables at alpha = 0.01 in the calibration). Smooth curves with the table's length scale are the
+    # third null every period must beat.
+    res = pg.periodicity(_gp_curve(n, 64, length_scale, seed), n_surrogates=99, alpha=0.05, random_state=seed)
+    assert "smooth_gp" in res.null and not res.dominant_periods, res.summary()
+    # and its statistic does not sit in the GP surrogates' tail
+    largest = max(max(res.offset_ratio.max().item(), res.pc_ratio.max().item()), 0.0)
+    assert (res.null_values["smooth_gp"] >= largest).mean() > 0.05
 
 
 def test_an_unreachable_alpha_is_an_error():

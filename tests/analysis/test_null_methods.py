@@ -56,7 +56,7 @@ def _assert_same_null(fast: pg.Analysis, exact: pg.Analysis) -> None:
         assert ks_2samp(f.values, e.values).pvalue > KS_LEVEL, (f.null, f.words(), e.words())
     pf, pe = fast.periodicity, exact.periodicity
     assert (pf.null_method, pe.null_method) == ("fast", "exact")
-    assert pf.null_values.keys() == pe.null_values.keys() == {"red_noise", "step_walk"}
+    assert pf.null_values.keys() == pe.null_values.keys() == {"red_noise", "step_walk", "smooth_gp"}
     for null in pf.null_values:
         assert ks_2samp(pf.null_values[null], pe.null_values[null]).pvalue > KS_LEVEL, null
     periods = lambda r: sorted((p.series, round(p.period, 1)) for p in r.peaks if p.significant)  # noqa: E731

@@ -46,6 +46,7 @@ def run(real_data_dir, tmp_path_factory, record_decompositions):
     return result, steps, calls
 
 
+@pytest.mark.slow
 def test_claims_and_numbers(run, gpt2_wpe):
     result, steps, _ = run
     claims = {c.key: c for c in result.claims}
@@ -87,6 +88,7 @@ def test_claims_and_numbers(run, gpt2_wpe):
     assert steps[-1][0] == "done" and steps[-1][1] == steps[-1][2]
 
 
+@pytest.mark.slow
 def test_report_files(run):
     result, _, _ = run
     md = result.report.read_text()
@@ -188,6 +190,7 @@ def test_parse_model_paths(tmp_path: Path):
         parse_model_paths([f"gpt2={tmp_path / 'nope.npy'}"])
 
 
+@pytest.mark.slow
 def test_each_table_is_decomposed_once_per_window(run):
     """One reproduction decomposes each table once per window: GPT-2 small over its four windows and once
     more as TransformerLens centres it, the given gpt2-medium, GPT-1, the two rotary tables and the

@@ -55,7 +55,9 @@ def _killed_mid_write(root: Path, after: int) -> list[Path]:
     return sorted(folder.iterdir()) if folder.is_dir() else []
 
 
-@pytest.mark.parametrize("after", [1, 8, 40])
+@pytest.mark.parametrize(
+    "after", [1, pytest.param(8, marks=pytest.mark.slow), pytest.param(40, marks=pytest.mark.slow)]
+)
 def test_a_killed_writer_leaves_no_entry_and_its_temporary_is_cleaned(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, after: int
 ) -> None:

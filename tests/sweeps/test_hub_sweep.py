@@ -148,6 +148,7 @@ def test_interrupted_sweep_resumes_without_refetching(hub, baseline, monkeypatch
     assert again.n_computed == 0 and not any(r.range for r in hub.server.requests())
 
 
+@pytest.mark.slow
 def test_dask_local_cluster_gives_identical_results(hub, baseline, tmp_path, dask_client):
     cluster, client = dask_client
     result = sweep(hub.repo, [*hub.all, MISSING], analyses="cheap", executor=client, out=tmp_path / "dask")
