@@ -22,9 +22,11 @@ Families (none has a helix, a period or a rotation):
 Usage::
 
     python benchmarks/bench_calibration.py [--tables 200] [--surrogates 99] [--sizes 256x64,1024x768]
-        [--families walk,gp] [--seed 0] [--no-write]
+        [--families walk,gp] [--seed 0] [--device cpu] [--no-write]
 
-The report replaces the ``bench_calibration`` section of ``benchmarks/RESULTS.md``.
+The report replaces the ``bench_calibration`` section of ``benchmarks/RESULTS.md`` (``--device cuda``: the
+``bench_calibration_cuda`` section; the tables are drawn on the CPU with the same generator and analysed on
+the device, whose nulls have the same distribution as the CPU's).
 """
 
 from __future__ import annotations
@@ -100,6 +102,8 @@ def _outcomes(a) -> dict[str, float]:
 
 
 def run(args: argparse.Namespace) -> str:
+    import torch
+
     import pos_geometry as pg
 
     rng = np.random.default_rng(args.seed)
@@ -107,9 +111,12 @@ def run(args: argparse.Namespace) -> str:
     if TABLE.exists():
         cache["steps"] = np.diff(np.load(TABLE).astype(np.float64), axis=0)
     lines = [
-        f"Machine: {_machine()}; {_versions()}.",
+        f"Machine: {_machine()}"
+        + (f", GPU {torch.cuda.get_device_name()}" if args.device.startswith("cuda") else "")
+        + f"; {_versions()}.",
         f"Command: `python benchmarks/bench_calibration.py --tables {args.tables} --surrogates {args.surrogates} "
-        f"--sizes {args.sizes} --families {args.families} --seed {args.seed}`",
+        f"--sizes {args.sizes} --families {args.families} --seed {args.seed}"
+        + (f" --device {args.device}`" if args.device != "cpu" else "`"),
         f"Walk steps: {'GPT-2 small real table (../shared)' if 'steps' in cache else 'iid Gaussian (no GPT-2 table)'}. "
         f"Fast nulls, {args.surrogates} surrogates per null; a rate passes when ≤ α + 2·SE.",
         "",
@@ -124,6 +131,7 @@ def run(args: argparse.Namespace) -> str:
             found = []
             for _ in range(args.tables):
                 table = draw(family, n, d, rng, cache)
+                table = torch.from_numpy(table).to(args.device)
                 a = pg.analyze(table, n_surrogates=args.surrogates, alpha=0.05, progress=False,
                                random_state=int(rng.integers(2**31)))  # fmt: skip
                 found.append(_outcomes(a))
@@ -152,12 +160,15 @@ def main() -> None:
     parser.add_argument("--sizes", default=",".join(f"{n}x{d}" for n, d in SIZES))
     parser.add_argument("--families", default=",".join(FAMILIES))
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--device", default="cpu", help="where the tables are analysed (cpu, cuda)")
     parser.add_argument("--no-write", action="store_true")
     args = parser.parse_args()
     report = run(args)
     print(report)
     if not args.no_write:
-        update_section("bench_calibration", report)
+        update_section(
+            "bench_calibration" if args.device == "cpu" else f"bench_calibration_{args.device}", report
+        )
 
 
 if __name__ == "__main__":

@@ -69,7 +69,7 @@ def test_plot_writes_one_figure_per_model_and_a_grid(table_path: Path, tmp_path:
         expected = PCA(3).fit(data).explained_variance_ratio_.sum()
         assert line.startswith(f"{path}: 256×32 learned, rows 0–255, top-3 variance {100 * expected:.2f}%")
         # the planted helix: period 64 over 256 positions -> 4 turns, fitted almost exactly
-        assert "helix verdict: helix, p = 0.005" in line  # beats both nulls at the smallest p
+        assert "helix verdict: helix, p = 0.005" in line  # beats every null at the smallest p
         turns = re.search(r"; ([0-9.]+) turns of period ([0-9.]+), R² ([0-9.]+)", line)
         assert turns, line
         assert float(turns[1]) == pytest.approx(4.0, rel=0.02)

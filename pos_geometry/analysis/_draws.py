@@ -7,7 +7,7 @@ import math
 
 import torch
 
-__all__ = ["circulant_spectrum", "gp_modes", "mode_variances", "randn"]
+__all__ = ["circulant_spectrum", "fourier_draws", "gp_modes", "mode_variances", "randn"]
 
 
 def randn(shape: tuple[int, ...], gen: torch.Generator, like: torch.Tensor) -> torch.Tensor:
@@ -66,3 +66,18 @@ def gp_modes(n: int, ell: float, nugget: float) -> torch.Tensor | None:
     wt = t[:, None] * (2 * math.pi * torch.arange(kept, dtype=torch.float64) / m)[None, :]
     amp = var[:kept].sqrt()
     return torch.cat([torch.cos(wt) * amp, torch.sin(wt) * amp], dim=1)
+
+
+def fourier_draws(
+    var: torch.Tensor, n: int, m: int, shape: tuple[int, int], gen: torch.Generator
+) -> torch.Tensor:
+    """``shape + (n,)`` draws ``f_t = Σ_k (a_k cos(2πkt/M) + b_k sin(2πkt/M))``, ``t < n``, with independent
+    Gaussian weights of variances ``var`` ``(M/2 + 1,)`` (:func:`mode_variances`; ``b_0 = b_{M/2} = 0``), in
+    ``var``'s dtype and on its device: one inverse real FFT of size ``M``."""
+    amp = var.sqrt() * m
+    w = torch.complex(randn((*shape, amp.shape[0]), gen, amp), randn((*shape, amp.shape[0]), gen, amp))
+    # irfft(w)·M = w_0 + Σ_inside 2 Re(w_k e^{2πikt/M}) + w_{M/2}(−1)^t: w_k = M(a − ib)/2 gives M(a cos + b sin)
+    w = w * amp / 2
+    w[..., 0] = w[..., 0].real * 2
+    w[..., -1] = w[..., -1].real * 2
+    return torch.fft.irfft(w, n=m, dim=-1)[..., :n]

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import torch
 
 from pos_geometry.analysis._draws import gp_modes, randn
-from pos_geometry.analysis._null_basis import FAST_VARIANCE, TAIL_RATIO, _decomposition, _gp_axes
+from pos_geometry.analysis._null_basis import FAST_VARIANCE, TAIL_RATIO, _decomposition, _likelihood_axes
 
 __all__ = ["GPFactors", "gp_factors"]
 
@@ -89,7 +89,7 @@ def gp_factors(x: torch.Tensor, min_rank: int) -> GPFactors | None:
     modes = gp_modes(x.shape[0], ell, nugget)
     if modes is None:
         return None
-    lam, w = _gp_axes(dec)
+    lam, w = _likelihood_axes(dec, "smooth_gp")
     total = float(lam.sum())
     if total <= 0:
         return None

@@ -63,6 +63,8 @@ class NullBasis:
     surrogates' variance. ``scales`` ``(r,)``: the standard deviation each axis is drawn with, where the
     null sets it (the smooth-GP null: the square roots of its likelihood's column covariance, whose
     eigenvectors are then the axes), else None (each sampler fits the table's own coordinates).
+    ``spectrum`` ``(n + 1,)``: for the stationary null, the table's pooled spectrum
+    (:func:`pos_geometry.analysis._stationary.pooled_spectrum`), else None.
     Everything is in units of the table's largest entry.
     """
 
@@ -77,6 +79,7 @@ class NullBasis:
     variance_kept: float
     length_scale: tuple[float, float]
     scales: torch.Tensor | None = None
+    spectrum: torch.Tensor | None = None
 
     def embed(self, y: torch.Tensor) -> torch.Tensor:
         """Surrogates ``y`` ``(c, n, r)`` (centred, on the kept axes) as tables around the table's mean.
@@ -142,14 +145,14 @@ def _surrogate_variance(dec: dict, null: str) -> torch.Tensor:
     """Each axis' expected variance in a surrogate of ``null`` ``(R,)``: what decides which axes matter.
 
     The red-noise surrogates have each axis' own variance by construction, and the smooth-GP ones the
-    variance of their likelihood's column covariance on its own axes (:func:`_gp_axes`). A random walk of
+    variance of their likelihood's column covariance on its own axes (:func:`_likelihood_axes`). A random walk of
     the table's steps does not: position-to-position noise, cumulated, wanders far more than it did in the
     table (a table with a short length scale has many blocks to shuffle), so its trailing axes can carry a
     real share of a walk's variance. That share is measured on 8 walks (a fixed seed; the spread of a walk's
     mean position is as large as its spread, so no shortcut formula), computed once per table.
     """
-    if null == "smooth_gp":
-        return _gp_axes(dec)[0]
+    if null in LIKELIHOOD_NULLS:
+        return _likelihood_axes(dec, null)[0]
     if null != "step_walk":
         return dec["evals"].clamp_min(0)
     if "walk_variance" not in dec:
@@ -162,14 +165,36 @@ def _surrogate_variance(dec: dict, null: str) -> torch.Tensor:
     return dec["walk_variance"]
 
 
-def _gp_axes(dec: dict) -> tuple[torch.Tensor, torch.Tensor]:
-    """``(λ, W)`` of the smooth-GP null's column covariance on the principal axes (computed once per table):
-    :func:`pos_geometry.analysis._smoothness.gp_column_covariance` of the table's coordinates."""
-    if "gp_axes" not in dec:
-        from pos_geometry.analysis._smoothness import gp_column_covariance
+LIKELIHOOD_NULLS = ("smooth_gp", "stationary")
+"""The nulls drawn on the eigenvectors of their likelihood's column covariance (a rotation of the principal
+axes within their span), each axis with its eigenvalue as variance."""
 
-        dec["gp_axes"] = gp_column_covariance(dec["coords"], *dec["length_scale"])
-    return dec["gp_axes"]
+
+def _likelihood_axes(dec: dict, null: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(λ, W)`` of ``null``'s column covariance on the principal axes (computed once per table): the
+    smooth-GP null's (:func:`pos_geometry.analysis._smoothness.gp_column_covariance`) or the stationary
+    null's (:func:`pos_geometry.analysis._stationary.stationary_column_covariance`) of the table's
+    coordinates."""
+    key = f"{null}_axes"
+    if key not in dec:
+        if null == "smooth_gp":
+            from pos_geometry.analysis._smoothness import gp_column_covariance
+
+            dec[key] = gp_column_covariance(dec["coords"], *dec["length_scale"])
+        else:
+            from pos_geometry.analysis._stationary import stationary_column_covariance
+
+            dec[key] = stationary_column_covariance(dec["coords"], _spectrum(dec))
+    return dec[key]
+
+
+def _spectrum(dec: dict) -> torch.Tensor:
+    """The table's pooled spectrum (:func:`pos_geometry.analysis._stationary.pooled_spectrum`), once per table."""
+    if "spectrum" not in dec:
+        from pos_geometry.analysis._stationary import pooled_spectrum
+
+        dec["spectrum"] = pooled_spectrum(dec["coords"])
+    return dec["spectrum"]
 
 
 def null_basis(x: torch.Tensor, method: str, null: str = "smooth_gp", *, min_rank: int = 0) -> NullBasis:
@@ -194,8 +219,8 @@ def null_basis(x: torch.Tensor, method: str, null: str = "smooth_gp", *, min_ran
         )
     full = int(evals.shape[0])
     variance = _surrogate_variance(dec, null)
-    if null == "smooth_gp":  # the likelihood's axes: a rotation of the principal ones
-        w = _gp_axes(dec)[1]
+    if null in LIKELIHOOD_NULLS:  # the likelihood's axes: a rotation of the principal ones
+        w = _likelihood_axes(dec, null)[1]
         axes, coords, scales = axes @ w, coords @ w, variance.sqrt()
     if method == "fast":
         order = torch.argsort(variance, descending=True)
@@ -221,4 +246,5 @@ def null_basis(x: torch.Tensor, method: str, null: str = "smooth_gp", *, min_ran
         variance_kept=float(variance[keep].sum() / variance.sum().clamp_min(1e-300)),
         length_scale=dec["length_scale"],
         scales=None if scales is None else scales[keep],
+        spectrum=_spectrum(dec) if null == "stationary" else None,
     )

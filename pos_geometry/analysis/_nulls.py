@@ -3,7 +3,7 @@
 A verdict is only as good as its null. PCA itself turns any smooth curve into sinusoids (the top
 principal components of a random walk are close to ``cos(πjt/n)``; Antognini & Sohl-Dickstein 2018),
 so every surrogate here is a **whole table** of the input's shape ``(n, d)``, pushed through the same
-pipeline as the table (PCA included). Three families, each matched to a statistic of the table:
+pipeline as the table (PCA included). Four families, each matched to a statistic of the table:
 
 * :func:`step_walks` -- "a random walk with the table's own steps": the ``n - 1`` step vectors
   ``x[t+1] - x[t]``, in blocks of the table's length scale, in a random order, cumulated from ``x[0]``.
@@ -14,6 +14,9 @@ pipeline as the table (PCA included). Three families, each matched to a statisti
   kernel (:mod:`pos_geometry.analysis._smoothness`); each surrogate axis is an independent draw on an
   eigenvector of that covariance, with its eigenvalue as variance. ``ℓ`` and the noise share are read off
   the table's centred autocorrelation by offset (:func:`length_scale`).
+* :func:`stationary` -- "a stationary curve with the table's own spectrum": rows correlated by the table's
+  pooled autocovariance (any kernel, rough or smooth), columns by the covariance that makes the table most
+  likely under it (:mod:`pos_geometry.analysis._stationary`).
 * :func:`red_noise` -- "AR(1) red noise plus white noise": each axis an AR(1) process plus white
   noise, fitted to the axis' lag-1 and lag-2 autocorrelation and its variance (the red-noise
   background of spectral peak tests in climate science and astronomy; Gilman et al. 1963, Schulz &
@@ -38,7 +41,7 @@ import numpy as np
 import torch
 
 from pos_geometry import _progress
-from pos_geometry.analysis._draws import circulant_spectrum, gp_modes, mode_variances
+from pos_geometry.analysis._draws import circulant_spectrum, fourier_draws, gp_modes, mode_variances
 from pos_geometry.analysis._draws import randn as _randn
 from pos_geometry.analysis._fourier import ar1_plus_white
 from pos_geometry.analysis._gp_surrogates import gp_factors
@@ -54,6 +57,7 @@ __all__ = [
     "monte_carlo_p",
     "red_noise",
     "smooth_gp",
+    "stationary",
     "step_walks",
     "surrogate_values",
     "NULL_DESCRIPTIONS",
@@ -63,6 +67,7 @@ __all__ = [
 NULL_DESCRIPTIONS = {
     "step_walk": "random walks made of the table's own steps (blocks of its length scale, shuffled)",
     "smooth_gp": "smooth Gaussian-process curves with the table's length scale and noise share",
+    "stationary": "stationary Gaussian curves with the table's own pooled spectrum (any kernel: AR(1), smooth, ...)",
     "red_noise": "AR(1) red noise plus white noise, fitted to each principal axis' autocorrelation and variance",
 }
 
@@ -211,6 +216,32 @@ def smooth_gp(y: torch.Tensor, ell: float, nugget: float, scales: torch.Tensor |
     return draw
 
 
+def stationary(
+    y: torch.Tensor, ell: float, nugget: float, scales: torch.Tensor | None = None, spectrum=None
+) -> Sampler:
+    """Stationary Gaussian curves with the table's own pooled spectrum (``ell``, ``nugget`` unused).
+
+    Each axis is an independent draw whose autocovariance at offsets ``0..n−1`` is the table's pooled one
+    (``spectrum`` ``(n + 1,)``: the eigenvalues of its circulant embedding of size ``2n``,
+    :func:`pos_geometry.analysis._stationary.pooled_spectrum`), scaled to ``scales`` ``(r,)`` (the null
+    basis passes the square roots of its likelihood's column covariance; by default each axis of ``y``
+    ``(n, r)`` has its own standard deviation). Any kernel: a rough AR(1) curve, a smooth one, or neither;
+    no period or rotation of its own beyond what a stationary curve with that spectrum has.
+    """
+    n, r = y.shape
+    if spectrum is None:
+        from pos_geometry.analysis._stationary import pooled_spectrum
+
+        spectrum = pooled_spectrum(y.to(torch.float64) - y.to(torch.float64).mean(dim=0))
+    sigma = (y.to(torch.float64).std(dim=0) if scales is None else scales).to(y.device, y.dtype)
+    var = mode_variances(spectrum.to(y.device, torch.float64), 2 * n, 0.0).to(y.dtype)
+
+    def draw(count: int, gen: torch.Generator) -> torch.Tensor:
+        return (fourier_draws(var, n, 2 * n, (count, r), gen).mT * sigma).to(y.dtype)
+
+    return draw
+
+
 def red_noise(y: torch.Tensor, ell: float, nugget: float) -> Sampler:
     """AR(1) red noise plus white noise, fitted axis by axis to ``y`` ``(n, r)`` (``ell``, ``nugget`` unused).
 
@@ -249,9 +280,10 @@ def _ar1_scan(e: torch.Tensor, phi: torch.Tensor) -> torch.Tensor:
     return a
 
 
-SAMPLERS: dict[str, Callable[[torch.Tensor, float, float], Sampler]] = {
+SAMPLERS: dict[str, Callable[..., Sampler]] = {
     "step_walk": step_walks,
     "smooth_gp": smooth_gp,
+    "stationary": stationary,
     "red_noise": red_noise,
 }
 
@@ -298,8 +330,9 @@ def surrogate_values(
     else:
         basis = null_basis(x, method, null, min_rank=n_components)
         coords = basis.coords.to(x.dtype)
+        extra = {"scales": basis.scales, "spectrum": basis.spectrum}
         draw = SAMPLERS[null](
-            coords, *basis.length_scale, **({} if basis.scales is None else {"scales": basis.scales})
+            coords, *basis.length_scale, **{k: v for k, v in extra.items() if v is not None}
         )
         if coordinates is not None and method == "fast" and null == "step_walk" and x.device.type == "cpu":
             walks = WalkCoordinates(

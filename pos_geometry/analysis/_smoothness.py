@@ -26,7 +26,13 @@ import math
 import numpy as np
 import torch
 
-__all__ = ["autocorrelation", "expected_autocorrelation", "gp_column_covariance", "length_scale"]
+__all__ = [
+    "autocorrelation",
+    "column_covariance",
+    "expected_autocorrelation",
+    "gp_column_covariance",
+    "length_scale",
+]
 
 NUGGET_FLOOR = 1e-9
 """The noise share below which ``K_η`` is held for the likelihood's solves (its condition number then
@@ -239,15 +245,22 @@ def kernel(n: int, ell: float, nugget: float, *, floor: float = 0.0) -> torch.Te
 def gp_column_covariance(y: torch.Tensor, ell: float, nugget: float) -> tuple[torch.Tensor, torch.Tensor]:
     """``(λ, W)``: the eigen-decomposition ``Σ̂ = W diag(λ) Wᵀ`` (descending) of the maximum-likelihood
     column covariance of ``y`` ``(n, r)`` (float64, centred over positions) under the matrix-normal model
-    with row covariance ``K_η`` (see the module docstring), its mean estimated by generalised least squares:
+    with row covariance ``K_η`` (see the module docstring; :func:`column_covariance`). ``K_η`` is held at a
+    noise share of at least :data:`NUGGET_FLOOR` for the solves. A surrogate column on axis ``W[:, i]`` then
+    has variance ``λ_i``.
+    """
+    return column_covariance(y, kernel(y.shape[0], ell, nugget, floor=NUGGET_FLOOR))
 
-        Σ̂ = (Y − 1δᵀ)ᵀ K_η⁻¹ (Y − 1δᵀ) / (n − 1),   δ = Yᵀ K_η⁻¹ 1 / (1ᵀ K_η⁻¹ 1).
 
-    ``K_η`` is held at a noise share of at least :data:`NUGGET_FLOOR` for the solves (Cholesky, float64).
-    A surrogate column on axis ``W[:, i]`` then has variance ``λ_i``.
+def column_covariance(y: torch.Tensor, k: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(λ, W)`` (descending) of the maximum-likelihood column covariance of ``y`` ``(n, r)`` (float64,
+    centred over positions) given the row covariance ``k`` ``(n, n)`` (positive definite), its mean
+    estimated by generalised least squares:
+
+        Σ̂ = (Y − 1δᵀ)ᵀ K⁻¹ (Y − 1δᵀ) / (n − 1),   δ = Yᵀ K⁻¹ 1 / (1ᵀ K⁻¹ 1)    (Cholesky, float64).
     """
     n = y.shape[0]
-    chol = torch.linalg.cholesky(kernel(n, ell, nugget, floor=NUGGET_FLOOR).to(y.device))
+    chol = torch.linalg.cholesky(k.to(y.device))
     ones = torch.ones(n, 1, dtype=torch.float64, device=y.device)
     solved = torch.cholesky_solve(torch.cat([y, ones], dim=1), chol)  # K⁻¹ [Y, 1]
     ky, k1 = solved[:, :-1], solved[:, -1:]

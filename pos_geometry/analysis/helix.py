@@ -59,7 +59,7 @@ import torch
 from pos_geometry import _progress
 from pos_geometry.analysis._batch import BatchResult, PCAItem, pca_items, renamed
 from pos_geometry.analysis._helix_model import Fitter, design, rss_of, solve
-from pos_geometry.analysis._helix_test import dct_correlation, helix_null_tests, rotation_scan
+from pos_geometry.analysis._helix_test import HELIX_NULLS, dct_correlation, helix_null_tests, rotation_scan
 from pos_geometry.analysis._inputs import check_int, check_level
 from pos_geometry.analysis._null_basis import check_null_method
 from pos_geometry.analysis._nulls import NullTest
@@ -413,6 +413,6 @@ def fit_helix(
         "method": check_null_method(null_method),
     }
     items, single = pca_items(x, k, window=window, center=True)
-    with _progress.task("helix nulls", 2 * n_surrogates * len(items)):
+    with _progress.task("helix nulls", len(HELIX_NULLS) * n_surrogates * len(items)):
         fits = tuple(_fit_one(it, max_harmonics, float(min_turns), null) for it in items)
     return fits[0] if single else BatchResult(fits, tuple(f.provenance for f in fits))

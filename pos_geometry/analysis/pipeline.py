@@ -21,14 +21,15 @@ from typing import Any
 
 from pos_geometry import _progress
 from pos_geometry._limits import check_positions
+from pos_geometry.analysis._helix_test import HELIX_NULLS
 from pos_geometry.analysis._inputs import check_int, parse_window
 from pos_geometry.analysis._null_basis import check_null_method
 from pos_geometry.analysis._results import Result
 from pos_geometry.analysis.helix import HelixFit, fit_helix
 from pos_geometry.analysis.identify import Identification, identify
 from pos_geometry.analysis.pca import PCAResult, pca
-from pos_geometry.analysis.periodicity import PeriodicityResult, periodicity
-from pos_geometry.analysis.recurrence import AUTO_CAP, RecurrenceFit, fit_recurrence
+from pos_geometry.analysis.periodicity import PERIODICITY_NULLS, PeriodicityResult, periodicity
+from pos_geometry.analysis.recurrence import AUTO_CAP, RECURRENCE_NULLS, RecurrenceFit, fit_recurrence
 from pos_geometry.embedding import Provenance
 from pos_geometry.errors import InvalidArgumentError
 
@@ -269,8 +270,9 @@ def analyze(
         "null_method": null_method,
     }
 
-    total = (2 * n_surrogates * ("helix" in chosen) + 2 * n_surrogates * ("periodicity" in chosen)
-             + 2 * _RECURRENCE_SURROGATES * ("recurrence" in chosen))  # fmt: skip
+    total = (len(HELIX_NULLS) * n_surrogates * ("helix" in chosen)
+             + len(PERIODICITY_NULLS) * n_surrogates * ("periodicity" in chosen)
+             + len(RECURRENCE_NULLS) * _RECURRENCE_SURROGATES * ("recurrence" in chosen))  # fmt: skip
     identity = identify(x, window=(start, stop))
     with _progress.task(f"nulls of {res.provenance.model_id}", total, show=progress):
         helix = None

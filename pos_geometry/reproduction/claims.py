@@ -244,9 +244,9 @@ def _helix_verdict(fit: HelixFit) -> str:
 _HELIX_RULE = (
     "fit_helix's verdict: the helix shape beats a line and an ellipse by ΔBIC > 10, and its rotation share (the "
     "share of the detrended top-3 trajectory that turns in one plane) beats whole-table surrogates through the "
-    "same PCA -- random walks of the table's own steps and smooth Gaussian-process curves of its length scale -- "
-    "at α = 0.01 (199 surrogates each). Reproduced when both nulls are beaten, partly reproduced when the shape "
-    "wins and one null is beaten"
+    "same PCA -- random walks of the table's own steps, smooth Gaussian-process curves of its length scale, and "
+    "stationary curves with its own pooled spectrum -- at α = 0.01 (199 surrogates each). Reproduced when every "
+    "null is beaten, partly reproduced when the shape wins and at least one null is beaten"
 )
 
 

@@ -108,6 +108,7 @@ def test_the_fast_basis_keeps_what_the_surrogates_need():
     torch.testing.assert_close(small @ small.mT, stored @ stored.mT, rtol=1e-10, atol=1e-10)
 
 
+@pytest.mark.slow
 def test_rotating_the_embedding_space_changes_no_verdict(gpt2_wpe):
     # Issue 25: GPT-2's table times a random orthogonal matrix used to become "not a helix" (p = 0.13)
     # because the nulls were drawn column by column in the stored basis. They are drawn on the table's

@@ -65,10 +65,10 @@ def _helix() -> np.ndarray:
 
 def test_a_forced_bar_counts_every_surrogate_of_analyze(recording):
     result = pg.analyze(_helix(), n_surrogates=99, progress=True)
-    assert len(result.helix.tests) == 2 and len(result.recurrence.tests) == 2  # every null ran
+    assert len(result.helix.tests) == 3 and len(result.recurrence.tests) == 2  # every null ran
     (line,) = recording.totals
-    # two helix nulls, three periodicity nulls and two recurrence nulls, 99 each: all counted, once
-    assert recording.totals[line] == 7 * 99 and recording.done[line] == 7 * 99
+    # three helix nulls, three periodicity nulls and two recurrence nulls, 99 each: all counted, once
+    assert recording.totals[line] == 8 * 99 and recording.done[line] == 8 * 99
     assert recording.removed == [line]
 
 

@@ -125,6 +125,7 @@ def test_rotary_models_are_shown_as_rotary_tables():
     assert "no learned positional matrix" in claim.statement
 
 
+@pytest.mark.slow
 def test_jackknife_intervals_match_an_independent_leave_one_block_out(gpt2, gpt2_wpe):
     """Every leave-one-block-out value is scikit-learn's top-3 ratio of the remaining rows."""
     from pos_geometry.reproduction.uncertainty import top3_intervals

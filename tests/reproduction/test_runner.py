@@ -68,7 +68,7 @@ def test_claims_and_numbers(run, gpt2_wpe):
     # while PC1 and PC2 do turn periodically: the claim says both, with the null beside them.
     sim = claims["similarity"]
     assert sim.verdict == "not reproduced" and "red noise" in sim.measured and "PC1" in sim.measured
-    assert claims["helix"].values["nulls"].keys() == {"step_walk", "smooth_gp"}
+    assert claims["helix"].values["nulls"].keys() == {"step_walk", "smooth_gp", "stationary"}
     assert claims["tokens"].verdict == "not measured"  # no wte here: not estimated
     assert claims["rotary"].verdict == "corrected"
     # the look-back claim, on GPT-2's real attention weights against the permuted-key null: the rotation
