@@ -178,6 +178,7 @@ def test_periods_of_pure_sinusoids_are_unbiased(period, phase):
     assert fit.periods[0] == pytest.approx(period, rel=0.01)
 
 
+@pytest.mark.slow
 def test_periods_stay_positive_and_inside_the_band(gpt1_positions):
     # GPT-1's similarity period came out as −17162 and a Whisper-style 1500-row table's as 20877,
     # both "significant": peaks extrapolated past the searched band. Every period must lie in

@@ -165,6 +165,7 @@ def test_the_package_tables_have_their_analytic_periods():
         assert min(abs(f - analytic) / analytic for f in found) < 0.01, (analytic, found)
 
 
+@pytest.mark.slow
 def test_one_spectral_line_is_reported_once(gpt1_positions):
     # A line that shows in several series is one period (issue 25: GPT-1's "PC1 at 5.82, 6.47 and 5.67 and
     # PC2 at the same three, all significant"). The report gives one peak per spectral line and names the

@@ -299,6 +299,7 @@ _COUNTS = st.one_of(st.integers(1, 5000), st.sampled_from([2**18 - 4, 2**18 + 1,
 
 
 @settings(FUZZ, max_examples=10)
+@pytest.mark.slow
 @given(unit=st.sampled_from(_FLOOD_UNITS), count=_COUNTS, tail=st.sampled_from([b"}.", b".", b"0}."]))
 def test_opcode_floods(unit: bytes, count: int, tail: bytes) -> None:
     # the reproduction was 48 MiB of EMPTY_SET (11 GB, 80 s); under 1 MB each case must fit the budget
