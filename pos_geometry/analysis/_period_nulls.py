@@ -3,11 +3,12 @@
 A series' tapered power ``P(f)`` (:func:`~pos_geometry.analysis._fourier.tapered_power`) is first divided by
 its own background ``E(f)`` (:func:`whitened`): the larger of the AR(1)-plus-white spectrum fitted to it and
 a running median of its spectrum (:func:`~pos_geometry.analysis._fourier.local_background`). The surrogates
-of each null family ``g`` go through the same steps, and the mean of their ratios, ``C_g(f)``, is what that
-family leaves once whitened so (≈ 1 where ``E`` fits it; a smooth curve's spectrum falls off faster than
-any AR(1) spectrum). :func:`against_nulls` raises the background to ``max(1, C_g(f))`` over the families and
-gives each family's max-T null: every surrogate's largest ratio over the band, its own ratio left out of its
-family's mean, so it is judged against a background it did not make, as the table is.
+of each null family ``g`` go through the same steps, and their ratios' level at each frequency, ``C_g(f)``
+(the 95th percentile over that of a whitened bin, :data:`QUANTILE`), is what that family leaves once
+whitened so (≈ 1 where ``E`` fits it; a smooth curve's spectrum falls off faster than any AR(1) spectrum).
+:func:`against_nulls` raises the background to ``max(1, C_g(f))`` over the families and gives each family's
+max-T null: every surrogate's largest ratio over the band, its own ratio left out of its family's level, so
+it is judged against a background it did not make, as the table is.
 """
 
 from __future__ import annotations

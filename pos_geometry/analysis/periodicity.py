@@ -34,16 +34,18 @@ had a "period" at α = 0.01), and a smooth curve's spectrum falls off far faster
 
 The statistic. Each series' power ``P(f)`` is first divided by its own background ``E(f)``: the larger of
 the AR(1)-plus-white spectrum fitted to it (which flattens red or white noise, whichever principal axis the
-series is) and a running median of its spectrum over ±8 Fourier bins (``_fourier.local_background``: a line
-is a few bins wide, so the median passes under it, while the shoulder of a smooth curve's spectrum, which no
-AR(1) spectrum has, is followed). Each family's surrogates give the mean of that ratio at every frequency,
-``C_g(f)`` (≈ 1 where ``E`` fits the family); the background is raised to ``max(1, C_g(f))`` over the
-families, and a series' statistic is ``P(f) / (E(f) · max(1, C_g(f)))``: a peak is a local maximum of it. Against each family the
-p-value of a peak is ``(1 + #{surrogates whose largest ratio, over every series and frequency in the band,
-≥ the peak's}) / (1 + n_surrogates)`` (the Westfall–Young max-T step, family-wise over every reported
-peak); a surrogate's own ratio is left out of its family's mean, so it is judged against a background it did
-not make, as the table is. The reported p-value is the largest over the families: a period must beat all
-three. The smallest reachable p-value is ``1 / (1 + n_surrogates)``; an ``alpha`` below it is an error.
+series is) and a running median of its spectrum over ±8 to ±64 Fourier bins, wider at higher frequencies
+(``_fourier.local_background``: a line is a few bins wide, so the median passes under it, while the shoulder
+of a smooth curve's spectrum, which no AR(1) spectrum has, is followed). Each family's surrogates give the
+level of that ratio at every frequency, ``C_g(f)`` (their 95th percentile over that of a whitened bin; ≈ 1
+where ``E`` fits the family); the background is raised to ``max(1, C_g(f))`` over the families, and a
+series' statistic is ``P(f) / (E(f) · max(1, C_g(f)))``: a peak is a local maximum of it. Against each
+family the p-value of a peak is ``(1 + #{surrogates whose largest ratio, over every series and frequency in
+the band, ≥ the peak's}) / (1 + n_surrogates)`` (the Westfall–Young max-T step, family-wise over every
+reported peak); a surrogate's own ratio is left out of its family's level, so it is judged against a
+background it did not make, as the table is. The reported p-value is the largest over the families: a period
+must beat all three. The smallest reachable p-value is ``1 / (1 + n_surrogates)``; an ``alpha`` below it is
+an error.
 (Phase randomisation would keep the very spectrum under test, so it could not reject a peak.)
 """
 
