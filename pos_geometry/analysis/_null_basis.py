@@ -184,7 +184,7 @@ def _likelihood_axes(dec: dict, null: str) -> tuple[torch.Tensor, torch.Tensor]:
         else:
             from pos_geometry.analysis._stationary import stationary_column_covariance
 
-            dec[key] = stationary_column_covariance(dec["coords"], _spectrum(dec))
+            dec[key] = stationary_column_covariance(dec["coords"], _spectrum(dec), dec["mean"].shape[0])
     return dec[key]
 
 
@@ -195,6 +195,13 @@ def _spectrum(dec: dict) -> torch.Tensor:
 
         dec["spectrum"] = pooled_spectrum(dec["coords"])
     return dec["spectrum"]
+
+
+def _complement(axes: torch.Tensor, mean: torch.Tensor, count: int) -> torch.Tensor:
+    """``count`` orthonormal axes ``(d, count)`` orthogonal to ``axes`` ``(d, r)`` and to ``mean`` ``(d,)``."""
+    d = axes.shape[0]
+    q = torch.linalg.qr(torch.cat([axes, mean[:, None]], dim=1), mode="complete").Q
+    return q[:, d - count :]
 
 
 def null_basis(x: torch.Tensor, method: str, null: str = "smooth_gp", *, min_rank: int = 0) -> NullBasis:
@@ -217,11 +224,18 @@ def null_basis(x: torch.Tensor, method: str, null: str = "smooth_gp", *, min_ran
             "the nulls need a table that varies over positions; every row of this window is the same. "
             "Pass a window with distinct rows."
         )
-    full = int(evals.shape[0])
     variance = _surrogate_variance(dec, null)
+    full = int(variance.shape[0])
     if null in LIKELIHOOD_NULLS:  # the likelihood's axes: a rotation of the principal ones
         w = _likelihood_axes(dec, null)[1]
         axes, coords, scales = axes @ w, coords @ w, variance.sqrt()
+        if full > axes.shape[1]:  # axes off the table's span (and its mean's direction): no coordinates
+            coords = torch.cat([coords, coords.new_zeros(coords.shape[0], full - axes.shape[1])], dim=1)
+            axes = (
+                torch.cat([axes, _complement(axes, mean, full - axes.shape[1])], dim=1)
+                if method == "exact"
+                else axes
+            )
     if method == "fast":
         order = torch.argsort(variance, descending=True)
         ranked = variance[order]
@@ -232,15 +246,19 @@ def null_basis(x: torch.Tensor, method: str, null: str = "smooth_gp", *, min_ran
         keep = torch.sort(order[:r]).values
     else:
         r, keep = full, torch.arange(full)
-    axes = axes[:, keep]
-    mean_in = axes.T @ mean
+    inside = keep[
+        keep < axes.shape[1]
+    ]  # the fast path needs no axes off the span: the mean has no part there
+    mean_in = torch.zeros(keep.shape[0], dtype=mean.dtype, device=mean.device)
+    mean_in[: inside.shape[0]] = axes[:, inside].T @ mean
+    axes = axes[:, keep] if method == "exact" else axes[:, inside]
     return NullBasis(
         method=method,
         coords=coords[:, keep],
         axes=axes if method == "exact" else None,
         mean=mean,
         mean_in=mean_in,
-        mean_out=float(torch.linalg.vector_norm(mean - axes @ mean_in)),
+        mean_out=float(torch.linalg.vector_norm(mean - axes @ mean_in[: axes.shape[1]])),
         rank=r,
         full_rank=full,
         variance_kept=float(variance[keep].sum() / variance.sum().clamp_min(1e-300)),

@@ -44,7 +44,7 @@ from pos_geometry import _progress
 from pos_geometry.analysis._draws import circulant_spectrum, fourier_draws, gp_modes, mode_variances
 from pos_geometry.analysis._draws import randn as _randn
 from pos_geometry.analysis._fourier import ar1_plus_white
-from pos_geometry.analysis._gp_surrogates import gp_factors
+from pos_geometry.analysis._mode_surrogates import FACTORS
 from pos_geometry.analysis._null_basis import null_basis
 from pos_geometry.analysis._smoothness import autocorrelation, length_scale
 from pos_geometry.analysis._walk_coordinates import WalkCoordinates, block_orders, step_index
@@ -318,9 +318,9 @@ def surrogate_values(
     the same surrogates on the CPU, whatever the table's dtype (on an accelerator the Gaussian draws are
     made on the device, see :func:`_randn`).
     """
-    factors = gp_factors(x, n_components) if method == "fast" and null == "smooth_gp" else None
+    factors = FACTORS[null](x, n_components) if method == "fast" and null in FACTORS else None
     walks = None
-    if factors is not None:  # the smooth part of every axis in a few coordinates (_gp_surrogates)
+    if factors is not None:  # every axis' leading modes in a few coordinates (_mode_surrogates)
         like = torch.empty(0, dtype=x.dtype, device=x.device)
         width = depth = factors.width
 

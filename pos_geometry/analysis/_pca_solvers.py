@@ -75,9 +75,9 @@ def exact_pca(x: torch.Tensor, mean: torch.Tensor | None, k: int):
     if mean is not None:
         a = a - mean.to(torch.float64).unsqueeze(-2)
     if n >= d:
-        evals, evecs = _small_linalg.eigh(a.mT @ a)
-        s = evals.flip(-1)[..., :k].clamp_min(0).sqrt()
-        vt = evecs.flip(-1)[..., :k].mT
+        evals, evecs = _small_linalg.top_eigh(a.mT @ a, k)
+        s = evals.clamp_min(0).sqrt()
+        vt = evecs.mT
     else:
         _, s, vt = _small_linalg.svd(a)
         s, vt = s[..., :k], vt[..., :k, :]

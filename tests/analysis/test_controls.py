@@ -138,6 +138,7 @@ def _ar1(n: int, d: int, phi: float, seed: int) -> np.ndarray:
     return a[300:].astype(np.float32)
 
 
+@pytest.mark.slow
 def test_wide_stationary_red_noise_is_not_a_helix():
     # 768 independent AR(1) columns (phi = 0.99, 1024 positions): no helix, yet the leading principal axes of
     # a wide stationary table are close to sine/cosine pairs (a Toeplitz covariance's eigenvectors) and

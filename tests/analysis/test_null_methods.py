@@ -17,7 +17,7 @@ from scipy.stats import ks_2samp
 
 import pos_geometry as pg
 from pos_geometry.analysis._null_basis import null_basis
-from pos_geometry.analysis._nulls import smooth_gp
+from pos_geometry.analysis._nulls import smooth_gp, surrogate_values
 
 KS_LEVEL = 0.01
 """The family-wise level of one comparison of two analyses: each of its ``m`` two-sample KS tests (one per
@@ -115,6 +115,32 @@ def test_the_fast_basis_keeps_what_the_surrogates_need():
     stored = y @ exact.axes[:, : few.rank].mT + exact.mean
     assert small.shape == (2, 512, few.rank + 1) and stored.shape == (2, 512, 96)
     torch.testing.assert_close(small @ small.mT, stored @ stored.mT, rtol=1e-10, atol=1e-10)
+
+
+def test_a_table_with_more_columns_than_positions_gets_the_axes_it_cannot_show():
+    # 200 iid red-noise columns over 64 positions span only 63 axes; the stationary null's column covariance
+    # is shrunk over all 200 (less one for the mean's direction), so its surrogates have 199 axes, the extra
+    # ones orthogonal to the table's span and its mean. Both methods draw the same null.
+    rng = np.random.default_rng(4)
+    e = rng.standard_normal((64 + 100, 200))
+    for t in range(1, e.shape[0]):
+        e[t] += 0.9 * e[t - 1]
+    x = torch.from_numpy(e[100:] + 0.5)
+    exact = null_basis(x, "exact", "stationary")
+    fast = null_basis(x, "fast", "stationary", min_rank=3)
+    assert exact.rank == exact.full_rank == 199 and exact.axes.shape == (200, 199)
+    torch.testing.assert_close(exact.axes.T @ exact.axes, torch.eye(199, dtype=torch.float64))
+    assert float((exact.axes[:, 63:].T @ exact.mean).abs().max()) < 1e-10
+    assert float(exact.scales[63:].min()) > 0  # the axes off the span carry variance
+    assert exact.mean_out == pytest.approx(fast.mean_out, abs=1e-10)
+    stat = lambda c: c[..., 0].square().sum(-1) / c.square().sum((-1, -2))  # PC1's share (scale-free)  # noqa: E731
+    values = {
+        method: surrogate_values(
+            x, "stationary", 199, 0, stat, method=method, n_components=3, coordinates=True
+        )
+        for method in ("fast", "exact")
+    }
+    assert ks_2samp(values["fast"], values["exact"]).pvalue > KS_LEVEL
 
 
 @pytest.mark.slow

@@ -3,11 +3,17 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 import torch
 from scipy.signal import lfilter
 
 from pos_geometry.analysis._nulls import stationary
-from pos_geometry.analysis._stationary import pooled_spectrum, stationary_column_covariance, toeplitz_kernel
+from pos_geometry.analysis._stationary import (
+    pooled_spectrum,
+    shrink_spread,
+    stationary_column_covariance,
+    toeplitz_kernel,
+)
 
 
 def _ar1(n: int, d: int, phi: float, seed: int) -> torch.Tensor:
@@ -54,3 +60,38 @@ def test_the_likelihood_covariance_of_iid_red_noise_is_flat_where_the_sample_one
     assert float(sample[0] / sample.sum()) > 0.06
     assert float(lam[0] / lam.sum()) < 2.5 / 64
     torch.testing.assert_close(w.T @ w, torch.eye(64, dtype=torch.float64))
+
+
+def test_shrinking_the_spread_undoes_a_wishart_estimates_spread():
+    # 300 columns estimated from 400 iid rows: the sample eigenvalues spread from ~0.02 to ~3.4 times their
+    # mean (Marchenko–Pastur, ratio 0.75). With an isotropic truth the shrunk ones are flat; with a spike
+    # (one axis 50 times the others) the spike stays and the bulk is flat.
+    rng = np.random.default_rng(0)
+    for spike in (1.0, 50.0):
+        scales = np.ones(300)
+        scales[0] = np.sqrt(spike)
+        z = rng.standard_normal((400, 300)) * scales
+        evals = torch.linalg.eigvalsh(torch.from_numpy(z.T @ z / 399)).flip(0)
+        assert float(evals[1] / evals[-1]) > 50  # the estimate is spread
+        out = shrink_spread(evals, 399)
+        bulk = out[1:]
+        assert float(bulk.max() / bulk.min()) < 1.5
+        assert float(out.sum()) == pytest.approx(float(evals.sum()))  # the total variance is kept
+        assert float(out[0] / bulk.mean()) == pytest.approx(spike, rel=0.3)
+
+
+def test_the_shrinkage_target_is_the_unbiased_sum_of_squares():
+    # E tr(S²) of Wishart estimates against the truth: the shrunk tr(S²) is unbiased for tr(Σ²) (Monte Carlo
+    # over 200 draws, to 4%: a sample eigenvalue peeled off as a spike keeps its upward bias) where the raw
+    # one is 25% too large.
+    rng = np.random.default_rng(1)
+    true = np.geomspace(4.0, 0.5, 40)
+    raw, shrunk = [], []
+    for _ in range(200):
+        z = rng.standard_normal((60, 40)) * np.sqrt(true)
+        evals = torch.linalg.eigvalsh(torch.from_numpy(z.T @ z / 59)).flip(0)
+        raw.append(float((evals**2).sum()))
+        shrunk.append(float((shrink_spread(evals, 59) ** 2).sum()))
+    truth = float((true**2).sum())
+    assert np.mean(raw) / truth > 1.2
+    assert np.mean(shrunk) / truth == pytest.approx(1.0, abs=0.04)

@@ -200,6 +200,7 @@ def test_gpt2_helix_png_has_the_default_size_and_shows_the_helix(
     assert purple.sum() > 100 and yellow.sum() > 100
 
 
+@pytest.mark.slow
 @pytest.mark.browser
 def test_svg_export_parses_as_xml(chromium: str, tmp_path: Path) -> None:
     out = save_figure(_line_figure(), tmp_path / "fig.svg", width=400, height=300)

@@ -40,6 +40,7 @@ def test_without_a_browser_it_warns_and_keeps_the_interactive_figure(monkeypatch
     assert set(_figure()._repr_mimebundle_()) == {PLOTLY}
 
 
+@pytest.mark.slow
 @pytest.mark.browser
 def test_each_figure_carries_its_png(chromium: str, restore_renderer) -> None:
     assert use_static_fallback(browser=chromium) == f"plotly_mimetype+{STATIC_RENDERER}"
