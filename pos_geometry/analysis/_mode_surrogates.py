@@ -28,8 +28,8 @@ written out, and the other ``R − r`` axes plus the mean outside them as ``[B, 
 statistic may read (:func:`pos_geometry.analysis._nulls.surrogate_values`). For the stationary null ``K``
 and ``r`` are chosen together (more bins, fewer axes) for the narrowest table.
 
-GPT-2's table needs 561 axes for 99.9% of the smooth-GP null's variance and 599 for the stationary null's;
-their surrogates here are 1024 × 60 and 1024 × 185.
+GPT-2's table needs 561 axes for 99.9% of the smooth-GP null's variance and 479 for the stationary null's;
+their surrogates here are 1024 × 55 and 1024 × 271.
 """
 
 from __future__ import annotations

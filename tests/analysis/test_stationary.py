@@ -9,6 +9,7 @@ from scipy.signal import lfilter
 
 from pos_geometry.analysis._nulls import stationary
 from pos_geometry.analysis._stationary import (
+    pooled_autocovariance,
     pooled_spectrum,
     shrink_spread,
     stationary_column_covariance,
@@ -23,18 +24,62 @@ def _ar1(n: int, d: int, phi: float, seed: int) -> torch.Tensor:
     return x - x.mean(dim=0)
 
 
-def test_the_pooled_spectrum_is_the_sample_autocovariance_and_basis_free():
+def test_the_pooled_autocovariance_averages_each_offset_over_its_pairs():
+    c = _ar1(200, 12, 0.9, 0)
+    got = pooled_autocovariance(c).numpy()
+    # independent oracle: Σ over columns and the n − o pairs of offset o, over n − o; from n/2 on the constant
+    # of those offsets pooled over all their pairs
+    sums = np.array([(c[: 200 - o] * c[o:]).sum().item() for o in range(200)])
+    pairs = 200 - np.arange(200)
+    np.testing.assert_allclose(got[:100], sums[:100] / pairs[:100], rtol=1e-10)
+    np.testing.assert_allclose(got[100:], sums[100:].sum() / pairs[100:].sum(), rtol=1e-10)
+
+
+def test_the_pooled_spectrum_is_basis_free_and_a_valid_kernel():
     c = _ar1(200, 12, 0.9, 0)
     lam = pooled_spectrum(c)
-    k = toeplitz_kernel(lam, 200)
-    # independent oracle: the biased sample autocovariance summed over columns, over its value at 0
-    acov = np.array([(c[: 200 - o] * c[o:]).sum().item() for o in range(200)])
-    np.testing.assert_allclose(k[0].numpy(), acov / acov[0], atol=1e-12)
     q, _ = torch.linalg.qr(
         torch.randn(12, 12, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
     )
     torch.testing.assert_close(pooled_spectrum(c @ q), lam)  # a rotation of the columns changes nothing
     assert float(lam.min()) >= 0
+    assert float(toeplitz_kernel(lam, 200)[0, 0]) == pytest.approx(1.0)
+
+
+def test_centred_draws_have_the_tables_centred_autocorrelation():
+    # 768 AR(1) columns (φ = 0.9) over 256 positions. Draws through the spectrum, centred as every statistic
+    # centres them, must have the table's own centred autocorrelation. Through the usual estimate (every
+    # offset over n) they had 0.525, 0.253, 0.102 at offsets 5, 10, 15 where the table had 0.546, 0.284, 0.132.
+    c = _ar1(256, 768, 0.9, 5)
+    lam = pooled_spectrum(c)
+    draws = stationary(c[:, :64], 1.0, 0.0, scales=torch.ones(64, dtype=torch.float64), spectrum=lam)(
+        60, torch.Generator().manual_seed(0)
+    )
+
+    def centred_acf(z: torch.Tensor) -> np.ndarray:
+        z = z - z.mean(dim=-2, keepdim=True)
+        out = np.array([(z[..., : 256 - o, :] * z[..., o:, :]).sum().item() for o in range(0, 30, 5)])
+        return out / out[0]
+
+    np.testing.assert_allclose(centred_acf(draws), centred_acf(c), atol=0.012)
+
+
+def test_spectral_lines_are_taken_out_and_a_line_free_spectrum_is_kept():
+    # A line is what a helix is made of: a period-32 sinusoid on 8 of 48 AR(1) columns stands ~50 times
+    # above its neighbours in the raw spectrum and is capped to their level; without it the spectrum is
+    # unchanged (within a few %) below the shoulder, where the AR(1) background follows it.
+    c = _ar1(512, 48, 0.5, 6)
+    lam = pooled_spectrum(c)
+    t = torch.arange(512, dtype=torch.float64)[:, None]
+    lined = c.clone()
+    lined[:, :8] += 3 * torch.cos(2 * torch.pi * t / 32 + torch.arange(8))
+    with_line = pooled_spectrum(lined)
+    line = 2 * 512 // 32  # bin of period 32 on the circulant of 1024
+    raw = torch.fft.rfft(lined - lined.mean(dim=0), n=1024, dim=0).abs().square().sum(dim=1)
+    assert float(raw[line] / raw[line + 8 : line + 16].mean()) > 30
+    assert float(with_line[line] / with_line[line + 8 : line + 16].mean()) < 3
+    ar1 = (1 - 0.25) / (1 + 0.25 - 2 * 0.5 * torch.cos(2 * torch.pi * torch.arange(513) / 1024))
+    np.testing.assert_allclose((lam[1:200] / ar1[1:200]).mean().item(), 1.0, atol=0.1)
 
 
 def test_stationary_draws_have_the_tables_autocovariance_and_scales():
