@@ -22,7 +22,7 @@ Families (none has a helix, a period or a rotation):
 Usage::
 
     python benchmarks/bench_calibration.py [--tables 200] [--surrogates 99] [--sizes 256x64,1024x768]
-        [--families walk,gp] [--seed 0] [--device cpu] [--no-write]
+        [--families walk,gp] [--seed 0] [--analyses helix] [--device cpu] [--no-write]
 
 The report replaces the ``bench_calibration`` section of ``benchmarks/RESULTS.md`` (``--device cuda``: the
 ``bench_calibration_cuda`` section; the tables are drawn on the CPU with the same generator and analysed on
@@ -45,6 +45,8 @@ REPO = Path(__file__).resolve().parents[1]
 TABLE = REPO.parent / "shared" / "data" / "real" / "gpt2_small_wpe.npy"
 FAMILIES = ("walk", "ar1-0.5", "ar1-0.9", "ar1-0.99", "gp", "white")
 SIZES = ((256, 64), (256, 768), (1024, 64), (1024, 768))
+ANALYSES = ("helix", "periodicity", "recurrence")
+VERDICTS = {"helix": "helix", "period": "periodicity", "rotation": "recurrence"}
 GPT2_LENGTH_SCALE = 78.6  # of 1024 positions: GPT-2's own (the smooth-GP null's estimate on its table)
 
 
@@ -107,6 +109,7 @@ def run(args: argparse.Namespace) -> str:
     import pos_geometry as pg
 
     rng = np.random.default_rng(args.seed)
+    analyses = tuple(args.analyses.split(","))
     cache: dict = {}
     if TABLE.exists():
         cache["steps"] = np.diff(np.load(TABLE).astype(np.float64), axis=0)
@@ -116,6 +119,7 @@ def run(args: argparse.Namespace) -> str:
         + f"; {_versions()}.",
         f"Command: `python benchmarks/bench_calibration.py --tables {args.tables} --surrogates {args.surrogates} "
         f"--sizes {args.sizes} --families {args.families} --seed {args.seed}"
+        + (f" --analyses {args.analyses}" if args.analyses != ",".join(ANALYSES) else "")
         + (f" --device {args.device}`" if args.device != "cpu" else "`"),
         f"Walk steps: {'GPT-2 small real table (../shared)' if 'steps' in cache else 'iid Gaussian (no GPT-2 table)'}. "
         f"Fast nulls, {args.surrogates} surrogates per null; a rate passes when ≤ α + 2·SE.",
@@ -133,11 +137,14 @@ def run(args: argparse.Namespace) -> str:
                 table = draw(family, n, d, rng, cache)
                 table = torch.from_numpy(table).to(args.device)
                 a = pg.analyze(table, n_surrogates=args.surrogates, alpha=0.05, progress=False,
-                               random_state=int(rng.integers(2**31)))  # fmt: skip
+                               analyses=analyses, random_state=int(rng.integers(2**31)))  # fmt: skip
                 found.append(_outcomes(a))
             per_table = (time.perf_counter() - t0) / args.tables
             cells = []
             for what in ("helix", "period", "rotation"):
+                if VERDICTS[what] not in analyses:
+                    cells += ["—", "—"]
+                    continue
                 for alpha in (0.01, 0.05):
                     k = sum(o[what] <= alpha for o in found)
                     bound = alpha + 2 * math.sqrt(alpha * (1 - alpha) / args.tables)
@@ -160,6 +167,11 @@ def main() -> None:
     parser.add_argument("--sizes", default=",".join(f"{n}x{d}" for n, d in SIZES))
     parser.add_argument("--families", default=",".join(FAMILIES))
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--analyses",
+        default=",".join(ANALYSES),
+        help="which analyses to run (the others' columns are left blank): helix, periodicity, recurrence",
+    )
     parser.add_argument("--device", default="cpu", help="where the tables are analysed (cpu, cuda)")
     parser.add_argument("--no-write", action="store_true")
     args = parser.parse_args()

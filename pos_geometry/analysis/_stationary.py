@@ -21,11 +21,11 @@ AR(1) tables (φ = 0.99, 1024 × 768) beat random walks and smooth GP curves as 
   is then taken out (:func:`shrink_spread`), over every axis of the embedding space when the table has
   more columns than positions (the axes it cannot show get the bulk's level).
 
-Each of the three corrections took the null from out of bounds to within them on the tables it was
-built for (20 tables per cell, α = 0.01 / 0.05; ``benchmarks/RESULTS.md``): AR(1), φ = 0.9, 256 × 768 from
-9/20, 11/20 "helices" (no stationary null) and 4/20, 5/20 (the first version) to 1/20, 2/20; φ = 0.99,
-1024 × 768 from 19/20, 20/20 and 0/20, 5/20 to 0/20, 0/20; φ = 0.99, 1024 × 64 from 3/60, 7/60 to 0/40, 1/40.
-GPT-2's table still beats it (median 0.23 against its 0.84).
+With all three, 768-wide AR(1) tables (φ = 0.9 and 0.99, 256 and 1024 positions) are helices in 0 of 20 at
+α = 0.01 and 0.05, where they were in up to 5 of 20 with the first version of this null and 9 to 20 of 20 without it;
+AR(1) tables with φ = 0.99 over 1024 × 64 in 0 and 4 of 60, where they were in 3 and 7 of 60
+(``benchmarks/RESULTS.md``, ``bench_calibration`` and its notes). GPT-2's table still beats it (median 0.21
+against its 0.84).
 """
 
 from __future__ import annotations
