@@ -62,17 +62,19 @@ def test_errors_share_one_base():
 
 
 def test_import_does_nothing_global():
-    """Importing prints nothing, opens no socket and leaves the plotly renderer alone."""
+    """Importing prints nothing, opens no socket and leaves the plotly renderer and template and the environment
+    alone (one interpreter for the package, its plotting and its CLI: each import costs seconds)."""
     code = (
         "import socket\n"
         "def refuse(*a, **k):\n"
         "    raise AssertionError('network touched at import')\n"
         "socket.socket.connect = refuse\n"
         "socket.create_connection = refuse\n"
-        "import plotly.io as pio\n"
-        "before = pio.renderers.default\n"
+        "import os, plotly.io as pio\n"
+        "before = (pio.renderers.default, pio.templates.default, dict(os.environ))\n"
         "import pos_geometry, pos_geometry.plotting, pos_geometry.cli\n"
-        "assert pio.renderers.default == before\n"
+        "after = (pio.renderers.default, pio.templates.default, dict(os.environ))\n"
+        "assert before == after, (before[:2], after[:2])\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr

@@ -5,6 +5,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
 import pos_geometry.plotting as plotting
 
 
@@ -14,6 +16,7 @@ def test_public_names_are_callable() -> None:
         assert callable(getattr(plotting, name)), name
 
 
+@pytest.mark.slow  # tests/core/test_public_api.py checks the same in the default suite
 def test_import_has_no_global_effects() -> None:
     code = (
         "import os, plotly.io as pio\n"
