@@ -246,9 +246,8 @@ def null_basis(x: torch.Tensor, method: str, null: str = "smooth_gp", *, min_ran
         keep = torch.sort(order[:r]).values
     else:
         r, keep = full, torch.arange(full)
-    inside = keep[
-        keep < axes.shape[1]
-    ]  # the fast path needs no axes off the span: the mean has no part there
+    # the axes off the span come last, and the mean has no part on them (the fast path needs no vectors there)
+    inside = keep[keep < axes.shape[1]]
     mean_in = torch.zeros(keep.shape[0], dtype=mean.dtype, device=mean.device)
     mean_in[: inside.shape[0]] = axes[:, inside].T @ mean
     axes = axes[:, keep] if method == "exact" else axes[:, inside]
