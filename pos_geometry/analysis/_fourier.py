@@ -18,7 +18,9 @@ import torch
 from scipy.optimize import minimize_scalar
 
 __all__ = [
+    "ar1_from_lags",
     "ar1_plus_white",
+    "ar1_white_spectrum",
     "best_sinusoid",
     "mean_similarity_fft",
     "local_background",
@@ -260,10 +262,23 @@ def ar1_plus_white(c: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.T
     var = (c * c).mean(dim=-1).clamp_min(torch.finfo(c.dtype).tiny)
     r1 = (c[..., 1:] * c[..., :-1]).mean(dim=-1) / var
     r2 = (c[..., 2:] * c[..., :-2]).mean(dim=-1) / var if c.shape[-1] > 2 else torch.zeros_like(r1)
+    phi, red = ar1_from_lags(r1, r2)
+    return phi, red, var
+
+
+def ar1_from_lags(r1: torch.Tensor, r2: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(φ, ρ)`` of the AR(1)-plus-white model with lag-1 and lag-2 autocorrelations ``r1``, ``r2`` (the rule of
+    :func:`ar1_plus_white`)."""
     mixed = (r1 > 0) & (r2 > 0) & (r2 < r1)
     phi = torch.where(mixed, r2 / r1.clamp_min(1e-300), r1.clamp_min(0.0)).clamp(0.0, 0.9999)
     red = torch.where(mixed, (r1 * r1 / r2.clamp_min(1e-300)).clamp(0.0, 1.0), torch.ones_like(r1))
-    return phi, red, var
+    return phi, red
+
+
+def ar1_white_spectrum(phi: torch.Tensor, red: torch.Tensor, f: torch.Tensor) -> torch.Tensor:
+    """The AR(1)-plus-white spectrum ``ρ (1 − φ²) / (1 + φ² − 2φ cos 2πf) + (1 − ρ)`` at ``f`` cycles per
+    sample (mean 1 over a whole period of ``f``: a process of variance 1)."""
+    return red * (1 - phi**2) / (1 + phi**2 - 2 * phi * torch.cos(2 * math.pi * f)) + (1 - red)
 
 
 def red_background(y: torch.Tensor, n_bins: int, *, pad: int) -> torch.Tensor:
@@ -278,8 +293,7 @@ def red_background(y: torch.Tensor, n_bins: int, *, pad: int) -> torch.Tensor:
     n = y.shape[-1]
     phi, red, _ = ar1_plus_white(linear_detrend(y))
     f = torch.arange(1, n_bins + 1, dtype=y.dtype, device=y.device) / (pad * n)
-    phi, red = phi[..., None], red[..., None]
-    spec = red * (1 - phi**2) / (1 + phi**2 - 2 * phi * torch.cos(2 * math.pi * f)) + (1 - red)
+    spec = ar1_white_spectrum(phi[..., None], red[..., None], f)
     return spec / spec.sum(dim=-1, keepdim=True)
 
 

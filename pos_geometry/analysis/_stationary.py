@@ -34,7 +34,7 @@ import math
 
 import torch
 
-from pos_geometry.analysis._fourier import local_background
+from pos_geometry.analysis._fourier import ar1_from_lags, ar1_white_spectrum, local_background
 from pos_geometry.analysis._smoothness import NUGGET_FLOOR, column_covariance
 
 __all__ = [
@@ -89,13 +89,9 @@ def pooled_spectrum(c: torch.Tensor) -> torch.Tensor:
         return torch.ones(n + 1, dtype=torch.float64, device=acov.device)
     lam = torch.fft.rfft(torch.cat([acov, acov[-1:], acov[1:].flip(0)])).real.clamp_min(0)
     lam = lam / torch.cat([lam, lam[1:-1].flip(0)]).mean().clamp_min(torch.finfo(torch.float64).tiny)
-    r1, r2 = float(acov[1] / acov[0]), float(acov[2] / acov[0])
-    if r1 > 0 and 0 < r2 < r1:
-        phi, red = min(r2 / r1, 0.9999), min(r1 * r1 / r2, 1.0)
-    else:
-        phi, red = min(max(r1, 0.0), 0.9999), 1.0
+    phi, red = ar1_from_lags(acov[1] / acov[0], acov[2] / acov[0])
     f = torch.arange(n + 1, dtype=torch.float64, device=lam.device) / (2 * n)
-    ar1 = red * (1 - phi**2) / (1 + phi**2 - 2 * phi * torch.cos(2 * math.pi * f)) + (1 - red)
+    ar1 = ar1_white_spectrum(phi, red, f)
     median = local_background(lam[None, 1:], pad=1)[0] * math.log(2.0)  # the pooled bins are not exponential
     lam[1:] = torch.minimum(lam[1:], torch.maximum(ar1[1:], median))
     lam[0] = lam[1]
