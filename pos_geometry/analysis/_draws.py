@@ -74,10 +74,11 @@ def fourier_draws(
     """``shape + (n,)`` draws ``f_t = Σ_k (a_k cos(2πkt/M) + b_k sin(2πkt/M))``, ``t < n``, with independent
     Gaussian weights of variances ``var`` ``(M/2 + 1,)`` (:func:`mode_variances`; ``b_0 = b_{M/2} = 0``), in
     ``var``'s dtype and on its device: one inverse real FFT of size ``M``."""
-    amp = var.sqrt() * m
-    w = torch.complex(randn((*shape, amp.shape[0]), gen, amp), randn((*shape, amp.shape[0]), gen, amp))
+    half = var.sqrt() * (m / 2)
+    # one draw of (re, im) pairs viewed as complex: no second draw, no copy into a complex tensor
+    w = torch.view_as_complex(randn((*shape, half.shape[0], 2), gen, half))
     # irfft(w)·M = w_0 + Σ_inside 2 Re(w_k e^{2πikt/M}) + w_{M/2}(−1)^t: w_k = M(a − ib)/2 gives M(a cos + b sin)
-    w = w * amp / 2
+    w.mul_(half)
     w[..., 0] = w[..., 0].real * 2
     w[..., -1] = w[..., -1].real * 2
     return torch.fft.irfft(w, n=m, dim=-1)[..., :n]

@@ -193,19 +193,10 @@ def smooth_gp(y: torch.Tensor, ell: float, nugget: float, scales: torch.Tensor |
 
     else:
         m, lam = circulant_spectrum(n, ell)
-        amp = mode_variances(lam, m, nugget).sqrt().to(y.device, y.dtype)
-        amp[0] *= 2  # 0 and M/2 are counted once, the inside bins twice (as w_k and its conjugate)
-        amp[-1] *= 2
+        var = mode_variances(lam, m, nugget).to(y.device, y.dtype)
 
         def modes(count: int, gen: torch.Generator) -> torch.Tensor:
-            w = torch.complex(
-                _randn((count, r, amp.shape[0]), gen, amp), _randn((count, r, amp.shape[0]), gen, amp)
-            )
-            w = w * amp / 2
-            w[..., 0] = w[..., 0].real
-            w[..., -1] = w[..., -1].real
-            # irfft(w)·M = w_0 + Σ_inside 2 Re(w_k e^{2πikt/M}) + w_{M/2}(−1)^t: w_k = (a + ib)/2 gives a cos − b sin
-            return torch.fft.irfft(w, n=m, dim=-1)[..., :n].mT * m
+            return fourier_draws(var, n, m, (count, r), gen).mT
 
     def draw(count: int, gen: torch.Generator) -> torch.Tensor:
         out = modes(count, gen)

@@ -411,8 +411,10 @@ def surrogate_coordinates(
 ) -> torch.Tensor:
     """Top-``n_components`` PCA coordinates ``(c, n, k)`` of internally made tables ``x`` ``(c, n, d)``.
 
-    The same solver rule, scaling and signs as :func:`pca`, without its input checks and bookkeeping:
-    for the surrogate tables of the analyses' nulls, which are finite by construction. ``subspace``: the
+    The same solver rule and signs as :func:`pca`, without its input checks, scaling and bookkeeping: for
+    the surrogate tables of the analyses' nulls, which are finite by construction and already in units of
+    their table's largest entry (:func:`~pos_geometry.analysis._nulls.surrogate_values` divides by it), so
+    their float32 squares cannot overflow; the coordinates are in the tables' own units. ``subspace``: the
     caller's statistic depends only on the subspace the coordinates span, so the randomized solver runs
     :data:`~pos_geometry.analysis._pca_solvers.SUBSPACE_ITERATIONS` (fewer products, the subspace as accurate).
     """
@@ -420,14 +422,12 @@ def surrogate_coordinates(
     k = n_components
     # the fast nulls' surrogates are narrow (d = a few dozen axes): the d × d eigenproblem is the cheap one
     solver = "randomized" if min(n, d) > 200 and k < 0.1 * min(n, d) else "exact"
-    scale = _scales(x).clamp_min(torch.finfo(torch.float64).tiny)
     iters, over = (resolve_n_iter("auto", k, n, d), 10) if solver == "randomized" else (0, 10)
     if subspace and solver == "randomized":
         iters, over = SUBSPACE_ITERATIONS
     _, _, coords, _, _ = fit_batch(
         x,
         k,
-        scale=scale,
         center=center,
         solver=solver,
         n_oversamples=over,

@@ -51,9 +51,7 @@ an error.
 
 from __future__ import annotations
 
-import dataclasses
 import math
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -71,9 +69,9 @@ from pos_geometry.analysis._fourier import (
 )
 from pos_geometry.analysis._inputs import as_batch, check_int, check_level, parse_window
 from pos_geometry.analysis._null_basis import check_null_method
-from pos_geometry.analysis._nulls import NULL_DESCRIPTIONS, surrogate_values
+from pos_geometry.analysis._nulls import surrogate_values
 from pos_geometry.analysis._period_nulls import against_nulls, whitened
-from pos_geometry.analysis._results import Result
+from pos_geometry.analysis._period_results import LINE_BINS, PeriodicityResult, PeriodPeak
 from pos_geometry.analysis.pca import PCAResult, surrogate_coordinates
 from pos_geometry.embedding import Provenance
 from pos_geometry.errors import InvalidArgumentError
@@ -83,158 +81,6 @@ __all__ = ["LINE_BINS", "PERIODICITY_NULLS", "PeriodPeak", "PeriodicityResult", 
 PERIODICITY_NULLS = ("red_noise", "step_walk", "smooth_gp")
 
 _PAD = 8
-LINE_BINS = 2.0
-"""Significant peaks whose frequencies differ by less than this many Fourier bins (``1/n`` cycles per
-position) are reported as one spectral line: the Hann taper's main lobe spans two bins on each side."""
-
-
-SERIES_LABELS = {"mean_similarity": "similarity by offset"}
-
-
-@dataclass(frozen=True)
-class PeriodPeak:
-    """A spectral peak of one ``series`` (``"mean_similarity"`` or ``"PC1"``...).
-
-    ``period``: least-squares period in positions (inside the band; for ``at_edge`` peaks the band's
-    longest period, a lower bound); ``period_std``: its standard error (from the fit; residuals are
-    serially correlated, so read it as a scale, not an exact interval); ``power_fraction``: share of the
-    series' tapered power at the peak; ``p_value`` against the red-noise null; ``significant``:
-    ``p_value <= alpha`` and not at the edge; ``status``: ``"period"`` or ``"does not apply"``, with ``reason``;
-    ``also_in``: in :attr:`PeriodicityResult.dominant_periods`, the other series whose significant peak lies
-    on the same spectral line (empty in ``peaks``, which keeps every series' own peaks).
-    """
-
-    series: str
-    period: float
-    period_std: float
-    power_fraction: float
-    p_value: float
-    significant: bool
-    at_edge: bool = False
-    status: str = "period"
-    reason: str = ""
-    also_in: tuple[str, ...] = ()
-
-    @property
-    def label(self) -> str:
-        """The series in words: ``"similarity by offset"`` or ``"PC1"``."""
-        return SERIES_LABELS.get(self.series, self.series)
-
-
-@dataclass(frozen=True, eq=False, repr=False)
-class PeriodicityResult(Result):
-    """Periodicity analysis of one matrix (``n`` positions in ``window``, ``d`` columns).
-
-    Tensors stay on the input's device: ``similarity`` ``(n, n)``, ``mean_similarity`` ``(n,)`` (index =
-    offset), ``offset_spectrum`` ``(F₁,)`` with ``offset_periods`` ``(F₁,)``, ``pc_spectrum`` ``(n_components, F₂)``
-    with ``pc_periods`` ``(F₂,)``, ``column_periods``/``column_r2`` ``(d,)``. ``peaks`` are sorted by
-    power; ``column_fraction`` is the share of columns with R² ≥ ``column_r2_threshold``. ``null``: the
-    families a peak must beat (:data:`PERIODICITY_NULLS`); ``null_values``: per family, each surrogate's
-    largest power-to-background ratio ``(n_surrogates,)`` (the max-T nulls; not serialised), drawn by
-    ``null_method``. ``offset_ratio`` ``(F₁,)`` and ``pc_ratio`` ``(n_components, F₂)``: each series' power over
-    its background (the larger of the AR(1)-plus-white spectrum fitted to it and its running median, raised
-    where a null family's surrogates rise above it; the statistic the nulls test; see the module docstring),
-    on the same periods.
-    """
-
-    similarity: torch.Tensor
-    mean_similarity: torch.Tensor
-    toeplitz_score: float
-    offset_spectrum: torch.Tensor
-    offset_periods: torch.Tensor
-    pc_spectrum: torch.Tensor
-    pc_periods: torch.Tensor
-    peaks: tuple[PeriodPeak, ...]
-    column_periods: torch.Tensor
-    column_r2: torch.Tensor
-    column_r2_threshold: float
-    column_fraction: float
-    n_surrogates: int
-    random_state: int | None
-    alpha: float
-    null: str
-    min_p_value: float
-    window: tuple[int, int]
-    n_positions: int
-    provenance: Provenance
-    null_method: str = "fast"
-    null_values: dict[str, np.ndarray] | None = field(
-        default=None, compare=False, metadata={"serialize": False}
-    )
-    offset_ratio: torch.Tensor | None = None
-    pc_ratio: torch.Tensor | None = None
-
-    def significance_thresholds(self) -> dict[str, float]:
-        """Per null family, the power-to-background ratio a peak must exceed to reach p ≤ ``alpha`` against it
-        (the ``(m+1)``-th largest of the surrogates' largest ratios, ``m = ⌊α(S+1)⌋ − 1``); a peak is
-        significant when it exceeds every family's. Empty when the surrogates' values are not kept."""
-        if not self.null_values:
-            return {}
-        m = math.floor(self.alpha * (self.n_surrogates + 1) + 1e-9) - 1
-        out = {}
-        for null, values in self.null_values.items():
-            ranked = np.sort(np.asarray(values, dtype=np.float64))[::-1]
-            out[null] = float(ranked[m]) if 0 <= m < ranked.size else float("inf")
-        return out
-
-    @property
-    def dominant_periods(self) -> tuple[PeriodPeak, ...]:
-        """The significant peaks (p ≤ ``alpha``, not at the band edge), one per spectral line, strongest
-        first: peaks of several series within :data:`LINE_BINS` Fourier bins of each other are one line,
-        reported by its first peak in ``peaks`` order, with the other series named in ``also_in``."""
-        kept: list[PeriodPeak] = []
-        for peak in (p for p in self.peaks if p.significant):
-            home = next(
-                (
-                    i
-                    for i, k in enumerate(kept)
-                    if abs(1 / k.period - 1 / peak.period) * self.n_positions < LINE_BINS
-                ),
-                None,
-            )
-            if home is None:
-                kept.append(peak)
-            elif peak.label != kept[home].label and peak.label not in kept[home].also_in:
-                kept[home] = dataclasses.replace(kept[home], also_in=(*kept[home].also_in, peak.label))
-        return tuple(kept)
-
-    @property
-    def seed(self) -> int | None:
-        """Deprecated name of :attr:`random_state`."""
-        return self.random_state
-
-    def summary_rows(self) -> list[tuple[str, str]]:
-        good = self.column_r2 >= self.column_r2_threshold
-        col_periods = torch.sort(self.column_periods[good]).values.cpu().tolist()
-        shown = ", ".join(f"{p:.4g}" for p in col_periods[:8]) + (" ..." if len(col_periods) > 8 else "")
-        peaks = "; ".join(
-            f"{p.label}: {p.period:.4g} ± {p.period_std:.2g} (p={p.p_value:.3g})"
-            + (f", also in {', '.join(p.also_in)}" if p.also_in else "")
-            for p in self.dominant_periods
-        )
-        edge = "; ".join(f"{p.label}: {p.reason}" for p in self.peaks if p.at_edge)
-        return [
-            ("window", f"positions {self.window[0]}..{self.window[1] - 1} ({self.n_positions})"),
-            ("Toeplitz score", f"{self.toeplitz_score:.4f}"),
-            (
-                "mean similarity at offset 1, 8, 64",
-                ", ".join(
-                    f"{float(self.mean_similarity[o]):.3f}" if o < self.n_positions else "-"
-                    for o in (1, 8, 64)
-                ),
-            ),
-            (f"significant periods (α={self.alpha})", peaks or "none"),
-            ("at the band edge (does not apply)", edge or "none"),
-            (
-                f"columns with sinusoid R² ≥ {self.column_r2_threshold}",
-                f"{self.column_fraction:.1%} ({shown or '-'})",
-            ),
-            (
-                "nulls (a period beats each)",
-                " and ".join(f"{self.n_surrogates} {NULL_DESCRIPTIONS[n]}" for n in self.null.split(" and "))
-                + f" (random_state={self.random_state}, {self.null_method}; smallest reachable p {self.min_p_value:.3g})",
-            ),
-        ]
 
 
 def _offset_means(s: torch.Tensor, offset_index: torch.Tensor, counts: torch.Tensor) -> torch.Tensor:

@@ -42,10 +42,10 @@ def test_tables_have_the_rows_inner_products_of_the_whole_surrogates():
     gen = torch.Generator().manual_seed(4)
     n, k2 = f.modes.shape
     big_r, r = f.scales.shape[0], f.white_rank
-    weights = randn((3, k2, big_r), gen, like) * f.scales
+    weights = randn((3, big_r, k2), gen, like).mT * f.scales  # drawn axis by axis
     whole = torch.zeros(3, n, big_r + 1, dtype=torch.float64)
     whole[..., :big_r] = f.modes @ weights + f.mean_in
-    whole[..., :r] += f.white * randn((3, n, r), gen, like) * f.scales[:r]
+    whole[..., :r] += f.white * randn((3, r, n), gen, like).mT * f.scales[:r]
     whole[..., big_r] = f.mean_out
     assert fast.shape == (3, n, k2 + r + 1)
     torch.testing.assert_close(fast @ fast.mT, whole @ whole.mT, rtol=1e-10, atol=1e-10)
@@ -80,7 +80,7 @@ def test_stationary_tables_have_the_rows_inner_products_of_the_whole_surrogates(
     like = torch.empty(0, dtype=torch.float64)
     fast = f.tables(3, torch.Generator().manual_seed(5), like)
     gen = torch.Generator().manual_seed(5)
-    weights = randn((3, f.modes.shape[1], big_r), gen, like) * f.scales
+    weights = randn((3, big_r, f.modes.shape[1]), gen, like).mT * f.scales
     whole = torch.zeros(3, n, big_r + 1, dtype=torch.float64)
     whole[..., :big_r] = f.modes @ weights + f.mean_in
     whole[..., :r] += fourier_draws(tail, n, 2 * n, (3, r), gen).mT * f.scales[:r]

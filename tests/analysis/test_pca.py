@@ -292,3 +292,20 @@ def test_a_window_past_the_table_is_refused_never_clipped(gpt2_wpe, window):
         1000,
         1024,
     )  # slice semantics within the table
+
+
+@pytest.mark.parametrize("solver", ["exact", "randomized"])
+@pytest.mark.parametrize("unit", [1e-3, 7.0, 1e20, 1e-30])
+def test_fitting_in_units_of_the_largest_entry_is_the_fit_of_the_divided_table(solver, unit):
+    # fit_batch fits a table whose entries are of ordinary size as it is and divides the results afterwards
+    # (a pass over the data saved); beyond 2**±40 it divides the table first. Either way the result must be
+    # the fit of the divided table: the same components, s, coordinates, mean and total sum of squares.
+    from pos_geometry.analysis._pca_solvers import fit_batch
+
+    x = torch.from_numpy(np.stack([helix_like(600, 300, seed) for seed in (0, 1)])) * unit
+    scale = x.abs().amax(dim=(1, 2)).double()
+    kwargs = dict(center=True, solver=solver, n_oversamples=10, n_iter=7, random_state=0)
+    got = fit_batch(x, 5, scale=scale, **kwargs)
+    want = fit_batch(x / scale.float().view(-1, 1, 1), 5, **kwargs)
+    for a, b in zip(got, want, strict=True):
+        torch.testing.assert_close(a, b, rtol=2e-5, atol=2e-5 * float(b.abs().max()))
