@@ -15,20 +15,17 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from pos_geometry._describe import describe
 from pos_geometry._device import resolve_device
-from pos_geometry._limits import read_config_json
+from pos_geometry._name_targets import check_args, local_config, resolve
+from pos_geometry._record_tables import check_dtype, embedding_from_record, finish, to_table
 from pos_geometry.embedding import PositionalEmbedding, Provenance, TokenEmbedding
 from pos_geometry.encodings.rotary import rotary_embedding
 from pos_geometry.errors import (
-    CheckpointFormatError,
-    InvalidArgumentError,
     NoLearnedTableError,
     NotCachedError,
     UnknownModelError,
@@ -36,194 +33,18 @@ from pos_geometry.errors import (
 from pos_geometry.registry import (
     ModelSpec,
     check_revision,
-    find_spec,
     get_spec,
     kind_from_config,
     row_offset_from_config,
 )
 from pos_geometry.sources._deadline import deadline
 from pos_geometry.sources.hub import read_config, read_hub_tensor
-from pos_geometry.sources.local import CHECKPOINT_SUFFIXES, read_local
-from pos_geometry.sources.locations import LocalTable, find_local_table, parse_named_path
+from pos_geometry.sources.local import read_local
+from pos_geometry.sources.locations import LocalTable, find_local_table
 from pos_geometry.sources.network import offline_reason
-from pos_geometry.sources.tensor_record import TensorRecord, dtype_name
+from pos_geometry.sources.tensor_record import TensorRecord
 
 __all__ = ["load", "load_token_embedding", "embedding_from_record"]
-
-
-def _looks_like_repo_id(name: str) -> bool:
-    parts = name.split("/")
-    return len(parts) == 2 and all(parts) and not name.startswith((".", "/", "~"))
-
-
-def _looks_like_path(name: str) -> bool:
-    """A name that can only mean a file or folder: absolute, relative, home-based, or with a checkpoint suffix."""
-    return (
-        name.startswith(("/", "./", "../", "~"))
-        or name.count("/") > 1  # a repo id has exactly one
-        or "\\" in name
-        or Path(name).suffix.lower() in CHECKPOINT_SUFFIXES
-    )
-
-
-def _local_config(path: Path) -> dict[str, Any] | None:
-    folder = path if path.is_dir() else path.parent
-    cfg = folder / "config.json"
-    if not cfg.is_file():
-        return None
-    return read_config_json(cfg, repr(str(cfg)))
-
-
-def _check_args(name_or_path: object, **optional: object) -> None:
-    """Each argument of :func:`load` has the type its docstring promises, or InvalidArgumentError."""
-    if not isinstance(name_or_path, str | os.PathLike):
-        raise InvalidArgumentError(
-            f"name_or_path must be a model name, repo id or path (str or os.PathLike); got "
-            f"{describe(name_or_path)} ({type(name_or_path).__name__})."
-        )
-    for arg, value in optional.items():
-        kind = bool if arg == "offline" else int if arg == "n_positions" else str
-        if value is None or (isinstance(value, kind) and (kind is bool or not isinstance(value, bool))):
-            continue
-        raise InvalidArgumentError(
-            f"{arg} must be {'an' if kind is int else 'a'} {kind.__name__} or None; got {describe(value)} "
-            f"({type(value).__name__})."
-        )
-
-
-def _to_table(
-    record: TensorRecord, device: torch.device, dtype: torch.dtype, row_offset: int = 0
-) -> torch.Tensor:
-    """The stored tensor in ``dtype`` on ``device``; refused when it is not real floating point
-    (integers, bools and complex numbers are not a table of vectors: casting would silently drop
-    the imaginary part or invent a float table) or when ``dtype`` cannot hold its values (a
-    nonzero value that becomes 0, or a finite one that becomes infinite)."""
-    stored = record.tensor[row_offset:] if row_offset else record.tensor
-    where = f"the tensor {record.key!r} in {record.file!r}"
-    if not stored.is_floating_point():
-        raise CheckpointFormatError(
-            f"{where} is stored as {dtype_name(stored.dtype)}; an embedding table must be real floating point "
-            "(float16, bfloat16, float32, float64). It is refused rather than cast, which would "
-            + ("drop its imaginary part." if stored.is_complex() else "invent a float table from integers.")
-            + " Pass key= to pick another tensor, or convert the checkpoint."
-        )
-    out = stored.to(dtype=dtype)
-    if out.dtype != stored.dtype:
-        # float8 has no isfinite/comparison kernels on the CPU: compare through float32, which holds every float8
-        ref = stored.to(torch.float32) if stored.dtype.itemsize == 1 else stored
-        underflow = int(((out == 0) & (ref != 0)).sum())
-        overflow = int((torch.isinf(out) & torch.isfinite(ref)).sum())
-        if underflow or overflow:
-            raise InvalidArgumentError(
-                f"dtype={dtype} cannot hold {where} (stored as {dtype_name(stored.dtype)}): "
-                f"{underflow} nonzero value(s) would become 0 and {overflow} finite value(s) would become "
-                "infinite. Pass a wider dtype, e.g. dtype=torch.float64."
-            )
-    return out.to(device=device).contiguous()
-
-
-def _check_dtype(dtype: object) -> None:
-    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
-        raise InvalidArgumentError(
-            "dtype must be a floating torch.dtype such as torch.float32; got "
-            f"{dtype if isinstance(dtype, torch.dtype) else describe(dtype)}."
-        )
-
-
-def _finish(
-    record: TensorRecord,
-    *,
-    model_id: str,
-    revision: str | None,
-    row_offset: int,
-    commit: str | None,
-    device: torch.device,
-    dtype: torch.dtype,
-    source: str | None = None,
-    tensor_key: str | None = None,
-    original_dtype: str | None = None,
-) -> PositionalEmbedding:
-    matrix = record.tensor
-    if matrix.ndim != 2:
-        raise CheckpointFormatError(
-            f"the positional tensor {record.key!r} in {record.file!r} has shape {tuple(matrix.shape)}; "
-            "a positional table must be 2-D (n_positions, d_model)."
-        )
-    if row_offset and matrix.shape[0] <= row_offset:
-        raise CheckpointFormatError(
-            f"the positional tensor {record.key!r} has {matrix.shape[0]} rows but {row_offset} leading "
-            "rows are not positions for this model; the checkpoint does not match its config."
-        )
-    if source is None:
-        source = f"{record.file}::{record.key}" if record.key else record.file
-        source += f" ({record.origin})" if record.origin else ""
-    provenance = Provenance(
-        model_id=model_id,
-        kind="learned",
-        source=source,
-        revision=revision,
-        tensor_key=tensor_key or record.key or None,
-        original_dtype=original_dtype or record.dtype,
-        row_offset=row_offset,
-        commit=commit,
-    )
-    return PositionalEmbedding(_to_table(record, device, dtype, row_offset), provenance)
-
-
-def embedding_from_record(
-    record: TensorRecord,
-    *,
-    model_id: str,
-    revision: str | None,
-    commit: str | None,
-    row_offset: int = 0,
-    device: str | torch.device = "cpu",
-    dtype: torch.dtype = torch.float32,
-) -> PositionalEmbedding:
-    """The :class:`PositionalEmbedding` that :func:`load` makes of a tensor it has read: the same shape
-    and dtype checks, dropped leading rows, finiteness check and provenance (for callers that read the
-    tensor themselves, such as a training sweep)."""
-    _check_dtype(dtype)
-    return _finish(
-        record, model_id=model_id, revision=revision, row_offset=row_offset, commit=commit,
-        device=resolve_device(device), dtype=dtype,
-    )  # fmt: skip
-
-
-@dataclass(frozen=True)
-class _Target:
-    """What a name passed to :func:`load` stands for: a local ``path`` (for ``NAME=PATH`` with the
-    row ``spec`` it stands for), a model-table ``spec``, or a hub ``repo_id`` not in the table."""
-
-    path: Path | None = None
-    spec: ModelSpec | None = None
-    repo_id: str | None = None
-    label: str | None = None  # NAME of NAME=PATH (the spec's name when it is in the model table)
-
-
-def _resolve(name: str) -> _Target:
-    """The one place a name becomes a path, a model-table row or a repo id (for every loader)."""
-    try:
-        path = Path(name).expanduser()
-    except RuntimeError:  # "~user..." of no such user: not a path here
-        path = Path(name)
-    if path.exists():
-        return _Target(path=path)
-    named = parse_named_path(name)
-    if named is not None:  # NAME labels the file; a model-table NAME also brings its row's metadata
-        return _Target(path=named[1], spec=find_spec(named[0]), label=named[0])
-    spec = find_spec(name)
-    if spec is not None:
-        return _Target(spec=spec)
-    if _looks_like_path(name):
-        raise UnknownModelError(
-            f"{name!r} does not exist: there is no such file or folder. Check the path (it is read relative to "
-            f"{os.getcwd()!r}); model-table names such as 'gpt2' and hub repo ids such as 'org/name' are not paths.",
-            name=name,
-        )
-    if not _looks_like_repo_id(name):
-        get_spec(name)  # raises UnknownModelError with the closest known names
-    return _Target(repo_id=name)
 
 
 def load(
@@ -272,12 +93,12 @@ def load(
     Rotary models (Pythia, Mistral, any RoPE config) have no learned table: the exact rotary
     table ``cos(p·θ_i), sin(p·θ_i)`` is built from the config and has ``kind == "rotary"``.
     """
-    _check_args(
+    check_args(
         name_or_path, revision=revision, key=key, model_id=model_id, offline=offline, n_positions=n_positions,
         layer_type=layer_type, gguf_file=gguf_file,
     )  # fmt: skip
     dev = resolve_device(device)
-    _check_dtype(dtype)
+    check_dtype(dtype)
     with deadline():  # one overall network deadline for the whole load
         if gguf_file is not None:
             from pos_geometry.sources.tensor_set import open_checkpoint
@@ -294,7 +115,7 @@ def _load(
     name_or_path, dev, dtype, revision, n_positions, key, offline, model_id, layer_type
 ) -> PositionalEmbedding:
     name = os.fspath(name_or_path)
-    target = _resolve(name)
+    target = resolve(name)
     opts = {"revision": revision, "device": dev, "dtype": dtype, "n_positions": n_positions, "key": key,
             "layer_type": layer_type}  # fmt: skip
     if target.path is not None:
@@ -325,7 +146,7 @@ def _load_path(
                           device=device, dtype=dtype, n_positions=n_positions, key=key,
                           layer_type=layer_type)  # fmt: skip
 
-    config = _local_config(path)
+    config = local_config(path)
     config_rotary = config is not None and key is None and kind_from_config(config) == "rotary"
     if spec is not None and spec.kind == "rotary" and not config_rotary:
         raise NoLearnedTableError(
@@ -350,7 +171,7 @@ def _load_path(
         offset = _spec_offset(spec, record)
     else:
         offset = row_offset_from_config(config) if config is not None else 0
-    table = _finish(
+    table = finish(
         record, model_id=name, revision=revision, row_offset=offset, commit=None, device=device, dtype=dtype
     )
     if spec is None:
@@ -387,7 +208,7 @@ def _load_gguf(
     name = key or POSITION_TENSOR
     tensor = checkpoint.read([name])[name]
     record = TensorRecord(tensor, name, checkpoint.location, checkpoint.stored_type(name), checkpoint.keys())
-    return _finish(
+    return finish(
         record, model_id=model_id, revision=revision, row_offset=row_offset_from_config(config),
         commit=checkpoint.commit, device=device, dtype=dtype,
     )  # fmt: skip
@@ -434,7 +255,7 @@ def _load_spec(
                 f"download beforehand with `hf download {spec.repo_id}`, or pass a local path."
             ) from exc
         record, commit = read_hub_tensor(spec.repo_id, offline=offline, **hub)
-    return _finish(
+    return finish(
         record,
         model_id=spec.name,
         revision=rev,
@@ -452,7 +273,7 @@ def _load_local_table(
     or from the real tables (the stored rows of the default revision)."""
     record = read_local(local.path, which="position")
     meta = local.meta
-    return _finish(
+    return finish(
         record,
         model_id=spec.name,
         revision=rev,
@@ -494,7 +315,7 @@ def _load_repo(
             layer_type=layer_type,
         )
     record, commit = read_hub_tensor(repo_id, revision=revision, which="position", key=key, offline=offline)
-    return _finish(
+    return finish(
         record,
         model_id=repo_id,
         revision=revision,
@@ -520,12 +341,12 @@ def load_token_embedding(
     Used to measure how token embeddings sit relative to the positional subspace. ``offline`` and
     ``model_id`` are as in :func:`load`.
     """
-    _check_args(name_or_path, revision=revision, key=key, model_id=model_id, offline=offline)
+    check_args(name_or_path, revision=revision, key=key, model_id=model_id, offline=offline)
     dev = resolve_device(device)
-    _check_dtype(dtype)
+    check_dtype(dtype)
     with deadline():
         name = os.fspath(name_or_path)
-        target = _resolve(name)
+        target = resolve(name)
         commit, rev = None, revision
         if target.path is not None:
             record = read_local(target.path, which="token", key=key)
@@ -548,4 +369,4 @@ def load_token_embedding(
         original_dtype=record.dtype,
         commit=commit,
     )
-    return TokenEmbedding(_to_table(record, dev, dtype), provenance)
+    return TokenEmbedding(to_table(record, dev, dtype), provenance)

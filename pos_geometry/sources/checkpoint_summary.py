@@ -94,10 +94,10 @@ def _shape(shape: tuple[int, ...] | None) -> str:
 
 
 def _config(path: Path) -> tuple[dict[str, Any] | None, str | None]:
-    from pos_geometry.loading import _local_config
+    from pos_geometry._name_targets import local_config
 
     directory = path if path.is_dir() else path.parent
-    config = _local_config(directory)
+    config = local_config(directory)
     return config, (str(directory / "config.json") if config is not None else None)
 
 

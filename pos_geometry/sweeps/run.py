@@ -42,7 +42,7 @@ class _Model:
 
 
 def _resolve_model(model: str) -> _Model:
-    from pos_geometry.loading import _looks_like_repo_id
+    from pos_geometry._name_targets import looks_like_repo_id
     from pos_geometry.registry import find_spec, get_spec
 
     if not isinstance(model, str) or not model:
@@ -51,7 +51,7 @@ def _resolve_model(model: str) -> _Model:
         )
     spec = find_spec(model)
     if spec is None:
-        if not _looks_like_repo_id(model):
+        if not looks_like_repo_id(model):
             get_spec(model)  # UnknownModelError with the closest names
         return _Model(model, model, None, (), "model.safetensors", None)
     schedule = spec.schedule

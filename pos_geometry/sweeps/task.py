@@ -68,7 +68,7 @@ def status_of(exc: BaseException) -> str:
 
 
 def _read(task: CheckpointTask):
-    from pos_geometry.loading import embedding_from_record
+    from pos_geometry._record_tables import embedding_from_record
     from pos_geometry.sources.hub import read_hub_tensor, read_hub_tensor_pinned
 
     if task.commit is None:
