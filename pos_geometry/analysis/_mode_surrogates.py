@@ -90,7 +90,7 @@ class ModeFactors:
         modes = self.modes.to(like.device, like.dtype)
         weights = randn((count, big_r, k2), gen, like) * scales[:, None]  # (count, R, 2K): every axis' modes
         # built axes-first, (count, width, n), and handed over as its transposed view: the FFT's draws come
-        # out axes-first, so nothing is transposed in memory (a tenth of the stationary null's time)
+        # out axes-first, so nothing is transposed in memory
         out = torch.empty(count, self.width, n, dtype=like.dtype, device=like.device)
         out[:, :r] = weights[:, :r] @ modes.T + self._rest(count, n, r, gen, like) * scales[:r, None]
         out[:, :r] += mean_in[:r, None]
