@@ -44,6 +44,7 @@ from pos_geometry.analysis._null_basis import (
     FAST_VARIANCE,
     TAIL_RATIO,
     _decomposition,
+    _gp_length_scale,
     _likelihood_axes,
     _spectrum,
 )
@@ -129,8 +130,12 @@ def _bound(dec: dict, min_rank: int) -> float:
     return min(1 - FAST_VARIANCE, TAIL_RATIO * float(evals[k - 1] / evals.sum()))
 
 
-def _factors(dec: dict, null: str, modes: torch.Tensor, r: int, **rest) -> ModeFactors:
-    lam, w = _likelihood_axes(dec, null)  # λ may have axes off the table's span after W's (no mean there)
+def _factors(
+    dec: dict, null: str, modes: torch.Tensor, r: int, ell: float | None = None, **rest
+) -> ModeFactors:
+    lam, w = _likelihood_axes(
+        dec, null, ell
+    )  # λ may have axes off the table's span after W's (no mean there)
     axes = dec["axes"] @ w
     mean = dec["mean"]
     inside = axes.T @ mean
@@ -144,22 +149,22 @@ def _factors(dec: dict, null: str, modes: torch.Tensor, r: int, **rest) -> ModeF
     )
 
 
-def gp_factors(x: torch.Tensor, min_rank: int) -> ModeFactors | None:
+def gp_factors(x: torch.Tensor, min_rank: int, ell: float | None = None) -> ModeFactors | None:
     """The smooth-GP null's :class:`ModeFactors` of ``x`` ``(n, d)`` for a statistic that reads ``min_rank``
-    components, or None where they save nothing: a short length scale (too many modes) or a surrogate no
-    narrower than the axes themselves."""
+    components, with length scale ``ell`` (by default the table's estimate), or None where they save
+    nothing: a short length scale (too many modes) or a surrogate no narrower than the axes themselves."""
     dec = _decomposition(x)
-    ell, nugget = dec["length_scale"]
+    ell, nugget = _gp_length_scale(dec, ell)
     modes = gp_modes(x.shape[0], ell, nugget)
     if modes is None:
         return None
-    lam = _likelihood_axes(dec, "smooth_gp")[0]
+    lam = _likelihood_axes(dec, "smooth_gp", ell)[0]
     if float(lam.sum()) <= 0:
         return None
     r = int(torch.nonzero(nugget * _left_out(lam) <= _bound(dec, min_rank))[0])
     if modes.shape[1] + r + 1 >= lam.shape[0] + 1:
         return None
-    return _factors(dec, "smooth_gp", modes, r, white=float(nugget) ** 0.5)
+    return _factors(dec, "smooth_gp", modes, r, ell, white=float(nugget) ** 0.5)
 
 
 def stationary_factors(x: torch.Tensor, min_rank: int) -> ModeFactors | None:

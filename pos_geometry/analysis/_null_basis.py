@@ -89,7 +89,7 @@ class NullBasis:
         if self.axes is not None:
             return y @ self.axes.mT.to(y.dtype) + self.mean.to(y.dtype)
         out = torch.empty(*y.shape[:-1], y.shape[-1] + 1, dtype=y.dtype, device=y.device)
-        out[..., :-1] = y + self.mean_in.to(y.dtype)
+        out[..., :-1] = y + self.mean_in.to(y.device, y.dtype)
         out[..., -1] = self.mean_out
         return out
 
@@ -141,7 +141,7 @@ def _decomposition(x: torch.Tensor) -> tuple:
     return out
 
 
-def _surrogate_variance(dec: dict, null: str) -> torch.Tensor:
+def _surrogate_variance(dec: dict, null: str, ell: float | None = None) -> torch.Tensor:
     """Each axis' expected variance in a surrogate of ``null`` ``(R,)``: what decides which axes matter.
 
     The red-noise surrogates have each axis' own variance by construction, and the smooth-GP ones the
@@ -152,7 +152,7 @@ def _surrogate_variance(dec: dict, null: str) -> torch.Tensor:
     mean position is as large as its spread, so no shortcut formula), computed once per table.
     """
     if null in LIKELIHOOD_NULLS:
-        return _likelihood_axes(dec, null)[0]
+        return _likelihood_axes(dec, null, ell)[0]
     if null != "step_walk":
         return dec["evals"].clamp_min(0)
     if "walk_variance" not in dec:
@@ -170,22 +170,38 @@ LIKELIHOOD_NULLS = ("smooth_gp", "stationary")
 axes within their span), each axis with its eigenvalue as variance."""
 
 
-def _likelihood_axes(dec: dict, null: str) -> tuple[torch.Tensor, torch.Tensor]:
-    """``(λ, W)`` of ``null``'s column covariance on the principal axes (computed once per table): the
-    smooth-GP null's (:func:`pos_geometry.analysis._smoothness.gp_column_covariance`) or the stationary
-    null's (:func:`pos_geometry.analysis._stationary.stationary_column_covariance`) of the table's
-    coordinates."""
-    key = f"{null}_axes"
+def _likelihood_axes(dec: dict, null: str, ell: float | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(λ, W)`` of ``null``'s column covariance on the principal axes (computed once per table and length
+    scale): the smooth-GP null's (:func:`pos_geometry.analysis._smoothness.gp_column_covariance`, with the
+    length scale ``ell``, by default the table's estimate) or the stationary null's
+    (:func:`pos_geometry.analysis._stationary.stationary_column_covariance`) of the table's coordinates.
+
+    Both are maximum-likelihood (Wishart) estimates, and both have their eigenvalues' sampling spread taken
+    out (:func:`pos_geometry.analysis._stationary.shrink_spread`, over every axis of the embedding space):
+    64 iid GP columns over 256 positions come out with eigenvalues from about 0.25 to 2.25 times their
+    mean, and GP tables beat surrogates drawn with that spread (their principal axes turn less): "helix" at
+    α = 0.05 in 20 of 200, 13 of 200 once flattened (``benchmarks/RESULTS.md``)."""
+    key = f"{null}_axes" if ell is None or null != "smooth_gp" else f"{null}_axes_{float(ell)!r}"
     if key not in dec:
         if null == "smooth_gp":
             from pos_geometry.analysis._smoothness import gp_column_covariance
+            from pos_geometry.analysis._stationary import shrink_spread
 
-            dec[key] = gp_column_covariance(dec["coords"], *dec["length_scale"])
+            lam, w = gp_column_covariance(dec["coords"], *_gp_length_scale(dec, ell))
+            extra = max(0, int(dec["mean"].shape[0]) - lam.shape[0] - 1)  # axes the rows are too few to show
+            dec[key] = shrink_spread(torch.cat([lam, lam.new_zeros(extra)]), dec["coords"].shape[0] - 1), w
         else:
             from pos_geometry.analysis._stationary import stationary_column_covariance
 
             dec[key] = stationary_column_covariance(dec["coords"], _spectrum(dec), dec["mean"].shape[0])
     return dec[key]
+
+
+def _gp_length_scale(dec: dict, ell: float | None) -> tuple[float, float]:
+    """``(ℓ, η)`` of the smooth-GP null: ``ell`` (one node of its length scale's spread,
+    :mod:`pos_geometry.analysis._gp_nodes`) or the table's estimate, with the table's noise share."""
+    estimate, nugget = dec["length_scale"]
+    return (estimate if ell is None else float(ell)), nugget
 
 
 def _spectrum(dec: dict) -> torch.Tensor:
@@ -204,9 +220,12 @@ def _complement(axes: torch.Tensor, mean: torch.Tensor, count: int) -> torch.Ten
     return q[:, d - count :]
 
 
-def null_basis(x: torch.Tensor, method: str, null: str = "smooth_gp", *, min_rank: int = 0) -> NullBasis:
+def null_basis(
+    x: torch.Tensor, method: str, null: str = "smooth_gp", *, min_rank: int = 0, ell: float | None = None
+) -> NullBasis:
     """The :class:`NullBasis` of ``x`` ``(n, d)`` for ``method`` and the ``null`` family, in units of ``x``'s
-    largest entry (every statistic of the nulls is scale-free).
+    largest entry (every statistic of the nulls is scale-free); ``ell``: the smooth-GP null's length scale
+    (by default the table's estimate).
 
     ``"fast"`` keeps the fewest axes holding :data:`FAST_VARIANCE` of the surrogates' expected variance
     (:func:`_surrogate_variance`), and at least ``2·min_rank``; ``"exact"`` keeps every axis.
@@ -224,10 +243,10 @@ def null_basis(x: torch.Tensor, method: str, null: str = "smooth_gp", *, min_ran
             "the nulls need a table that varies over positions; every row of this window is the same. "
             "Pass a window with distinct rows."
         )
-    variance = _surrogate_variance(dec, null)
+    variance = _surrogate_variance(dec, null, ell)
     full = int(variance.shape[0])
     if null in LIKELIHOOD_NULLS:  # the likelihood's axes: a rotation of the principal ones
-        w = _likelihood_axes(dec, null)[1]
+        w = _likelihood_axes(dec, null, ell)[1]
         axes, coords, scales = axes @ w, coords @ w, variance.sqrt()
         if full > axes.shape[1]:  # axes off the table's span (and its mean's direction): no coordinates
             coords = torch.cat([coords, coords.new_zeros(coords.shape[0], full - axes.shape[1])], dim=1)
@@ -261,7 +280,7 @@ def null_basis(x: torch.Tensor, method: str, null: str = "smooth_gp", *, min_ran
         rank=r,
         full_rank=full,
         variance_kept=float(variance[keep].sum() / variance.sum().clamp_min(1e-300)),
-        length_scale=dec["length_scale"],
+        length_scale=_gp_length_scale(dec, ell if null == "smooth_gp" else None),
         scales=None if scales is None else scales[keep],
         spectrum=_spectrum(dec) if null == "stationary" else None,
     )

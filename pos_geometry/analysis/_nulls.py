@@ -13,7 +13,9 @@ pipeline as the table (PCA included). Four families, each matched to a statistic
   table's share of white noise, columns by the covariance that makes the table most likely under that
   kernel (:mod:`pos_geometry.analysis._smoothness`); each surrogate axis is an independent draw on an
   eigenvector of that covariance, with its eigenvalue as variance. ``ℓ`` and the noise share are read off
-  the table's centred autocorrelation by offset (:func:`length_scale`).
+  the table's centred autocorrelation by offset (:func:`length_scale`); ``ℓ`` is an estimate, so the
+  surrogates are split among a few length scales spread as far as the estimate's own sampling spread
+  (:mod:`pos_geometry.analysis._gp_nodes`).
 * :func:`stationary` -- "a stationary curve with the table's own spectrum": rows correlated by the table's
   pooled autocovariance (any kernel, rough or smooth), columns by the covariance that makes the table most
   likely under it (:mod:`pos_geometry.analysis._stationary`).
@@ -44,6 +46,7 @@ from pos_geometry import _progress
 from pos_geometry.analysis._draws import circulant_spectrum, fourier_draws, gp_modes, mode_variances
 from pos_geometry.analysis._draws import randn as _randn
 from pos_geometry.analysis._fourier import ar1_plus_white
+from pos_geometry.analysis._gp_nodes import length_scale_nodes
 from pos_geometry.analysis._mode_surrogates import FACTORS
 from pos_geometry.analysis._null_basis import null_basis
 from pos_geometry.analysis._smoothness import autocorrelation, length_scale
@@ -66,7 +69,7 @@ __all__ = [
 
 NULL_DESCRIPTIONS = {
     "step_walk": "random walks made of the table's own steps (blocks of its length scale, shuffled)",
-    "smooth_gp": "smooth Gaussian-process curves with the table's length scale and noise share",
+    "smooth_gp": "smooth Gaussian-process curves with the table's length scale (over its sampling spread) and noise share",
     "stationary": "stationary Gaussian curves with the table's own pooled spectrum (any kernel: AR(1), smooth, ...)",
     "red_noise": "AR(1) red noise plus white noise, fitted to each principal axis' autocorrelation and variance",
 }
@@ -309,30 +312,32 @@ def surrogate_values(
     the same surrogates on the CPU, whatever the table's dtype (on an accelerator the Gaussian draws are
     made on the device, see :func:`_randn`).
     """
-    factors = FACTORS[null](x, n_components) if method == "fast" and null in FACTORS else None
     walks = None
-    if factors is not None:  # every axis' leading modes in a few coordinates (_mode_surrogates)
-        like = torch.empty(0, dtype=x.dtype, device=x.device)
-        width = depth = factors.width
-
-        def make(count: int, gen: torch.Generator) -> torch.Tensor:
-            return factors.tables(count, gen, like)
-
-    else:
+    if null == "step_walk" and coordinates is not None and method == "fast" and x.device.type == "cpu":
         basis = null_basis(x, method, null, min_rank=n_components)
-        coords = basis.coords.to(x.dtype)
-        extra = {"scales": basis.scales, "spectrum": basis.spectrum}
-        draw = SAMPLERS[null](
-            coords, *basis.length_scale, **{k: v for k, v in extra.items() if v is not None}
+        walks = WalkCoordinates(
+            basis.coords.to(x.dtype),
+            walk_block(x.shape[0], basis.length_scale[0]),
+            basis.mean_in,
+            basis.mean_out,
         )
-        if coordinates is not None and method == "fast" and null == "step_walk" and x.device.type == "cpu":
-            walks = WalkCoordinates(
-                coords, walk_block(x.shape[0], basis.length_scale[0]), basis.mean_in, basis.mean_out
-            )
-        width, depth = (x.shape[1] if method == "exact" else basis.rank + 1), basis.rank
+        width, depth = basis.rank + 1, basis.rank
+    else:  # the smooth-GP null: one maker per node of its length scale's spread (split evenly, i mod nodes)
+        nodes = length_scale_nodes(x) if null == "smooth_gp" else (None,)
+        makers = [_maker(x, null, method, n_components, ell) for ell in nodes]
+        width = max(m[1] for m in makers)
+        depth = max(m[2] for m in makers)
 
-        def make(count: int, gen: torch.Generator) -> torch.Tensor:
-            return basis.embed(draw(count, gen))
+        def make(start: int, count: int, gen: torch.Generator) -> torch.Tensor:
+            if len(makers) == 1:
+                return makers[0][0](count, gen)
+            k = len(makers)
+            counts = [len(range((j - start) % k, count, k)) for j in range(k)]
+            parts = [
+                makers[j][0](c, gen) for j, c in enumerate(counts) if c
+            ]  # (an FFT refuses an empty batch)
+            wide = max(p.shape[-1] for p in parts)  # zero columns change no inner product
+            return torch.cat([torch.nn.functional.pad(p, (0, wide - p.shape[-1])) for p in parts])
 
     gen = torch.Generator(device="cpu").manual_seed(int(random_state))
     chunk = max(1, budget_bytes // (x.shape[0] * (width + depth) * 8))
@@ -347,16 +352,40 @@ def surrogate_values(
                 )
             )
         elif coordinates is not None:
-            tables = make(count, gen)
+            tables = make(start, count, gen)
             vals = statistic(
                 surrogate_coordinates(
                     tables, n_components, center=coordinates, random_state=random_state, subspace=subspace
                 )
             )
         else:
-            vals = statistic(make(count, gen))
+            vals = statistic(make(start, count, gen))
         out.append(
             vals.detach().cpu().double().numpy() if isinstance(vals, torch.Tensor) else np.asarray(vals)
         )
         _progress.advance(count)
     return np.concatenate(out).astype(np.float64)
+
+
+def _maker(
+    x: torch.Tensor, null: str, method: str, n_components: int, ell: float | None
+) -> tuple[Callable[[int, torch.Generator], torch.Tensor], int, int]:
+    """``(make, width, depth)``: ``make(count, gen)`` draws ``count`` surrogate tables of ``null`` ``(count, n,
+    width)`` (the smooth-GP null's at length scale ``ell``), ``depth`` their rank."""
+    factors = None
+    if (
+        method == "fast" and null in FACTORS
+    ):  # every axis' leading modes in a few coordinates (_mode_surrogates)
+        factors = (
+            FACTORS[null](x, n_components, ell) if null == "smooth_gp" else FACTORS[null](x, n_components)
+        )
+    if factors is not None:
+        like = torch.empty(0, dtype=x.dtype, device=x.device)
+        return (lambda count, gen: factors.tables(count, gen, like)), factors.width, factors.width
+    basis = null_basis(x, method, null, min_rank=n_components, ell=ell)
+    extra = {"scales": basis.scales, "spectrum": basis.spectrum}
+    draw = SAMPLERS[null](
+        basis.coords.to(x.dtype), *basis.length_scale, **{k: v for k, v in extra.items() if v is not None}
+    )
+    width = x.shape[1] if method == "exact" else basis.rank + 1
+    return (lambda count, gen: basis.embed(draw(count, gen))), width, basis.rank

@@ -10,6 +10,10 @@ matrix-normal draw: rows correlated by the squared-exponential kernel plus white
   (:func:`expected_autocorrelation`);
 * :func:`gp_column_covariance`: ``Σ`` by maximum likelihood given ``K_η``, as its eigen-decomposition.
 
+The null itself takes the Wishart spread out of ``Σ``'s eigenvalues
+(:func:`pos_geometry.analysis._null_basis._likelihood_axes`) and draws ``ℓ`` over its own sampling spread
+(:mod:`pos_geometry.analysis._gp_nodes`).
+
 Why ``Σ`` by likelihood and not the table's sample covariance: the rows of a smooth table are far from
 independent (1024 positions of length scale 79 hold about seven independent rows' worth of information),
 so its sample covariance is far more spread than ``Σ``: the principal axes of 64 iid GP columns carry
@@ -257,15 +261,18 @@ def column_covariance(y: torch.Tensor, k: torch.Tensor) -> tuple[torch.Tensor, t
     centred over positions) given the row covariance ``k`` ``(n, n)`` (positive definite), its mean
     estimated by generalised least squares:
 
-        Σ̂ = (Y − 1δᵀ)ᵀ K⁻¹ (Y − 1δᵀ) / (n − 1),   δ = Yᵀ K⁻¹ 1 / (1ᵀ K⁻¹ 1)    (Cholesky, float64).
+        Σ̂ = (Y − 1δᵀ)ᵀ K⁻¹ (Y − 1δᵀ) / (n − 1),   δ = Yᵀ K⁻¹ 1 / (1ᵀ K⁻¹ 1)    (float64),
+
+    with ``K = L Lᵀ`` (Cholesky) and every product of the form ``(L⁻¹a)ᵀ(L⁻¹b)``: one triangular solve, a
+    third of the cost of solving with ``K`` itself.
     """
     n = y.shape[0]
     chol = torch.linalg.cholesky(k.to(y.device))
     ones = torch.ones(n, 1, dtype=torch.float64, device=y.device)
-    solved = torch.cholesky_solve(torch.cat([y, ones], dim=1), chol)  # K⁻¹ [Y, 1]
-    ky, k1 = solved[:, :-1], solved[:, -1:]
-    g = y.T @ ky
-    v = y.T @ k1  # (r, 1): Yᵀ K⁻¹ 1
-    s = (g - v @ v.T / (ones.T @ k1)) / max(n - 1, 1)
+    z = torch.linalg.solve_triangular(chol, torch.cat([y, ones], dim=1), upper=False)  # L⁻¹ [Y, 1]
+    zy, z1 = z[:, :-1], z[:, -1:]
+    g = zy.T @ zy  # Yᵀ K⁻¹ Y
+    v = zy.T @ z1  # (r, 1): Yᵀ K⁻¹ 1
+    s = (g - v @ v.T / (z1.T @ z1)) / max(n - 1, 1)
     lam, w = torch.linalg.eigh((s + s.T) / 2)
     return lam.flip(0).clamp_min(0), w.flip(1)

@@ -63,9 +63,14 @@ def _series(res: PeriodicityResult, ratio: bool) -> dict[str, tuple[np.ndarray, 
 
 
 def _on_curve(periods: np.ndarray, values: np.ndarray, period: float) -> float:
-    """The curve's value at ``period`` (linear in log period), so a marker sits on its own curve."""
+    """The top of the curve's peak at ``period``: its largest value on the two grid points around
+    ``period`` and their outer neighbours. A peak is tested on its grid point and its period refined between
+    grid points, where the curve, drawn straight between them, can sit lower: a marker there fell below the
+    significance level it had cleared."""
     order = np.argsort(periods)
-    return float(np.interp(np.log(period), np.log(periods[order]), values[order]))
+    grid, curve = periods[order], values[order]
+    right = int(np.clip(np.searchsorted(grid, period), 1, grid.shape[0] - 1))
+    return float(np.max(curve[max(right - 2, 0) : right + 2]))
 
 
 def period_range(

@@ -116,7 +116,7 @@ def test_gpt2_verdict_names_its_nulls(gpt2_wpe):
     # GPT-2's table: its top-3 PCs correlate only weakly with cos(πjt/n) (|r| = 0.06, 0.34, 0.08; a
     # random walk's are > 0.95), and 84% of its detrended top-3 variance turns in one plane (random walks
     # of its own steps: median 0.25; smooth GP curves of its length scale, ℓ ≈ 93, from the model's
-    # likelihood: median 0.30; stationary curves with its own pooled spectrum: median 0.21). It beats
+    # likelihood, over the spread of ℓ̂ (75–115): median 0.28; stationary curves with its own pooled spectrum: median 0.21). It beats
     # every null at the smallest p: the helix is real, not PCA's artefact.
     fit = pg.fit_helix(gpt2_wpe)
     assert {t.null for t in fit.tests} == {"step_walk", "smooth_gp", "stationary"}

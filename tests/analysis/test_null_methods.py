@@ -117,6 +117,30 @@ def test_the_fast_basis_keeps_what_the_surrogates_need():
     torch.testing.assert_close(small @ small.mT, stored @ stored.mT, rtol=1e-10, atol=1e-10)
 
 
+def test_the_smooth_gp_null_takes_the_sampling_spread_out_of_its_column_covariance():
+    # 64 iid GP columns over 256 positions: the likelihood's covariance is a Wishart estimate with 255
+    # degrees of freedom, its eigenvalues spread over Marchenko–Pastur's (1 ± 1/2)² although every column
+    # has the same variance. Surrogates drawn with that spread turn less than the table (GP tables were
+    # "helices" at α = 0.05 in 20 of 200); the null's axes are made flat, the total kept. With more columns
+    # than positions it gets the axes the table cannot show, as the stationary null does.
+    from pos_geometry.analysis._null_basis import _decomposition, _likelihood_axes
+    from pos_geometry.analysis._smoothness import gp_column_covariance, kernel
+
+    w, v = np.linalg.eigh(kernel(256, 19.65, 0.0).numpy())
+    root = v * np.sqrt(np.clip(w, 0, None))
+    rng = np.random.default_rng(8)
+    x = torch.from_numpy(root @ rng.standard_normal((256, 64)) + 1e-3 * rng.standard_normal((256, 64)))
+    dec = _decomposition(x)
+    raw, _ = gp_column_covariance(dec["coords"], *dec["length_scale"])
+    lam, _ = _likelihood_axes(dec, "smooth_gp")
+    assert float(raw[0] / raw[-1]) > 4 and float(lam[0] / lam[-1]) < 1.5
+    assert float(lam.sum()) == pytest.approx(float(raw.sum()), rel=1e-9)
+    wide = torch.from_numpy(root @ rng.standard_normal((256, 400)) + 1e-3 * rng.standard_normal((256, 400)))
+    basis = null_basis(wide, "exact", "smooth_gp")
+    assert basis.rank == basis.full_rank == 399 and basis.axes.shape == (400, 399)
+    assert float(basis.scales[255:].min()) > 0  # the axes off the span carry variance
+
+
 def test_a_table_with_more_columns_than_positions_gets_the_axes_it_cannot_show():
     # 200 iid red-noise columns over 64 positions span only 63 axes; the stationary null's column covariance
     # is shrunk over all 200 (less one for the mean's direction), so its surrogates have 199 axes, the extra

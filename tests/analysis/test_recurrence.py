@@ -214,7 +214,7 @@ def test_gpt2_recurrence_is_no_better_than_a_smooth_curve(gpt2_wpe):
     # Issue 25's calibration: on GP tables the smooth-GP null drawn with the table's sample variances made
     # 6-9 of 20 tables "rotations"; drawn from the model's likelihood (noise share and column covariance) it
     # makes 0-2. Against it GPT-2's 27-component map (gain 0.84 over persistence 64 rows ahead) is no
-    # better than smooth curves of its length scale (median 0.82, p = 0.16), although it beats random walks
+    # better than smooth curves of its length scale (median 0.82, p = 0.24), although it beats random walks
     # of its own steps (median 0.65, p = 0.01). Its helix still beats both (test_controls).
     fit = fit_recurrence(gpt2_wpe)
     walk, gp = fit.tests

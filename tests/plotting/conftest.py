@@ -191,7 +191,7 @@ def periodic_embedding():
 @pytest.fixture(scope="session")
 def periodic_result(periodic_embedding):
     """``periodicity`` of :func:`periodic_table` (99 surrogates, α = 0.05: five cycles of one period stand
-    above smooth GP curves of the table's length scale at p = 0.02–0.03, which 39 surrogates cannot resolve)."""
+    above smooth GP curves of the table's length scale at p = 0.02–0.05, which 39 surrogates cannot resolve)."""
     from pos_geometry.analysis.periodicity import periodicity
 
     return periodicity(periodic_embedding, n_surrogates=99, alpha=0.05)

@@ -31,11 +31,14 @@ def test_spectra_and_significant_peaks(periodic_result) -> None:
     marks = _peak_marks(fig)
     assert sorted(t.x[0] for t in marks) == sorted(p.period for p in significant)
     by_name = {t.name: t for t in lines}
-    for t in marks:  # each marker sits on its own curve
+    for t in marks:  # each marker sits on the top of its own curve's peak (the grid points around it)
         curve = by_name[t.name.partition(" peak: ")[0]]
         order = np.argsort(curve.x)
-        on = np.interp(np.log(t.x[0]), np.log(np.asarray(curve.x)[order]), np.asarray(curve.y)[order])
-        assert t.y[0] == pytest.approx(on, rel=1e-9)
+        grid, values = np.asarray(curve.x)[order], np.asarray(curve.y)[order]
+        right = int(np.searchsorted(grid, t.x[0]))
+        assert grid[right - 1] <= t.x[0] <= grid[right]
+        assert t.y[0] == pytest.approx(values[right - 2 : right + 2].max(), rel=1e-9)
+        assert t.y[0] >= max(values[right - 1], values[right])
     # one level per null family, the ratio a peak must clear for p <= alpha; every marked peak clears them all
     levels = {t.name: t.y[0] for t in fig.data if t.legendgroup == "nulls"}
     thresholds = res.significance_thresholds()
