@@ -133,17 +133,18 @@ def _bound(dec: dict, min_rank: int) -> float:
 def _factors(
     dec: dict, null: str, modes: torch.Tensor, r: int, ell: float | None = None, **rest
 ) -> ModeFactors:
-    lam, w = _likelihood_axes(
-        dec, null, ell
-    )  # λ may have axes off the table's span after W's (no mean there)
-    axes = dec["axes"] @ w
+    # λ may have axes off the table's span after W's (no mean there). W is square and orthogonal, so the
+    # mean's coordinates on the likelihood's axes are Wᵀ (its principal coordinates), and what lies outside
+    # them is what lies outside the principal axes: no d × R product with W.
+    lam, w = _likelihood_axes(dec, null, ell)
     mean = dec["mean"]
-    inside = axes.T @ mean
+    principal = dec["axes"].T @ mean
+    inside = w.T @ principal
     return ModeFactors(
         modes=modes,
         scales=lam.sqrt(),
         mean_in=torch.cat([inside, inside.new_zeros(lam.shape[0] - inside.shape[0])]),
-        mean_out=float(torch.linalg.vector_norm(mean - axes @ inside)),
+        mean_out=float(torch.linalg.vector_norm(mean - dec["axes"] @ principal)),
         white_rank=r,
         **rest,
     )
