@@ -43,7 +43,7 @@ def test_the_bootstrap_spread_is_the_spread_of_the_estimate_over_independent_tab
     tables = _gp_tables(24)
     estimates = np.array([length_scale(x)[0] for x in tables])
     across = float(np.std(np.log(estimates), ddof=1))  # the oracle: independent tables, known ℓ
-    spreads = np.array([length_scale_spread(x) for x in tables[:4]])
+    spreads = np.array([length_scale_spread(x) for x in tables[:3]])
     assert 0.01 < across < 0.1  # about ±4% at 256 positions (the calibration saw ℓ̂ = 18.2–19.1 in the tail)
     assert np.all((spreads > across / 1.6) & (spreads < across * 1.6)), (spreads, across)
     assert abs(float(np.median(np.log(estimates / ELL)))) < 2 * across  # the estimate itself is centred
@@ -86,7 +86,7 @@ def _surrogate_log_ells(x: torch.Tensor, count: int, method: str) -> np.ndarray:
     return surrogate_values(x, "smooth_gp", count, 0, stat, method=method, n_components=3)
 
 
-@pytest.mark.parametrize("method", ["fast", "exact"])
+@pytest.mark.parametrize("method", ["fast", pytest.param("exact", marks=pytest.mark.slow)])
 def test_the_surrogates_length_scales_follow_their_nodes(method):
     # Surrogate i is drawn at node i mod NODES; 100 surrogates are one chunk, returned node by node. Each
     # node's surrogates re-estimate about that node's length scale (slope 1 in log against the nodes; a
