@@ -153,9 +153,15 @@ def test_gpt2_helix_shape_beats_a_line_and_an_ellipse(gpt2_wpe):
 
 
 @pytest.mark.parametrize(
-    "name", ["growing radius (cone)", "shrinking radius", "drifting pitch, 2.5 turns", "drifting pitch, 2 turns",
-             "radius modulated"],
-)  # fmt: skip
+    "name",
+    [
+        "growing radius (cone)",
+        pytest.param("shrinking radius", marks=pytest.mark.slow),
+        "drifting pitch, 2.5 turns",
+        pytest.param("drifting pitch, 2 turns", marks=pytest.mark.slow),
+        "radius modulated",
+    ],
+)  # two of five in the slow tier: the default suite stays under 5 minutes
 def test_helices_with_a_varying_radius_or_pitch_are_helices(name):
     # A cone (4 clean turns of period 256, radius growing along the axis) was "does not apply: the curve
     # turns less than the band allows": the sideband the growth makes sat one resolution step from the
