@@ -168,9 +168,11 @@ def gp_factors(x: torch.Tensor, min_rank: int, ell: float | None = None) -> Mode
     return _factors(dec, "smooth_gp", modes, r, ell, white=float(nugget) ** 0.5)
 
 
-def stationary_factors(x: torch.Tensor, min_rank: int) -> ModeFactors | None:
+def stationary_factors(x: torch.Tensor, min_rank: int, ell: float | None = None) -> ModeFactors | None:
     """The stationary null's :class:`ModeFactors` of ``x`` ``(n, d)`` for a statistic that reads
-    ``min_rank`` components, or None where they save nothing (a flat spectrum: white noise).
+    ``min_rank`` components, or None where they save nothing (a flat spectrum: white noise). ``ell`` is
+    not used (the null has the table's whole spectrum, not a length scale); it is there so that every
+    builder of :data:`FACTORS` is called alike.
 
     The bins of the circulant (size ``2n``) enter ``B`` in order of their variance; with the ``K`` largest
     in, the others hold a share ``ε_K`` of the kernel's variance, and ``r`` axes must get them so that
@@ -210,4 +212,5 @@ def stationary_factors(x: torch.Tensor, min_rank: int) -> ModeFactors | None:
 
 
 FACTORS = {"smooth_gp": gp_factors, "stationary": stationary_factors}
-"""The nulls with a fast mode-factor form, and the function that builds it (None: use the plain fast path)."""
+"""The nulls with a fast mode-factor form, and the function that builds it, ``(x, min_rank, ell)`` -> factors
+(None: use the plain fast path)."""

@@ -329,13 +329,13 @@ def surrogate_values(
         depth = max(m[2] for m in makers)
 
         def make(start: int, count: int, gen: torch.Generator) -> torch.Tensor:
-            if len(makers) == 1:
-                return makers[0][0](count, gen)
             k = len(makers)
             counts = [len(range((j - start) % k, count, k)) for j in range(k)]
             parts = [
                 makers[j][0](c, gen) for j, c in enumerate(counts) if c
             ]  # (an FFT refuses an empty batch)
+            if len(parts) == 1:  # one node (or one table): no copy
+                return parts[0]
             wide = max(p.shape[-1] for p in parts)  # zero columns change no inner product
             return torch.cat([torch.nn.functional.pad(p, (0, wide - p.shape[-1])) for p in parts])
 
@@ -376,9 +376,7 @@ def _maker(
     if (
         method == "fast" and null in FACTORS
     ):  # every axis' leading modes in a few coordinates (_mode_surrogates)
-        factors = (
-            FACTORS[null](x, n_components, ell) if null == "smooth_gp" else FACTORS[null](x, n_components)
-        )
+        factors = FACTORS[null](x, n_components, ell)
     if factors is not None:
         like = torch.empty(0, dtype=x.dtype, device=x.device)
         return (lambda count, gen: factors.tables(count, gen, like)), factors.width, factors.width

@@ -266,6 +266,19 @@ def _scales(xw: torch.Tensor) -> torch.Tensor:
     return torch.maximum(lo.abs(), hi.abs()).to(torch.float64)
 
 
+def _checked_scales(xw: torch.Tensor) -> torch.Tensor:
+    """:func:`_scales` of ``xw`` ``(batch, n, d)``, refusing a non-finite or an all-zero matrix."""
+    scale = _scales(xw) if xw.device.type != "meta" else torch.ones(xw.shape[0], dtype=torch.float64)
+    if not bool(torch.isfinite(scale).all()):  # min and max propagate NaN; inf is one
+        refuse_non_finite(xw)
+    if bool((scale == 0).any()):
+        raise InvalidArgumentError(
+            "every entry of the table is 0 in the window; PCA does not apply to an all-zero table. "
+            "Check where it came from (an unset or zero-initialised weight?)."
+        )
+    return scale
+
+
 def pca(
     x: Any,
     n_components: int = 10,
@@ -325,16 +338,14 @@ def pca(
         solver = "randomized" if max(n, d) > 500 and k < 0.1 * min(n, d) else "exact"
 
     iters = resolve_n_iter(n_iter, k, n, d) if solver == "randomized" else None
-    whole = _scales(data) if data.numel() and data.device.type != "meta" else None
-    if whole is not None and not bool(torch.isfinite(whole).all()):  # min and max propagate NaN; inf is one
-        refuse_non_finite(data)
-    scale = whole if (start, stop) == (0, data.shape[1]) and whole is not None else _scales(xw)
-    if bool((scale == 0).any()):
-        raise InvalidArgumentError(
-            "every entry of the table is 0 in the window; PCA does not apply to an all-zero table. "
-            "Check where it came from (an unset or zero-initialised weight?)."
-        )
-    s, comps, coords, mean, total_ss = fit_batch(
+    if (start, stop) == (0, data.shape[1]) or not data.numel() or data.device.type == "meta":
+        scale = _checked_scales  # per chunk, while the chunk is in the caches (one pass fewer)
+    else:
+        whole = _scales(data)
+        if not bool(torch.isfinite(whole).all()):  # min and max propagate NaN; inf is one
+            refuse_non_finite(data)
+        scale = _checked_scales(xw)
+    s, comps, coords, mean, total_ss, scale = fit_batch(
         xw,
         k,
         scale=scale,
@@ -425,7 +436,7 @@ def surrogate_coordinates(
     iters, over = (resolve_n_iter("auto", k, n, d), 10) if solver == "randomized" else (0, 10)
     if subspace and solver == "randomized":
         iters, over = SUBSPACE_ITERATIONS
-    _, _, coords, _, _ = fit_batch(
+    coords = fit_batch(
         x,
         k,
         center=center,
@@ -433,5 +444,5 @@ def surrogate_coordinates(
         n_oversamples=over,
         n_iter=iters,
         random_state=random_state,
-    )
+    )[2]
     return coords

@@ -323,3 +323,25 @@ def test_an_all_zero_or_constant_table_is_a_typed_error():
         pg.pca(np.ones((16, 4)), 2)
     with pytest.raises(pg.NonFiniteError, match="NaN"):
         pg.pca(np.full((16, 4), np.nan), 2)
+
+
+@pytest.mark.parametrize("bad", ["nan", "inf", "zero"])
+def test_a_bad_matrix_in_a_later_chunk_of_a_batch_is_refused(monkeypatch, bad):
+    # pca checks each chunk's scale as the chunk is fitted (one pass over the data fewer); a bad matrix
+    # after several good chunks must still be refused, and so must one outside a window
+    from pos_geometry.analysis import _pca_solvers
+
+    monkeypatch.setattr(_pca_solvers, "chunk_size", lambda x: 1)
+    x = np.random.default_rng(0).standard_normal((5, 16, 4))
+    if bad == "zero":
+        x[3] = 0.0
+    else:
+        x[3, 7, 2] = np.nan if bad == "nan" else np.inf
+    error = pg.InvalidArgumentError if bad == "zero" else pg.NonFiniteError
+    with pytest.raises(error, match="all-zero" if bad == "zero" else "NaN/inf"):
+        pg.pca(x, 2)
+    if bad != "zero":
+        y = np.random.default_rng(1).standard_normal((2, 16, 4))
+        y[1, 15, 0] = np.inf if bad == "inf" else np.nan
+        with pytest.raises(pg.NonFiniteError, match="NaN/inf"):
+            pg.pca(y, 2, window=(0, 10))
