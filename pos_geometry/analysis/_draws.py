@@ -73,12 +73,22 @@ def fourier_draws(
 ) -> torch.Tensor:
     """``shape + (n,)`` draws ``f_t = Σ_k (a_k cos(2πkt/M) + b_k sin(2πkt/M))``, ``t < n``, with independent
     Gaussian weights of variances ``var`` ``(M/2 + 1,)`` (:func:`mode_variances`; ``b_0 = b_{M/2} = 0``), in
-    ``var``'s dtype and on its device: one inverse real FFT of size ``M``."""
-    half = var.sqrt() * (m / 2)
+    ``var``'s dtype and on its device: one inverse real FFT of size ``M``. Weights past the last variance
+    above 1e-13 of the largest are not drawn (a smooth kernel's spectrum falls off like a Gaussian: most of
+    a short length scale's bins hold nothing; the FFT pads them with zeros), which leaves every covariance
+    as it is to 1e-13 relative."""
+    above = torch.nonzero(var > _NEGLIGIBLE * var.max())
+    kept = int(above.max()) + 1 if above.numel() else 1
+    half = var[:kept].sqrt() * (m / 2)
     # one draw of (re, im) pairs viewed as complex: no second draw, no copy into a complex tensor
-    w = torch.view_as_complex(randn((*shape, half.shape[0], 2), gen, half))
+    w = torch.view_as_complex(randn((*shape, kept, 2), gen, half))
     # irfft(w)·M = w_0 + Σ_inside 2 Re(w_k e^{2πikt/M}) + w_{M/2}(−1)^t: w_k = M(a − ib)/2 gives M(a cos + b sin)
     w.mul_(half)
     w[..., 0] = w[..., 0].real * 2
-    w[..., -1] = w[..., -1].real * 2
+    if kept == var.shape[0]:  # the Nyquist bin is in
+        w[..., -1] = w[..., -1].real * 2
     return torch.fft.irfft(w, n=m, dim=-1)[..., :n]
+
+
+_NEGLIGIBLE = 1e-13
+"""A Fourier weight's variance below this share of the largest is not drawn (:func:`fourier_draws`)."""

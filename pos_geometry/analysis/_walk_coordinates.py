@@ -23,7 +23,7 @@ import torch
 
 from pos_geometry.analysis._pca_solvers import SUBSPACE_ITERATIONS, resolve_n_iter
 
-__all__ = ["WalkCoordinates", "block_orders", "step_index"]
+__all__ = ["WalkCoordinates", "block_orders", "step_index", "structure_pays"]
 
 
 def block_orders(n_blocks: int, count: int, gen: torch.Generator) -> torch.Tensor:
@@ -37,6 +37,24 @@ def step_index(orders: torch.Tensor, block: int, m: int) -> torch.Tensor:
     starts = torch.arange(0, m, block)
     idx = (starts[orders][..., None] + torch.arange(block)).reshape(orders.shape[0], -1)
     return idx[idx < m].reshape(orders.shape[0], m)
+
+
+def structure_pays(n: int, r: int, block: int, k: int, subspace: bool) -> bool:
+    """Whether :class:`WalkCoordinates` computes the top-``k`` coordinates of walks of ``n`` positions on ``r``
+    axes in blocks of ``block`` steps with fewer operations than forming the walks and fitting them.
+
+    Per walk, the block structure costs about ``B r²`` (the block starts in the eigenbasis) plus
+    ``(n_iter + 2)`` products with a rank-``3B`` matrix on ``l = k + n_oversamples`` vectors, in float64;
+    the walks themselves cost ``2 n_iter + 2`` products with an ``n × r`` matrix in the tables' float32. A
+    long length scale (few blocks: GPT-2's 14) favours the structure by an order of magnitude; a rough
+    table (blocks of 1–3 steps, hundreds of them) favours the walks by several times.
+    """
+    n_blocks = -(-(n - 1) // block)
+    n_iter, over = SUBSPACE_ITERATIONS if subspace else (resolve_n_iter("auto", k, n, r + 1), 10)
+    width = min(k + over, r + 1)
+    structured = 2 * (n_blocks * r * r + (n_iter + 2) * 2 * (3 * n_blocks + 6) * (r + 1) * width)
+    direct = (2 * n_iter + 2) * n * (r + 1) * width + 2 * n * r
+    return structured < direct
 
 
 class WalkCoordinates:

@@ -241,6 +241,29 @@ def test_walk_coordinates_from_the_block_structure_are_the_walks_pca(k, center):
     )
 
 
+def test_the_walks_block_structure_is_used_only_where_it_is_cheaper(monkeypatch):
+    # Few long blocks (a smooth table): the block structure is an order of magnitude cheaper than the walks.
+    # Hundreds of short blocks on hundreds of axes (a rough, full-rank table): forming the walks is cheaper.
+    from pos_geometry.analysis import _nulls
+    from pos_geometry.analysis._walk_coordinates import structure_pays
+
+    assert structure_pays(1024, 45, 93, 3, False)  # GPT-2's table: 11 blocks on 45 axes
+    assert not structure_pays(1024, 704, 6, 3, False)  # an AR(1) φ = 0.9 table of 768 columns
+    assert not structure_pays(1024, 704, 6, 27, True)
+    # either way the surrogates are the same walks (same generator, same block orders) and the statistic
+    # the same to round-off
+    rough = np.cumsum(np.random.default_rng(4).standard_normal((300, 40)), axis=0) * 0.05
+    rough += np.random.default_rng(5).standard_normal((300, 40))  # short length scale
+    x = torch.from_numpy(rough)
+    got = {}
+    for pays in (True, False):
+        monkeypatch.setattr(_nulls, "structure_pays", lambda *a, pays=pays: pays)
+        got[pays] = surrogate_values(
+            x, "step_walk", 12, 3, lambda z: z.abs().amax(dim=(1, 2)), n_components=3, coordinates=True
+        )
+    np.testing.assert_allclose(got[True], got[False], rtol=1e-5)
+
+
 def _recurrence_gains(x: torch.Tensor, null: str, k: int, *, subspace: bool | None) -> np.ndarray:
     """The recurrence's null statistic (gain over persistence 64 rows ahead) on 12 surrogates of ``x``:
     through the nulls' own solvers (``subspace`` as given), or (``None``) through the exact
@@ -296,18 +319,20 @@ def test_the_recurrence_null_needs_only_the_subspace(null, table, request):
     assert np.ptp(reference) > 1e-2  # the surrogates differ: the agreement is not of constants
 
 
+@pytest.mark.parametrize("how", ["_ar1_steps", "_ar1_log_scan"])
 @pytest.mark.parametrize("n", [1, 2, 7, 1024, 1500])
-def test_red_noise_recursion_is_the_ar1_filter(n):
-    # The red-noise sampler runs a_t = φ a_{t-1} + e_t as a log-depth scan; scipy's lfilter (the
-    # sequential recursion) is the oracle, axis by axis with each axis' own φ.
+def test_red_noise_recursion_is_the_ar1_filter(n, how):
+    # The red-noise sampler runs a_t = φ a_{t-1} + e_t step by step on the CPU and as a log-depth scan on
+    # an accelerator; scipy's lfilter (the sequential recursion) is the oracle for both, axis by axis with
+    # each axis' own φ.
     from scipy.signal import lfilter
 
-    from pos_geometry.analysis._nulls import _ar1_scan
+    from pos_geometry.analysis import _nulls
 
     rng = np.random.default_rng(n)
     e = rng.standard_normal((n, 3, 4))
     phi = np.array([0.0, 0.5, 0.95, 0.9999])
-    got = _ar1_scan(torch.from_numpy(e), torch.from_numpy(phi)).numpy()
+    got = getattr(_nulls, how)(torch.from_numpy(e), torch.from_numpy(phi)).numpy()
     for j, p in enumerate(phi):
         np.testing.assert_allclose(
             got[..., j], lfilter([1.0], [1.0, -p], e[..., j], axis=0), rtol=1e-10, atol=1e-10
