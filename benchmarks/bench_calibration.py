@@ -139,6 +139,10 @@ def run(args: argparse.Namespace) -> str:
                 a = pg.analyze(table, n_surrogates=args.surrogates, alpha=0.05, progress=False,
                                analyses=analyses, random_state=int(rng.integers(2**31)))  # fmt: skip
                 found.append(_outcomes(a))
+                if len(found) % 10 == 0:  # a running count, so a cut-off run still says something
+                    print(f"  {family} {n}×{d}: {len(found)} tables, "
+                          + ", ".join(f"{w} α={al}: {sum(o[w] <= al for o in found)}" for w in ("helix", "period", "rotation") for al in (0.01, 0.05)),
+                          file=sys.stderr, flush=True)  # fmt: skip
             per_table = (time.perf_counter() - t0) / args.tables
             cells = []
             for what in ("helix", "period", "rotation"):
