@@ -268,7 +268,7 @@ def _scales(xw: torch.Tensor) -> torch.Tensor:
 
 def _checked_scales(xw: torch.Tensor) -> torch.Tensor:
     """:func:`_scales` of ``xw`` ``(batch, n, d)``, refusing a non-finite or an all-zero matrix."""
-    scale = _scales(xw) if xw.device.type != "meta" else torch.ones(xw.shape[0], dtype=torch.float64)
+    scale = _scales(xw)
     if not bool(torch.isfinite(scale).all()):  # min and max propagate NaN; inf is one
         refuse_non_finite(xw)
     if bool((scale == 0).any()):
@@ -338,17 +338,13 @@ def pca(
         solver = "randomized" if max(n, d) > 500 and k < 0.1 * min(n, d) else "exact"
 
     iters = resolve_n_iter(n_iter, k, n, d) if solver == "randomized" else None
-    if (start, stop) == (0, data.shape[1]) or not data.numel() or data.device.type == "meta":
-        scale = _checked_scales  # per chunk, while the chunk is in the caches (one pass fewer)
-    else:
-        whole = _scales(data)
-        if not bool(torch.isfinite(whole).all()):  # min and max propagate NaN; inf is one
-            refuse_non_finite(data)
-        scale = _checked_scales(xw)
+    outside = (start, stop) != (0, data.shape[1]) and data.numel()  # rows outside the window: finite too
+    if outside and not bool(torch.isfinite(_scales(data)).all()):  # min and max propagate NaN; inf is one
+        refuse_non_finite(data)
     s, comps, coords, mean, total_ss, scale = fit_batch(
         xw,
         k,
-        scale=scale,
+        scale=_checked_scales,  # per chunk, while the chunk is in the caches (one pass fewer)
         center=center,
         solver=solver,
         n_oversamples=n_oversamples,
