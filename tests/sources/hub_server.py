@@ -34,7 +34,7 @@ and is not). API faults hit the model listing: ``"non_json"``, ``"no_rfilename"`
 ``"gated"``, ``"api_status"`` (``status``), ``"endless"`` (a listing that never ends), ``"gzip_bomb"`` (40 MiB of
 listing in 40 KiB of gzip), ``"deep_json"`` (arrays nested 200,000 deep). Request faults hit any request whose path contains
 ``fault.path`` (every request when empty): ``"slow_headers"`` (the status line and headers one byte every
-``trickle_s`` seconds, then a 503) and ``"retry_after"`` (503 with ``Retry-After: retry_after_s``).
+``trickle_s`` seconds, then a 503; the rest at once when the fault is cleared) and ``"retry_after"`` (503 with ``Retry-After: retry_after_s``).
 """
 
 from __future__ import annotations
@@ -500,7 +500,10 @@ class _Handler(BaseHTTPRequestHandler):
             + b"\r\n\r\n"
         )
         self.close_connection = True
-        for i in range(len(head)):  # slow_headers: until the client hangs up
+        for i in range(len(head)):  # slow_headers: until the client hangs up, or the fault is cleared
+            if self.hub.fault is not fault:  # the rest at once: a client still reading ends now
+                self.wfile.write(head[i:])
+                break
             self.wfile.write(head[i : i + 1])
             self.wfile.flush()
             time.sleep(fault.trickle_s)
