@@ -338,8 +338,9 @@ def pca(
         solver = "randomized" if max(n, d) > 500 and k < 0.1 * min(n, d) else "exact"
 
     iters = resolve_n_iter(n_iter, k, n, d) if solver == "randomized" else None
-    outside = (start, stop) != (0, data.shape[1]) and data.numel()  # rows outside the window: finite too
-    if outside and not bool(torch.isfinite(_scales(data)).all()):  # min and max propagate NaN; inf is one
+    # the rows outside the window must be finite too (fit_batch checks the window's own, chunk by chunk)
+    outside = [part for part in (data[:, :start], data[:, stop:]) if part.numel()]
+    if any(not bool(torch.isfinite(_scales(part)).all()) for part in outside):  # min/max propagate NaN
         refuse_non_finite(data)
     s, comps, coords, mean, total_ss, scale = fit_batch(
         xw,
