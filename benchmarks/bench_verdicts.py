@@ -43,7 +43,7 @@ def _fresh() -> None:
     """Forget what a previous call on the same table left behind (a first call on a new table)."""
     from pos_geometry.analysis import _helix_test, _null_basis
 
-    _null_basis._memory.last = None
+    _null_basis._memory.set(None)
     _helix_test.rotation_scan.cache_clear()
 
 

@@ -45,12 +45,10 @@ def length_scale_spread(x: torch.Tensor) -> float:
     """``s``: the standard deviation of ``log ℓ̂`` over :data:`BOOTSTRAP` tables drawn from the smooth-GP
     null of ``x`` ``(n, d)`` at its own estimate (0 where there is no smooth length scale to spread: white
     noise, a table whose autocorrelation never falls, or fewer than 8 positions). Computed once per table."""
-    from pos_geometry.analysis._null_basis import _decomposition
+    from pos_geometry.analysis._null_basis import _decomposition, once
 
     dec = _decomposition(x)
-    if "gp_spread" not in dec:
-        dec["gp_spread"] = _spread(x, dec)
-    return dec["gp_spread"]
+    return once(dec, "gp_spread", lambda: _spread(x, dec))
 
 
 def _spread(x: torch.Tensor, dec: dict) -> float:

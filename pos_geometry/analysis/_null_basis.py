@@ -26,7 +26,10 @@ Two methods give the same null (``null_method``):
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
+from contextvars import ContextVar
 from dataclasses import dataclass
+from typing import TypeVar
 
 import torch
 
@@ -94,7 +97,13 @@ class NullBasis:
         return out
 
 
-_memory = threading.local()  # per thread (a sweep's workers each analyse their own tables): the last table
+T = TypeVar("T")
+_ONCE = threading.Lock()  # guards the creation of the per-key locks of once()
+
+_memory: ContextVar[tuple | None] = ContextVar("pos_geometry_decomposition", default=None)
+"""The last table's decomposition, per context: each thread starts with its own (a sweep's workers each analyse
+their own tables), and the workers of :func:`pos_geometry._threads.parallel_map` run in a copy of their
+caller's, so they share the decomposition their caller computed."""
 
 
 def _decomposition(x: torch.Tensor) -> tuple:
@@ -102,11 +111,11 @@ def _decomposition(x: torch.Tensor) -> tuple:
     last table.
 
     ``analyze`` runs four nulls on the same rows (often as different views of them): the
-    eigendecomposition is computed once. The memory is one slot per thread holding the last table and its
-    version counter; a table is served from it only if it is equal to it element by element, so an edited
+    eigendecomposition is computed once. The memory is one slot per context (:data:`_memory`) holding the
+    last table and its version counter; a table is served from it only if it is equal to it element by element, so an edited
     table is never served a stale decomposition.
     """
-    last = getattr(_memory, "last", None)
+    last = _memory.get()
     if last is not None:
         prev, version, out = last
         same = prev is x or (
@@ -137,7 +146,7 @@ def _decomposition(x: torch.Tensor) -> tuple:
     axes = axes[:, : max(full, 1)]
     out = {"scale": scale, "mean": mean, "evals": evals[: max(full, 1)], "axes": axes, "coords": c @ axes}
     out["length_scale"] = length_scale(a)
-    _memory.last = (x, x._version, out)
+    _memory.set((x, x._version, out))
     return out
 
 
@@ -155,14 +164,16 @@ def _surrogate_variance(dec: dict, null: str, ell: float | None = None) -> torch
         return _likelihood_axes(dec, null, ell)[0]
     if null != "step_walk":
         return dec["evals"].clamp_min(0)
-    if "walk_variance" not in dec:
+
+    def walk_variance() -> torch.Tensor:
         from pos_geometry.analysis._nulls import step_walks
 
         draw = step_walks(dec["coords"].to(torch.float32), *dec["length_scale"])
         gen = torch.Generator(device="cpu").manual_seed(0)
         walks = torch.cat([draw(2, gen) for _ in range(4)]).double()  # (8, n, R)
-        dec["walk_variance"] = (walks - walks.mean(dim=1, keepdim=True)).square().mean(dim=1).mean(dim=0)
-    return dec["walk_variance"]
+        return (walks - walks.mean(dim=1, keepdim=True)).square().mean(dim=1).mean(dim=0)
+
+    return once(dec, "walk_variance", walk_variance)
 
 
 LIKELIHOOD_NULLS = ("smooth_gp", "stationary")
@@ -182,19 +193,20 @@ def _likelihood_axes(dec: dict, null: str, ell: float | None = None) -> tuple[to
     mean, and GP tables beat surrogates drawn with that spread (their principal axes turn less): "helix" at
     α = 0.05 in 20 of 200, 13 of 200 once flattened (``benchmarks/RESULTS.md``)."""
     key = f"{null}_axes" if ell is None or null != "smooth_gp" else f"{null}_axes_{float(ell)!r}"
-    if key not in dec:
+
+    def axes() -> tuple[torch.Tensor, torch.Tensor]:
         if null == "smooth_gp":
             from pos_geometry.analysis._smoothness import gp_column_covariance
             from pos_geometry.analysis._stationary import shrink_spread
 
             lam, w = gp_column_covariance(dec["coords"], *_gp_length_scale(dec, ell))
             extra = max(0, int(dec["mean"].shape[0]) - lam.shape[0] - 1)  # axes the rows are too few to show
-            dec[key] = shrink_spread(torch.cat([lam, lam.new_zeros(extra)]), dec["coords"].shape[0] - 1), w
-        else:
-            from pos_geometry.analysis._stationary import stationary_column_covariance
+            return shrink_spread(torch.cat([lam, lam.new_zeros(extra)]), dec["coords"].shape[0] - 1), w
+        from pos_geometry.analysis._stationary import stationary_column_covariance
 
-            dec[key] = stationary_column_covariance(dec["coords"], _spectrum(dec), dec["mean"].shape[0])
-    return dec[key]
+        return stationary_column_covariance(dec["coords"], _spectrum(dec), dec["mean"].shape[0])
+
+    return once(dec, key, axes)
 
 
 def _gp_length_scale(dec: dict, ell: float | None) -> tuple[float, float]:
@@ -206,11 +218,22 @@ def _gp_length_scale(dec: dict, ell: float | None) -> tuple[float, float]:
 
 def _spectrum(dec: dict) -> torch.Tensor:
     """The table's pooled spectrum (:func:`pos_geometry.analysis._stationary.pooled_spectrum`), once per table."""
-    if "spectrum" not in dec:
-        from pos_geometry.analysis._stationary import pooled_spectrum
+    from pos_geometry.analysis._stationary import pooled_spectrum
 
-        dec["spectrum"] = pooled_spectrum(dec["coords"])
-    return dec["spectrum"]
+    return once(dec, "spectrum", lambda: pooled_spectrum(dec["coords"]))
+
+
+def once(dec: dict, key: str, compute: Callable[[], T]) -> T:
+    """``dec[key]``, computed by ``compute()`` the first time: once, even when several threads (the analyses
+    of :func:`pos_geometry.analyze` side by side) ask for it at the same moment; the others wait for it."""
+    if key in dec:
+        return dec[key]
+    with _ONCE:
+        lock = dec.setdefault("locks", {}).setdefault(key, threading.Lock())
+    with lock:
+        if key not in dec:
+            dec[key] = compute()
+    return dec[key]
 
 
 def _complement(axes: torch.Tensor, mean: torch.Tensor, count: int) -> torch.Tensor:

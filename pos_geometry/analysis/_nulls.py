@@ -43,6 +43,7 @@ import numpy as np
 import torch
 
 from pos_geometry import _progress
+from pos_geometry._threads import check_stop, cpu_workers, parallel_map
 from pos_geometry.analysis._draws import circulant_spectrum, fourier_draws, gp_modes, mode_variances
 from pos_geometry.analysis._draws import randn as _randn
 from pos_geometry.analysis._fourier import ar1_plus_white
@@ -311,6 +312,7 @@ def surrogate_values(
     coordinates: bool | None = None,
     subspace: bool = False,
     budget_bytes: int = 48 * 2**20,
+    workers: int | None = None,
 ) -> np.ndarray:
     """``statistic`` of ``n_surrogates`` surrogate tables of ``x`` ``(n, d)``: ``(S, ...)`` float64.
 
@@ -325,10 +327,13 @@ def surrogate_values(
     structure, :mod:`pos_geometry.analysis._walk_coordinates`); ``subspace``: ``statistic`` depends on them only
     through the subspace they span (any orthonormal basis of it gives the same value), so the solvers need
     only the subspace (:data:`~pos_geometry.analysis._pca_solvers.SUBSPACE_ITERATIONS`). Tables are drawn and evaluated in chunks of
-    about ``budget_bytes``, from one ``torch.Generator`` seeded with ``random_state``: the same seed gives
-    the same surrogates on the CPU, whatever the table's dtype (on an accelerator the Gaussian draws are
-    made on the device, see :func:`_randn`).
+    about ``budget_bytes``, chunk ``i`` from its own ``torch.Generator`` (:func:`chunk_seeds`), so the
+    chunks are independent: on the CPU they run on ``workers`` threads (default
+    :func:`~pos_geometry._threads.cpu_workers`: torch's thread count), each kernel single-threaded, and the
+    same seed gives the same surrogates whatever the number of threads and the table's dtype (on an
+    accelerator the Gaussian draws are made on the device, see :func:`_randn`).
     """
+    workers = cpu_workers(x.device) if workers is None else workers
     walks = None
     if null == "step_walk" and coordinates is not None and method == "fast" and x.device.type == "cpu":
         basis = null_basis(x, method, null, min_rank=n_components)
@@ -338,7 +343,8 @@ def surrogate_values(
             width, depth = basis.rank + 1, basis.rank
     if walks is None:  # the smooth-GP null: one maker per node of its length scale's spread (i mod nodes)
         nodes = length_scale_nodes(x) if null == "smooth_gp" else (None,)
-        makers = [_maker(x, null, method, n_components, ell) for ell in nodes]
+        # (the nodes' column covariances are independent: their eigenproblems run side by side)
+        makers = parallel_map(lambda ell: _maker(x, null, method, n_components, ell), nodes, workers)
         width = max(m[1] for m in makers)
         depth = max(m[2] for m in makers)
 
@@ -353,11 +359,14 @@ def surrogate_values(
             wide = max(p.shape[-1] for p in parts)  # zero columns change no inner product
             return torch.cat([torch.nn.functional.pad(p, (0, wide - p.shape[-1])) for p in parts])
 
-    gen = torch.Generator(device="cpu").manual_seed(int(random_state))
     chunk = max(1, budget_bytes // (x.shape[0] * (width + depth) * 8))
-    out = []
-    for start in range(0, n_surrogates, chunk):
-        count = min(chunk, n_surrogates - start)
+    starts = range(0, n_surrogates, chunk)
+    seeds = chunk_seeds(random_state, len(starts))
+
+    def evaluate(i: int) -> np.ndarray:
+        check_stop()
+        start, count = starts[i], min(chunk, n_surrogates - starts[i])
+        gen = torch.Generator(device="cpu").manual_seed(seeds[i])
         if walks is not None:
             orders = block_orders(walks.starts.shape[0], count, gen)
             vals = statistic(
@@ -374,11 +383,18 @@ def surrogate_values(
             )
         else:
             vals = statistic(make(start, count, gen))
-        out.append(
-            vals.detach().cpu().double().numpy() if isinstance(vals, torch.Tensor) else np.asarray(vals)
-        )
         _progress.advance(count)
+        return vals.detach().cpu().double().numpy() if isinstance(vals, torch.Tensor) else np.asarray(vals)
+
+    out = parallel_map(evaluate, range(len(starts)), workers)
     return np.concatenate(out).astype(np.float64)
+
+
+def chunk_seeds(random_state: int, count: int) -> list[int]:
+    """The seeds of the generators of ``count`` chunks of surrogates: ``numpy.random.SeedSequence(random_state)``'s
+    first ``count`` 63-bit words, independent streams whatever the chunks' sizes and the order they run in."""
+    words = np.random.SeedSequence(int(random_state)).generate_state(max(count, 1), np.uint64)
+    return [int(w) >> 1 for w in words[:count]]
 
 
 def _maker(

@@ -35,7 +35,9 @@ class PeriodPeak:
     series' tapered power at the peak; ``p_value`` against the red-noise null; ``significant``:
     ``p_value <= alpha`` and not at the edge; ``status``: ``"period"`` or ``"does not apply"``, with ``reason``;
     ``also_in``: in :attr:`PeriodicityResult.dominant_periods`, the other series whose significant peak lies
-    on the same spectral line (empty in ``peaks``, which keeps every series' own peaks).
+    on the same spectral line (empty in ``peaks``, which keeps every series' own peaks); ``ratio``: the
+    statistic the p-value compares with the surrogates, the series' power over its background on the
+    peak's grid point (the refined ``period`` can lie a few grid points away, where the curve is lower).
     """
 
     series: str
@@ -48,6 +50,7 @@ class PeriodPeak:
     status: str = "period"
     reason: str = ""
     also_in: tuple[str, ...] = ()
+    ratio: float = math.nan
 
     @property
     def label(self) -> str:

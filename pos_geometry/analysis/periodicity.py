@@ -192,6 +192,7 @@ def _analyse(
                     at_edge=edge,
                     status="does not apply" if edge else "period",
                     reason=reason,
+                    ratio=float(ratio[i]),
                 )
             )
     peaks.sort(key=lambda p: (p.at_edge, p.p_value - p.power_fraction * 1e-9))

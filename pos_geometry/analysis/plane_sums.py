@@ -16,13 +16,12 @@ commit reads no weight at all; the q/k tensors themselves are not copied into th
 
 from __future__ import annotations
 
-import contextlib
 import contextvars
 import dataclasses
 import hashlib
 import json
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 
 import torch
@@ -30,7 +29,7 @@ import torch
 from pos_geometry._dtypes import dtype_name
 from pos_geometry.sources.roles import QKReader
 
-__all__ = ["LayerSums", "layer_sums", "fold_row_gains", "grams", "plane_grams", "one_thread_per_kernel"]
+__all__ = ["LayerSums", "layer_sums", "fold_row_gains", "grams", "plane_grams"]
 
 LayerSums = dict[str, tuple[torch.Tensor, torch.Tensor]]
 """``{"q": (norms, cross), "k": (norms, cross)}`` of one layer: per head (key heads for ``"k"``) the norm
@@ -116,36 +115,6 @@ def plane_grams(
     for h in range(w.shape[0]):
         _head_sums(w[h], planes, gain, where, work, norms[h], cross[h])
     return grams(norms, cross, planes)
-
-
-_THREADS_LOCK = threading.Lock()
-_THREADS_USERS = 0
-_THREADS_SAVED = 1
-
-
-@contextlib.contextmanager
-def one_thread_per_kernel() -> Iterator[int]:
-    """Run torch's kernels single-threaded inside the block; yields the thread count torch had.
-
-    The atlas's kernels are small (one head: ~1 MiB); torch's intra-op threads must meet at a barrier
-    in each, which on a busy machine costs more than the kernel. The atlas parallelises over tensors
-    with its own threads instead, and restores torch's setting after (concurrent atlases share one
-    save/restore).
-    """
-    global _THREADS_USERS, _THREADS_SAVED
-    with _THREADS_LOCK:
-        if _THREADS_USERS == 0:
-            _THREADS_SAVED = torch.get_num_threads()
-            torch.set_num_threads(1)
-        _THREADS_USERS += 1
-        saved = _THREADS_SAVED
-    try:
-        yield saved
-    finally:
-        with _THREADS_LOCK:
-            _THREADS_USERS -= 1
-            if _THREADS_USERS == 0:
-                torch.set_num_threads(_THREADS_SAVED)
 
 
 class _Stopped(Exception):

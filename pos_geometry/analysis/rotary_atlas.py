@@ -36,8 +36,9 @@ from dataclasses import dataclass
 import torch
 
 from pos_geometry._device import resolve_device
+from pos_geometry._threads import one_thread_per_kernel
 from pos_geometry.analysis._results import Result
-from pos_geometry.analysis.plane_sums import grams, layer_sums, one_thread_per_kernel, plane_grams
+from pos_geometry.analysis.plane_sums import grams, layer_sums, plane_grams
 from pos_geometry.embedding import Provenance
 from pos_geometry.encodings.rotary import rotary_params, scaling_fields
 from pos_geometry.errors import InvalidArgumentError, NoLearnedTableError, NotApplicableError

@@ -73,6 +73,15 @@ def _on_curve(periods: np.ndarray, values: np.ndarray, period: float) -> float:
     return float(np.max(curve[max(right - 2, 0) : right + 2]))
 
 
+def _marker_height(peak: PeriodPeak, periods: np.ndarray, values: np.ndarray) -> float:
+    """Where a peak's marker sits: the ratio its p-value was computed on (``peak.ratio``, on its grid point),
+    or the curve's top around its refined period where that is higher. The refined period can lie a few grid
+    points from the tested one, where the curve is lower: a significant peak's marker there fell below the
+    levels it had cleared."""
+    top = _on_curve(periods, values, peak.period)
+    return max(top, peak.ratio) if np.isfinite(peak.ratio) else top
+
+
 def period_range(
     curves: Sequence[tuple[np.ndarray, np.ndarray]], marks: Sequence[float], longest: float
 ) -> tuple[float, float]:
@@ -157,7 +166,7 @@ def plot_spectrum(
         (p for p in peaks if p.significant), key=lambda p: (wanted.index(p.series), p.period)
     )
     hollow = [p for p in peaks if not p.significant] if show_insignificant else []
-    at = {id(p): _on_curve(*available[p.series], p.period) for p in [*significant, *hollow]}
+    at = {id(p): _marker_height(p, *available[p.series]) for p in [*significant, *hollow]}
     for i, p in enumerate(significant):
         label = f"{series_label(p.series)} peak: {peak_label(p)}"
         fig.add_trace(

@@ -337,3 +337,27 @@ def test_red_noise_recursion_is_the_ar1_filter(n, how):
         np.testing.assert_allclose(
             got[..., j], lfilter([1.0], [1.0, -p], e[..., j], axis=0), rtol=1e-10, atol=1e-10
         )
+
+
+def test_the_surrogates_do_not_depend_on_the_number_of_threads():
+    # Each chunk has its own generator (chunk_seeds), so the chunks may run on any number of threads, in
+    # any order, and give the same surrogates: here 5 chunks (a small budget) on 1 and on 3 threads.
+    from pos_geometry.analysis import _null_basis
+    from pos_geometry.analysis._nulls import chunk_seeds
+
+    x = torch.from_numpy(_noisy_helix(n=200, d=24, seed=3))
+    for null in ("step_walk", "smooth_gp", "stationary", "red_noise"):
+        options = {"n_components": 3, "coordinates": True, "budget_bytes": 200 * 40 * 8 * 5}
+        statistic = lambda z: z.square().sum(dim=(1, 2))  # noqa: E731
+        got = [surrogate_values(x, null, 23, 5, statistic, workers=w, **options) for w in (1, 3)]
+        np.testing.assert_allclose(got[0], got[1], rtol=1e-6, err_msg=null)
+        assert np.unique(got[0]).size == 23  # every surrogate its own draw
+    seeds = chunk_seeds(5, 6)
+    assert seeds == chunk_seeds(5, 6) and len(set(seeds)) == 6 and all(0 <= s < 2**63 for s in seeds)
+    assert chunk_seeds(5, 3) == seeds[:3] and chunk_seeds(6, 6) != seeds
+    # the nodes of the smooth-GP null are set up on the pool's threads, on the caller's decomposition:
+    # each node's likelihood covariance lands in the one the caller remembers
+    _null_basis._memory.set(None)
+    surrogate_values(x, "smooth_gp", 10, 0, lambda z: z.sum(dim=(1, 2)), n_components=3, workers=2)
+    dec = _null_basis._memory.get()[2]
+    assert sum(key.startswith("smooth_gp_axes_") for key in dec) == 5

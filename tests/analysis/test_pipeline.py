@@ -106,3 +106,40 @@ def test_a_batch_is_refused_with_the_fix():
 def test_periodicity_of_a_pca_result_refuses_uncentred_fits():
     with pytest.raises(InvalidArgumentError, match="centred over positions"):
         periodicity(pca(_helix(), 3, center=False))
+
+
+def test_the_analyses_side_by_side_give_what_one_thread_gives(monkeypatch):
+    # On two threads analyze runs the helix, periodicity and recurrence side by side (each kernel
+    # single-threaded) on one decomposition computed first; on one thread, one after the other. Same nulls.
+    import torch
+
+    from pos_geometry.analysis import _null_basis, _smoothness
+
+    table = PositionalEmbedding(_helix(noise=0.02, seed=4), Provenance("toy", "learned", "test"))
+    before = torch.get_num_threads()
+    got = {}
+    estimates = []
+    length_scale = _smoothness.length_scale
+    monkeypatch.setattr(_smoothness, "length_scale", lambda a: estimates.append(1) or length_scale(a))
+    try:
+        for threads in (1, 2):
+            torch.set_num_threads(threads)
+            _null_basis._memory.set(None)
+            estimates.clear()
+            got[threads] = analyze(table, n_surrogates=19, alpha=0.05)
+            assert len(estimates) == 1  # the nulls' decomposition: once, whatever the threads
+    finally:
+        torch.set_num_threads(before)
+    one, two = got[1], got[2]
+    tests = [(one.helix.tests, two.helix.tests), (one.recurrence.tests, two.recurrence.tests)]
+    for a, b in tests:
+        assert [t.p_value for t in a] == [t.p_value for t in b]
+        for s, t in zip(a, b, strict=True):
+            np.testing.assert_allclose(s.values, t.values, rtol=1e-5)
+    assert [p.p_value for p in one.periodicity.peaks] == [p.p_value for p in two.periodicity.peaks]
+    assert [p.period for p in one.periodicity.peaks] == pytest.approx(
+        [p.period for p in two.periodicity.peaks], rel=1e-6
+    )
+    assert (
+        one.helix.verdict == two.helix.verdict == "helix" and one.recurrence.status == two.recurrence.status
+    )

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from pos_geometry.errors import InvalidArgumentError
-from pos_geometry.plotting.spectra import peak_label, plot_spectrum
+from pos_geometry.plotting.spectra import peak_label, plot_spectrum, series_label
 
 
 def _peak_marks(fig):
@@ -31,14 +31,21 @@ def test_spectra_and_significant_peaks(periodic_result) -> None:
     marks = _peak_marks(fig)
     assert sorted(t.x[0] for t in marks) == sorted(p.period for p in significant)
     by_name = {t.name: t for t in lines}
-    for t in marks:  # each marker sits on the top of its own curve's peak (the grid points around it)
+    named = {f"{series_label(p.series)} peak: {peak_label(p)}": p for p in significant}
+    for t in marks:
+        p = named[t.name]
+        # each marker sits at the tested ratio (its p-value's statistic, on its grid point), or on the top of
+        # its own curve's peak around the refined period where that is higher: never below the curve
         curve = by_name[t.name.partition(" peak: ")[0]]
         order = np.argsort(curve.x)
         grid, values = np.asarray(curve.x)[order], np.asarray(curve.y)[order]
         right = int(np.searchsorted(grid, t.x[0]))
         assert grid[right - 1] <= t.x[0] <= grid[right]
-        assert t.y[0] == pytest.approx(values[right - 2 : right + 2].max(), rel=1e-9)
+        assert t.y[0] == pytest.approx(max(values[right - 2 : right + 2].max(), p.ratio), rel=1e-9)
         assert t.y[0] >= max(values[right - 1], values[right])
+    for p in significant:  # the tested ratio is a point of its own curve (the grid point of the peak)
+        curve = by_name[series_label(p.series)]
+        assert np.isclose(np.asarray(curve.y), p.ratio, rtol=1e-6).any()
     # one level per null family, the ratio a peak must clear for p <= alpha; every marked peak clears them all
     levels = {t.name: t.y[0] for t in fig.data if t.legendgroup == "nulls"}
     thresholds = res.significance_thresholds()
