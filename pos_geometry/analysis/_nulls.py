@@ -311,7 +311,7 @@ def surrogate_values(
     n_components: int = 0,
     coordinates: bool | None = None,
     subspace: bool = False,
-    budget_bytes: int = 48 * 2**20,
+    budget_bytes: int | None = None,
     workers: int | None = None,
 ) -> np.ndarray:
     """``statistic`` of ``n_surrogates`` surrogate tables of ``x`` ``(n, d)``: ``(S, ...)`` float64.
@@ -327,7 +327,7 @@ def surrogate_values(
     structure, :mod:`pos_geometry.analysis._walk_coordinates`); ``subspace``: ``statistic`` depends on them only
     through the subspace they span (any orthonormal basis of it gives the same value), so the solvers need
     only the subspace (:data:`~pos_geometry.analysis._pca_solvers.SUBSPACE_ITERATIONS`). Tables are drawn and evaluated in chunks of
-    about ``budget_bytes``, chunk ``i`` from its own ``torch.Generator`` (:func:`chunk_seeds`), so the
+    about ``budget_bytes`` (default 24 MiB on the CPU, 48 MiB on an accelerator), chunk ``i`` from its own ``torch.Generator`` (:func:`chunk_seeds`), so the
     chunks are independent: on the CPU they run on ``workers`` threads (default
     :func:`~pos_geometry._threads.cpu_workers`: torch's thread count), each kernel single-threaded, and the
     same seed gives the same surrogates whatever the number of threads and the table's dtype (on an
@@ -359,6 +359,8 @@ def surrogate_values(
             wide = max(p.shape[-1] for p in parts)  # zero columns change no inner product
             return torch.cat([torch.nn.functional.pad(p, (0, wide - p.shape[-1])) for p in parts])
 
+    if budget_bytes is None:  # on the CPU two or three chunks are live at once (one per thread)
+        budget_bytes = (24 if x.device.type == "cpu" else 48) * 2**20
     chunk = max(1, budget_bytes // (x.shape[0] * (width + depth) * 8))
     starts = range(0, n_surrogates, chunk)
     seeds = chunk_seeds(random_state, len(starts))

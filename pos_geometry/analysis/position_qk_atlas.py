@@ -69,6 +69,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from pos_geometry._device import resolve_device
+from pos_geometry._threads import cpu_workers, parallel_map
 from pos_geometry.analysis._results import Result
 from pos_geometry.analysis.qk_head_view import head_view, layer_norm_table, offset_means
 from pos_geometry.analysis.qk_lookback import implied_offset, plane_step
@@ -320,12 +321,9 @@ def position_qk_atlas(
         steps.append(plane_step(x, plane))
         heads = range(model.n_heads)
         biased = [model.head(bias, h) if bias is not None else (None, None) for h in heads]
-        rows.append(
-            [
-                head_view(x, mean, coords, basis, *model.head(w, h), *biased[h], model.scale(index), plane)
-                for h in heads
-            ]
-        )
+        scale = model.scale(index)
+        args = [(x, mean, coords, basis, *model.head(w, h), *biased[h], scale, plane) for h in heads]
+        rows.append(parallel_map(lambda a: head_view(*a), args, cpu_workers(where)))  # heads side by side
         del w, x, coords
 
     def stack(i: int) -> torch.Tensor:
