@@ -17,7 +17,6 @@ import contextlib
 import contextvars
 import threading
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
 import torch
@@ -74,12 +73,15 @@ def check_stop() -> None:
 
 
 def cpu_workers(device: torch.device | str) -> int:
-    """How many threads :func:`parallel_map` should use for work on ``device``: torch's own thread count
-    for the CPU when called from the main thread with no pool running (so ``torch.set_num_threads(1)``
-    keeps everything on one thread, and a sweep's or an atlas' workers do not open pools of their own);
-    1 for an accelerator, whose kernels are queued on one stream anyway."""
+    """How many threads :func:`parallel_map` should use for work on ``device``: inside a pool, the pool's own
+    (its idle threads take the items); otherwise torch's thread count for the CPU when called from the main
+    thread (so ``torch.set_num_threads(1)`` keeps everything on one thread, and a sweep's or an atlas'
+    workers do not open pools of their own); 1 for an accelerator, whose kernels are queued on one stream."""
     if torch.device(device).type != "cpu":
         return 1
+    pool = _pool.get()
+    if pool is not None:
+        return pool.workers
     if threading.current_thread() is not threading.main_thread() or _USERS > 0:
         return 1
     return max(1, torch.get_num_threads())
@@ -87,25 +89,150 @@ def cpu_workers(device: torch.device | str) -> int:
 
 def parallel_map(fn: Callable[[T], R], items: Sequence[T], workers: int) -> list[R]:
     """``[fn(item) for item in items]``, on ``workers`` threads with torch single-threaded when
-    ``workers > 1`` (and there is more than one item). Results are in the order of ``items``. The first
-    exception raised by ``fn`` (or a Ctrl-C while waiting) is raised here, once the items not yet started
-    are cancelled and the running ones have stopped at their next :func:`check_stop`. Each call runs in a
-    copy of the caller's context, so context variables (the progress bar's) reach it.
+    ``workers > 1`` (and there is more than one item); results in the order of ``items``.
+
+    The caller runs items itself and ``workers − 1`` helper threads take the others. A ``parallel_map``
+    inside an item (the chunks of a null inside an analysis) opens no threads of its own: it offers its
+    items to the same pool, whose threads take them whenever their own work is done (oldest offers first),
+    so an analysis that finishes early helps the others instead of idling. No thread waits while there is
+    an item it could take, and none can wait on itself (a thread only waits on a map opened after every
+    item it holds, so waits cannot form a cycle). The first exception raised by
+    ``fn`` (or a Ctrl-C) is raised here, once the items already running have stopped at their next
+    :func:`check_stop`; the items not started are dropped. Each item runs in a copy of the caller's context,
+    so context variables (the progress bar's) reach it.
     """
     if workers <= 1 or len(items) <= 1:
         return [fn(item) for item in items]
-    stop = threading.Event()
-    with one_thread_per_kernel(), ThreadPoolExecutor(min(workers, len(items)), "pos_geometry") as pool:
-        futures = []
-        for item in items:
-            context = contextvars.copy_context()
-            context.run(_stops.set, (*_stops.get(), stop))
-            futures.append(pool.submit(context.run, fn, item))
+    pool = _pool.get()
+    if pool is not None:
+        return pool.share(fn, items)
+    with one_thread_per_kernel():
+        pool = _Pool(workers)
+        helpers = [
+            threading.Thread(target=pool.help, name=f"pos_geometry-{k}", daemon=True)
+            for k in range(workers - 1)
+        ]
+        for helper in helpers:
+            helper.start()
         try:
-            return [future.result() for future in futures]
-        except BaseException:  # a failure or Ctrl-C: the running pieces stop at their next check_stop()
-            stop.set()
+            return pool.share(fn, items)
+        finally:
+            pool.close()
+            for helper in helpers:
+                helper.join()
+
+
+_pool: contextvars.ContextVar[_Pool | None] = contextvars.ContextVar("pos_geometry_pool", default=None)
+"""The pool the current item runs in (None outside pools)."""
+
+
+class _Map:
+    """One :func:`parallel_map` call's items, offered to a pool's threads (state guarded by the pool's lock)."""
+
+    def __init__(self, pool: _Pool, fn: Callable[[T], R], items: Sequence[T]) -> None:
+        self.fn, self.items = fn, items
+        self.stop = threading.Event()
+        stops = (*_stops.get(), self.stop)
+        self.contexts = []
+        for _ in items:  # one context per item: a context cannot be entered by two threads at once
+            context = contextvars.copy_context()
+            context.run(_stops.set, stops)
+            context.run(_pool.set, pool)
+            self.contexts.append(context)
+        self.results: list = [None] * len(items)
+        self.error: BaseException | None = None
+        self.claimed = self.done = 0
+        self.finished = threading.Event()
+
+    def claim(self) -> int | None:
+        """The next item not yet taken, or None when none is left (or the map is stopping)."""
+        if self.stop.is_set() or self.claimed >= len(self.items):
+            return None
+        self.claimed += 1
+        return self.claimed - 1
+
+    def settle(self) -> None:
+        """Mark the map finished once every item taken is done and no other will be."""
+        if self.done == self.claimed and (self.claimed == len(self.items) or self.stop.is_set()):
+            self.finished.set()
+
+
+class _Pool:
+    """The helper threads of an outermost :func:`parallel_map` and the maps they take items from."""
+
+    def __init__(self, workers: int) -> None:
+        self.workers = workers
+        self.cond = threading.Condition()
+        self.maps: list[_Map] = []
+        self.closed = False
+
+    def share(self, fn: Callable[[T], R], items: Sequence[T]) -> list[R]:
+        """Offer ``items`` to the pool's threads and work until every one is done: this map's items first,
+        then, while others' threads finish this map's last items, any other map's."""
+        work = _Map(self, fn, items)
+        with self.cond:
+            self.maps.append(work)
+            self.cond.notify_all()
+        try:
+            while True:
+                with self.cond:
+                    work.settle()
+                    if work.finished.is_set():
+                        break
+                    index = work.claim()
+                    job = (work, index) if index is not None else self._claim()
+                    if job is None:
+                        self.cond.wait()
+                        continue
+                self._run(*job)
+        except BaseException:  # a Ctrl-C here: the items running elsewhere stop at their next check_stop()
+            work.stop.set()
+            with self.cond:
+                work.settle()
+            work.finished.wait()
             raise
         finally:
-            for future in futures:
-                future.cancel()  # the pieces not started
+            with self.cond:
+                self.maps.remove(work)
+        if work.error is not None:
+            raise work.error
+        return work.results
+
+    def help(self) -> None:
+        """A helper thread: take items, oldest maps first (the longest pieces start early), until the pool
+        closes."""
+        while True:
+            with self.cond:
+                job = self._claim()
+                while job is None and not self.closed:
+                    self.cond.wait()
+                    job = self._claim()
+            if job is None:
+                return
+            self._run(*job)
+
+    def close(self) -> None:
+        with self.cond:
+            self.closed = True
+            self.cond.notify_all()
+
+    def _claim(self) -> tuple[_Map, int] | None:
+        for work in self.maps:
+            index = work.claim()
+            if index is not None:
+                return work, index
+        return None
+
+    def _run(self, work: _Map, index: int) -> None:
+        try:
+            work.results[index] = work.contexts[index].run(work.fn, work.items[index])
+        except BaseException as exc:  # the first error is the map's; the other items stop
+            with self.cond:
+                if work.error is None or (isinstance(work.error, Stopped) and not isinstance(exc, Stopped)):
+                    work.error = exc  # a real failure wins over a piece that only stopped
+            work.stop.set()
+        finally:
+            with self.cond:
+                work.done += 1
+                work.settle()
+                self.cond.notify_all()  # a caller may be waiting for this item

@@ -1,5 +1,5 @@
-"""The CPU pool of the nulls and the atlas: results in order, errors raised, torch's thread count restored,
-and no pool inside a pool or off the main thread."""
+"""The CPU pool of the nulls and the analyses: results in order, errors raised, torch's thread count restored,
+no threads opened off the main thread, and a map inside an item shared with the pool's idle threads."""
 
 from __future__ import annotations
 
@@ -25,7 +25,8 @@ def test_parallel_map_returns_results_in_order_with_torch_single_threaded_in_the
 
     got = parallel_map(work, list(range(12)), 2)
     assert got == [(i, 64.0 * i * i) for i in range(12)]
-    assert all(name.startswith("pos_geometry") and n == 1 for name, n in seen)
+    assert all(n == 1 for _, n in seen)  # the caller and the helpers alike
+    assert {name for name, _ in seen} <= {threading.current_thread().name, "pos_geometry-0"}
     assert torch.get_num_threads() == before  # restored after the pool
 
 
@@ -105,3 +106,57 @@ def test_a_failure_stops_the_running_pieces_at_their_next_check():
     assert 0 < len(steps) < 2000
     check_stop()  # outside a pool: nothing to stop
     assert issubclass(Stopped, Exception)
+
+
+def test_a_map_inside_an_item_is_shared_with_the_pools_idle_threads():
+    # two items: the first returns at once, the second runs an inner map of 12 slow items. The inner map opens
+    # no threads of its own; the pool's other thread, idle after the first item, takes inner items too.
+    import time
+
+    inner_threads = []
+
+    def inner(i: int) -> int:
+        inner_threads.append(threading.current_thread().name)
+        time.sleep(0.02)
+        return i * i
+
+    def outer(i: int) -> list[int]:
+        if i == 0:
+            return []
+        assert cpu_workers("cpu") == 2  # inside the pool: the pool's width
+        return parallel_map(inner, list(range(12)), cpu_workers("cpu"))
+
+    before = threading.active_count()
+    got = parallel_map(outer, [0, 1], 2)
+    assert got == [[], [i * i for i in range(12)]]
+    assert len(set(inner_threads)) == 2 and len(inner_threads) == 12
+    assert threading.active_count() == before  # the helpers are gone
+
+
+def test_results_do_not_depend_on_who_runs_them():
+    # nested maps three deep, on 1, 2 and 4 threads: the same results in the same order
+    def leaf(i: int) -> float:
+        return float(torch.arange(i + 1, dtype=torch.float64).square().sum())
+
+    def middle(i: int) -> list[float]:
+        return parallel_map(leaf, list(range(i, i + 5)), cpu_workers("cpu"))
+
+    def top(i: int) -> list[list[float]]:
+        return parallel_map(middle, list(range(i, i + 3)), cpu_workers("cpu"))
+
+    expected = [[[leaf(k) for k in range(j, j + 5)] for j in range(i, i + 3)] for i in range(4)]
+    for workers in (1, 2, 4):
+        assert parallel_map(top, list(range(4)), workers) == expected
+
+
+def test_an_error_in_an_inner_map_reaches_the_outer_caller():
+    def inner(i: int) -> int:
+        if i == 5:
+            raise KeyError("inner item 5")
+        return i
+
+    def outer(i: int) -> list[int]:
+        return parallel_map(inner, list(range(8)), cpu_workers("cpu")) if i == 1 else [i]
+
+    with pytest.raises(KeyError, match="inner item 5"):
+        parallel_map(outer, [0, 1, 2], 2)
