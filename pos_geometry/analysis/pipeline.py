@@ -326,10 +326,11 @@ def analyze(
 
 def _run_side_by_side(jobs: dict[str, Callable[[], Any]], res: PCAResult) -> dict[str, Any]:
     """``{name: job()}``: the analyses are independent given the PCA, so on the CPU they run side by side on
-    :func:`~pos_geometry._threads.cpu_workers` threads (each kernel single-threaded; a second core halves the
-    time of the nulls' many small kernels, where torch's own threads gain ~1.2×). The decomposition their
-    nulls share is computed first, here, so that every thread reuses it
-    (:mod:`pos_geometry.analysis._null_basis`). The results do not depend on the number of threads."""
+    :func:`~pos_geometry._threads.cpu_workers` threads, each kernel single-threaded (torch's own threads meet
+    at a barrier in every one of the nulls' many small kernels and gain little); a thread whose analysis is
+    done takes chunks of the others' nulls. The decomposition their nulls share is computed first, here, so
+    that every thread reuses it (:mod:`pos_geometry.analysis._null_basis`). The results do not depend on the
+    number of threads."""
     rows = res.fitted_rows
     workers = cpu_workers(rows.device) if rows is not None else 1
     if workers > 1 and len(jobs) > 1:
