@@ -362,6 +362,7 @@ def fit_helix(
     alpha: float = 0.01,
     random_state: int = 0,
     null_method: str = "fast",
+    progress: bool | None = None,
     **deprecated: Any,
 ) -> HelixFit | BatchResult:
     """Fit the helix model (and the line / ellipse / circular-helix baselines) to the top PCA trajectory,
@@ -377,8 +378,9 @@ def fit_helix(
     as many smooth Gaussian-process curves of its length scale at level ``alpha``.
     ``n_surrogates=0`` skips the null (verdict ``"untested"``). ``null_method``: ``"fast"`` draws and
     decomposes the surrogates in the table's leading principal subspace (99.9% of its variance), ``"exact"``
-    as whole tables (the reference; same null, see :mod:`pos_geometry.analysis._null_basis`). ``k=`` is a
-    deprecated alias of ``n_components``.
+    as whole tables (the reference; same null, see :mod:`pos_geometry.analysis._null_basis`). ``progress``:
+    a bar of the surrogates done, on stderr (None: in a terminal or Jupyter). ``k=`` is a deprecated alias
+    of ``n_components``.
 
     Returns a :class:`HelixFit` (``verdict``/``reason`` in words, ``tests`` with each null's p), or a
     ``BatchResult`` of them for a batch.
@@ -413,6 +415,6 @@ def fit_helix(
         "method": check_null_method(null_method),
     }
     items, single = pca_items(x, k, window=window, center=True)
-    with _progress.task("helix nulls", len(HELIX_NULLS) * n_surrogates * len(items)):
+    with _progress.task("helix nulls", len(HELIX_NULLS) * n_surrogates * len(items), show=progress):
         fits = tuple(_fit_one(it, max_harmonics, float(min_turns), null) for it in items)
     return fits[0] if single else BatchResult(fits, tuple(f.provenance for f in fits))

@@ -270,6 +270,7 @@ def periodicity(
     min_cycles: float = 1.0,
     column_r2_threshold: float = 0.9,
     null_method: str = "fast",
+    progress: bool | None = None,
     **deprecated: Any,
 ) -> PeriodicityResult | BatchResult:
     """Similarity-by-offset, spectra, dominant periods tested against three null families, and sinusoidal columns.
@@ -281,7 +282,8 @@ def periodicity(
     (``alpha >= 1 / (n_surrogates + 1)``). ``min_cycles``: the longest period considered is series length /
     ``min_cycles`` (also the longest column period searched). ``null_method``: ``"fast"`` (the null
     tables in the table's leading principal subspace) or ``"exact"`` (whole tables, the reference; see
-    :mod:`pos_geometry.analysis._null_basis`). ``n_pcs=`` and ``seed=`` are deprecated
+    :mod:`pos_geometry.analysis._null_basis`). ``progress``: a bar of the surrogates done, on stderr (None:
+    in a terminal or Jupyter). ``n_pcs=`` and ``seed=`` are deprecated
     aliases of ``n_components`` and ``random_state``.
     Returns a :class:`PeriodicityResult`, or a ``BatchResult`` of them for a batch.
     """
@@ -323,7 +325,9 @@ def periodicity(
     if isinstance(x, PCAResult):
         n_components = min(n_components, x.n_components_)
     items, single = pca_items(x, n_components, window=None if isinstance(x, PCAResult) else (start, stop))
-    with _progress.task("periodicity nulls", len(PERIODICITY_NULLS) * n_surrogates * len(items)):
+    with _progress.task(
+        "periodicity nulls", len(PERIODICITY_NULLS) * n_surrogates * len(items), show=progress
+    ):
         results = []
         for row, it, prov in zip(rows, items, provs, strict=True):
             k = _rank(it.explained_variance_ratio, n_components)

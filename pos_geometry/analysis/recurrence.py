@@ -364,6 +364,7 @@ def fit_recurrence(
     alpha: float = 0.05,
     random_state: int = 0,
     null_method: str = "fast",
+    progress: bool | None = None,
     **deprecated: Any,
 ) -> RecurrenceFit | BatchResult:
     """Fit ``z[t+1] ≈ M z[t]`` (+ ``b`` if ``affine``) in the top PCA subspace; see the module docstring.
@@ -377,8 +378,8 @@ def fit_recurrence(
     steps and of smooth GP curves of its length scale (same PCA, same fit; ``n_surrogates`` each);
     ``n_surrogates=0`` skips them. ``null_method``: ``"fast"`` (the
     walks in the table's leading principal subspace) or ``"exact"`` (whole tables, the reference; see
-    :mod:`pos_geometry.analysis._null_basis`). ``k=`` is a deprecated alias of
-    ``n_components``.
+    :mod:`pos_geometry.analysis._null_basis`). ``progress``: a bar of the surrogates done, on stderr (None: in
+    a terminal or Jupyter). ``k=`` is a deprecated alias of ``n_components``.
     Returns a :class:`RecurrenceFit`, or a ``BatchResult`` of them for a batch.
 
     >>> import numpy as np
@@ -424,7 +425,7 @@ def fit_recurrence(
             f"n_components must be a positive integer or 'auto'; got {n_components!r}."
         )
     items, single = pca_items(x, n_components, window=window, center=center)
-    with _progress.task("recurrence nulls", len(RECURRENCE_NULLS) * n_surrogates * len(items)):
+    with _progress.task("recurrence nulls", len(RECURRENCE_NULLS) * n_surrogates * len(items), show=progress):
         fits = tuple(
             _fit_one(it, tuple(horizons), it.center, affine, float(rcond), auto, null) for it in items
         )

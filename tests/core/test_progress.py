@@ -16,6 +16,9 @@ class RecordingBar:
     """Stands in for the rich bar: records each line's total and how far it got."""
 
     def __init__(self) -> None:
+        import threading
+
+        self.lock = threading.Lock()  # the analyses' threads report side by side (rich's bar has a lock too)
         self.totals: dict[str, float] = {}
         self.done: dict[str, float] = {}
         self.removed: list[str] = []
@@ -32,7 +35,8 @@ class RecordingBar:
         return description
 
     def update(self, task: str, advance: int) -> None:
-        self.done[task] += advance
+        with self.lock:
+            self.done[task] += advance
 
     def remove_task(self, task: str) -> None:
         self.removed.append(task)
@@ -70,6 +74,25 @@ def test_a_forced_bar_counts_every_surrogate_of_analyze(recording):
     # three helix nulls, three periodicity nulls and two recurrence nulls, 99 each: all counted, once
     assert recording.totals[line] == 8 * 99 and recording.done[line] == 8 * 99
     assert recording.removed == [line]
+
+
+@pytest.mark.parametrize(
+    ("fit", "line", "nulls"),
+    [
+        (pg.fit_helix, "helix nulls", 3),
+        (pg.periodicity, "periodicity nulls", 3),
+        (pg.fit_recurrence, "recurrence nulls", 2),
+    ],
+)
+def test_each_analysis_takes_progress_like_analyze(recording, monkeypatch, fit, line, nulls):
+    from rich.console import Console
+
+    fit(_helix(), n_surrogates=19, alpha=0.05, progress=True)  # forced on: every surrogate counted
+    assert recording.totals == {line: nulls * 19} and recording.done == {line: nulls * 19}
+    monkeypatch.setattr(Console, "is_terminal", property(lambda self: True))
+    recording.totals.clear()
+    fit(_helix(), n_surrogates=19, alpha=0.05, progress=False)  # forced off, even in a terminal
+    assert recording.totals == {}
 
 
 def test_quiet_wins_over_a_terminal(monkeypatch):
