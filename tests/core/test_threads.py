@@ -160,3 +160,29 @@ def test_an_error_in_an_inner_map_reaches_the_outer_caller():
 
     with pytest.raises(KeyError, match="inner item 5"):
         parallel_map(outer, [0, 1, 2], 2)
+
+
+def test_an_interrupt_in_an_item_stops_the_pool_and_reaches_the_caller():
+    # a Ctrl-C delivered while an item runs (here raised by the item itself) is what the caller sees, the
+    # other items stop at their next check, the helpers are gone and torch's thread count is back
+    import time
+
+    from pos_geometry._threads import check_stop
+
+    before_threads, before_torch = threading.active_count(), torch.get_num_threads()
+    steps = []
+
+    def work(i: int) -> int:
+        if i == 1:
+            time.sleep(0.05)
+            raise KeyboardInterrupt
+        for step in range(2000):
+            check_stop()
+            steps.append(step)
+            time.sleep(0.005)
+        return i
+
+    with pytest.raises(KeyboardInterrupt):
+        parallel_map(work, [0, 1, 2, 3], 2)
+    assert 0 < len(steps) < 2000
+    assert threading.active_count() == before_threads and torch.get_num_threads() == before_torch
