@@ -3,12 +3,14 @@
 torch's intra-op threads meet at a barrier inside every kernel. For the small kernels of the nulls (one
 surrogate's PCA is a few hundred microseconds) and of the rotary atlas (one head: ~1 MiB), that barrier costs
 more than the kernel on a busy machine, and two threads on two cores give ~1.2×. Independent pieces of work
-(chunks of surrogates, tensors of a checkpoint) run on ``torch.get_num_threads()`` Python threads instead,
-each kernel single-threaded: torch releases the GIL inside its kernels, so they run side by side.
+(the analyses of ``analyze``, chunks of surrogates, heads of the position-QK view) run on
+``torch.get_num_threads()`` Python threads instead, each kernel single-threaded: torch releases the GIL
+inside its kernels, so they run side by side.
 
 :func:`one_thread_per_kernel` sets torch to one thread while a pool runs and restores the caller's setting
-after (concurrent users share one save and restore); :func:`parallel_map` is the pool. Neither changes a
-result: each piece of work is computed the same way whichever thread runs it.
+after (concurrent users share one save and restore; the rotary atlas uses it around its own tensor
+threads). :func:`parallel_map` is the pool: one per outermost call, shared by the maps nested inside its
+items. Neither changes a result: each piece of work is computed the same way whichever thread runs it.
 """
 
 from __future__ import annotations
