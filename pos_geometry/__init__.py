@@ -28,7 +28,7 @@ _EXPORTS: dict[str, str] = {
     "Analysis": "pos_geometry.analysis.pipeline",
     "analyze": "pos_geometry.analysis.pipeline",
     "BatchResult": "pos_geometry.analysis._batch",
-    "NullTest": "pos_geometry.analysis._nulls",
+    "NullTest": "pos_geometry.analysis._monte_carlo",
     "HelixFit": "pos_geometry.analysis.helix",
     "fit_helix": "pos_geometry.analysis.helix",
     "PCAResult": "pos_geometry.analysis.pca",
@@ -178,7 +178,7 @@ def __dir__() -> list[str]:
 
 if TYPE_CHECKING:  # static tools see the real imports
     from pos_geometry.analysis._batch import BatchResult
-    from pos_geometry.analysis._nulls import NullTest
+    from pos_geometry.analysis._monte_carlo import NullTest
     from pos_geometry.analysis.helix import HelixFit, fit_helix
     from pos_geometry.analysis.pca import PCAResult, pca
     from pos_geometry.analysis.periodicity import PeriodicityResult, PeriodPeak, periodicity

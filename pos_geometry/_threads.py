@@ -5,12 +5,14 @@ surrogate's PCA is a few hundred microseconds) and of the rotary atlas (one head
 more than the kernel on a busy machine, and two threads on two cores give ~1.2×. Independent pieces of work
 (the analyses of ``analyze``, chunks of surrogates, heads of the position-QK view) run on
 ``torch.get_num_threads()`` Python threads instead, each kernel single-threaded: torch releases the GIL
-inside its kernels, so they run side by side.
+inside its kernels, so they run side by side. The rotary atlas reads its q/k tensors on the same pool, one
+tensor per thread, with as many threads as it wants network streams.
 
 :func:`one_thread_per_kernel` sets torch to one thread while a pool runs and restores the caller's setting
-after (concurrent users share one save and restore; the rotary atlas uses it around its own tensor
-threads). :func:`parallel_map` is the pool: one per outermost call, shared by the maps nested inside its
-items. Neither changes a result: each piece of work is computed the same way whichever thread runs it.
+after (concurrent users share one save and restore). :func:`parallel_map` is the pool: one per outermost
+call, shared by the maps nested inside its items; ``until`` ends a map at the shortest prefix of its items
+whose results pass a test (a sequential null's stop). None of it changes a result: each piece of work is
+computed the same way whichever thread runs it.
 """
 
 from __future__ import annotations
@@ -89,9 +91,20 @@ def cpu_workers(device: torch.device | str) -> int:
     return max(1, torch.get_num_threads())
 
 
-def parallel_map(fn: Callable[[T], R], items: Sequence[T], workers: int) -> list[R]:
+def parallel_map(
+    fn: Callable[[T], R],
+    items: Sequence[T],
+    workers: int,
+    *,
+    until: Callable[[list[R]], bool] | None = None,
+) -> list[R]:
     """``[fn(item) for item in items]``, on ``workers`` threads with torch single-threaded when
     ``workers > 1`` (and there is more than one item); results in the order of ``items``.
+
+    ``until``: a test of the results of a prefix of ``items`` (monotone: once true for a prefix, true for
+    every longer one). The map then returns the results of the shortest prefix it holds for (all of them if
+    none): items past it are not started once a finished prefix passes the test, and the results of any that
+    were already running are dropped, so what is returned does not depend on the number of threads.
 
     The caller runs items itself and ``workers − 1`` helper threads take the others. A ``parallel_map``
     inside an item (the chunks of a null inside an analysis) opens no threads of its own: it offers its
@@ -104,10 +117,15 @@ def parallel_map(fn: Callable[[T], R], items: Sequence[T], workers: int) -> list
     so context variables (the progress bar's) reach it.
     """
     if workers <= 1 or len(items) <= 1:
-        return [fn(item) for item in items]
+        results: list[R] = []
+        for item in items:
+            results.append(fn(item))
+            if until is not None and until(results):
+                break
+        return results
     pool = _pool.get()
     if pool is not None:
-        return pool.share(fn, items)
+        return pool.share(fn, items, until)
     with one_thread_per_kernel():
         pool = _Pool(workers)
         helpers = [
@@ -117,7 +135,7 @@ def parallel_map(fn: Callable[[T], R], items: Sequence[T], workers: int) -> list
         for helper in helpers:
             helper.start()
         try:
-            return pool.share(fn, items)
+            return pool.share(fn, items, until)
         finally:
             pool.close()
             for helper in helpers:
@@ -131,9 +149,12 @@ _pool: contextvars.ContextVar[_Pool | None] = contextvars.ContextVar("pos_geomet
 class _Map:
     """One :func:`parallel_map` call's items, offered to a pool's threads (state guarded by the pool's lock)."""
 
-    def __init__(self, pool: _Pool, fn: Callable[[T], R], items: Sequence[T]) -> None:
-        self.fn, self.items = fn, items
+    def __init__(
+        self, pool: _Pool, fn: Callable[[T], R], items: Sequence[T], until: Callable[[list], bool] | None
+    ) -> None:
+        self.fn, self.items, self.until = fn, items, until
         self.stop = threading.Event()
+        self.enough = False  # a finished prefix passed ``until``: no further item is started
         stops = (*_stops.get(), self.stop)
         self.contexts = []
         for _ in items:  # one context per item: a context cannot be entered by two threads at once
@@ -143,19 +164,34 @@ class _Map:
             self.contexts.append(context)
         self.results: list = [None] * len(items)
         self.error: BaseException | None = None
-        self.claimed = self.done = 0
+        self.claimed = self.done = self.prefix = 0
+        self.finished_items: set[int] = set()
         self.finished = threading.Event()
 
     def claim(self) -> int | None:
-        """The next item not yet taken, or None when none is left (or the map is stopping)."""
-        if self.stop.is_set() or self.claimed >= len(self.items):
+        """The next item not yet taken, or None when none is left (or the map is stopping, or has enough)."""
+        if self.stop.is_set() or self.enough or self.claimed >= len(self.items):
             return None
         self.claimed += 1
         return self.claimed - 1
 
+    def finish(self, index: int) -> None:
+        """Item ``index`` is done: count it, and test the finished prefix against ``until``."""
+        self.done += 1
+        self.finished_items.add(index)
+        while not self.enough and self.error is None and self.prefix in self.finished_items:
+            self.prefix += 1  # once enough, ``prefix`` stays: the shortest prefix that passed
+            try:
+                self.enough = self.until is not None and bool(self.until(self.results[: self.prefix]))
+            except Exception as exc:  # a failing test fails the map, like a failing item
+                self.error = exc
+                self.stop.set()
+        self.settle()
+
     def settle(self) -> None:
         """Mark the map finished once every item taken is done and no other will be."""
-        if self.done == self.claimed and (self.claimed == len(self.items) or self.stop.is_set()):
+        last = self.claimed == len(self.items) or self.stop.is_set() or self.enough
+        if self.done == self.claimed and last:
             self.finished.set()
 
 
@@ -168,10 +204,13 @@ class _Pool:
         self.maps: list[_Map] = []
         self.closed = False
 
-    def share(self, fn: Callable[[T], R], items: Sequence[T]) -> list[R]:
-        """Offer ``items`` to the pool's threads and work until every one is done: this map's items first,
-        then, while others' threads finish this map's last items, any other map's."""
-        work = _Map(self, fn, items)
+    def share(
+        self, fn: Callable[[T], R], items: Sequence[T], until: Callable[[list[R]], bool] | None = None
+    ) -> list[R]:
+        """Offer ``items`` to the pool's threads and work until every one is done (or a finished prefix
+        passes ``until``): this map's items first, then, while others' threads finish this map's last items,
+        any other map's."""
+        work = _Map(self, fn, items, until)
         with self.cond:
             self.maps.append(work)
             self.cond.notify_all()
@@ -198,7 +237,7 @@ class _Pool:
                 self.maps.remove(work)
         if work.error is not None:
             raise work.error
-        return work.results
+        return work.results[: work.prefix] if work.enough else work.results
 
     def help(self) -> None:
         """A helper thread: take items, oldest maps first (the longest pieces start early), until the pool
@@ -235,6 +274,5 @@ class _Pool:
             work.stop.set()
         finally:
             with self.cond:
-                work.done += 1
-                work.settle()
+                work.finish(index)
                 self.cond.notify_all()  # a caller may be waiting for this item

@@ -221,6 +221,24 @@ def test_analyze_json_matches_the_api_and_sklearn(table_path: Path):
     assert row["helix_period"] == pytest.approx(64, rel=0.02)  # the planted period
 
 
+def test_analyze_stops_the_helix_nulls_early_unless_told_to_draw_every_surrogate(tmp_path: Path):
+    # a smooth random curve, which the nulls explain: by default each helix null stops once 10 surrogates
+    # reach its rotation share (the reason says so); --all-surrogates draws all 199, with the same verdict
+    t = np.arange(160)[:, None]
+    kernel = np.exp(-0.5 * ((t - t.T) / 12.0) ** 2) + 1e-6 * np.eye(160)
+    path = tmp_path / "curve.npy"
+    np.save(path, np.linalg.cholesky(kernel) @ np.random.default_rng(6).standard_normal((160, 12)))
+    rows = {}
+    for flag in ("--sequential", "--all-surrogates"):
+        res = runner.invoke(app, ["analyze", str(path), "--analyses", "helix", "--json", flag])
+        assert res.exit_code == 0, res.output
+        (rows[flag],) = json.loads(res.stdout)
+    assert rows["--sequential"]["helix_verdict"] == rows["--all-surrogates"]["helix_verdict"] == "not a helix"
+    assert "stopped after" in rows["--sequential"]["helix_reason"]
+    assert "stopped" not in rows["--all-surrogates"]["helix_reason"]
+    assert "199 surrogates" in rows["--all-surrogates"]["helix_reason"]
+
+
 def test_analyze_csv_and_table(table_path: Path):
     res = runner.invoke(app, ["analyze", str(table_path), "--csv"])
     assert res.exit_code == 0, res.output

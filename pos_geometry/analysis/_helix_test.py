@@ -28,7 +28,8 @@ import math
 import numpy as np
 import torch
 
-from pos_geometry.analysis._nulls import NullTest, monte_carlo_p, surrogate_values
+from pos_geometry.analysis._monte_carlo import NullTest, StopRule, monte_carlo_p
+from pos_geometry.analysis._nulls import surrogate_values
 
 __all__ = ["HELIX_NULLS", "RotationScan", "dct_correlation", "helix_null_tests", "rotation_scan"]
 
@@ -119,17 +120,20 @@ def helix_null_tests(
     alpha: float,
     random_state: int,
     method: str = "fast",
+    sequential: bool = False,
 ) -> tuple[NullTest, ...]:
     """Rotation share of ``rows`` ``(n, d)`` (already ``observed``) against each of :data:`HELIX_NULLS`.
 
     Every surrogate is a table of the same rows (``method``: see :mod:`pos_geometry.analysis._null_basis`),
     centred and decomposed by the same top-``n_components`` PCA, then scanned like the table.
+    ``sequential``: each null stops once enough surrogates reach ``observed`` (:class:`StopRule`).
     """
     scan = rotation_scan(rows.shape[0], float(min_turns), str(rows.device))
 
     def statistic(coords: torch.Tensor) -> torch.Tensor:
         return scan(coords)[0]
 
+    rule = StopRule.for_level(observed, n_surrogates, alpha) if sequential else None
     return tuple(
         monte_carlo_p(
             "rotation_share",
@@ -144,9 +148,11 @@ def helix_null_tests(
                 method=method,
                 n_components=n_components,
                 coordinates=True,
+                rule=rule,
             ),
             alpha,
             method,
+            rule=rule,
         )
         for i, null in enumerate(HELIX_NULLS)
     )

@@ -78,6 +78,13 @@ def check_int(name: str, value: Any, low: int, rule: str | None = None) -> int:
     return int(value)
 
 
+def check_bool(name: str, value: Any, meaning: str) -> bool:
+    """``value`` as a bool (numpy's accepted), else :class:`InvalidArgumentError` that says what it switches."""
+    if not isinstance(value, bool | np.bool_):
+        raise InvalidArgumentError(f"{name} must be True or False ({meaning}); got {value!r}.")
+    return bool(value)
+
+
 def check_level(alpha: Any, n_surrogates: int) -> float:
     """``alpha`` as a float in (0, 1) that ``n_surrogates`` surrogates can reach.
 

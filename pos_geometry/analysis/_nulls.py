@@ -31,13 +31,15 @@ table's mean: the surrogates match the table's covariance in whatever basis it i
 depends on the basis. None of them has a period or a rotation of its own; a smooth curve bent into
 sinusoids by PCA is what they all produce. The p-value of an observed statistic ``T`` against ``S`` surrogate values is
 ``(1 + #{T_s >= T}) / (1 + S)`` (never 0; the smallest reachable value is ``1 / (1 + S)``).
+
+The Monte-Carlo test record and its p-values, sequential tests included, are in
+:mod:`pos_geometry.analysis._monte_carlo`.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
 
 import numpy as np
 import torch
@@ -49,91 +51,23 @@ from pos_geometry.analysis._draws import randn as _randn
 from pos_geometry.analysis._fourier import ar1_plus_white
 from pos_geometry.analysis._gp_nodes import length_scale_nodes
 from pos_geometry.analysis._mode_surrogates import FACTORS
+from pos_geometry.analysis._monte_carlo import StopRule
 from pos_geometry.analysis._null_basis import null_basis
 from pos_geometry.analysis._smoothness import autocorrelation, length_scale
 from pos_geometry.analysis._walk_coordinates import WalkCoordinates, block_orders, step_index, structure_pays
 from pos_geometry.analysis.pca import surrogate_coordinates
 
 __all__ = [
-    "NullTest",
     "autocorrelation",
+    "chunk_seeds",
     "length_scale",
-    "monte_carlo_p",
     "red_noise",
     "smooth_gp",
     "stationary",
     "step_walks",
     "surrogate_values",
-    "NULL_DESCRIPTIONS",
     "SAMPLERS",
 ]
-
-NULL_DESCRIPTIONS = {
-    "step_walk": "random walks made of the table's own steps (blocks of its length scale, shuffled)",
-    "smooth_gp": "smooth Gaussian-process curves with the table's length scale (over its sampling spread) and noise share",
-    "stationary": "stationary Gaussian curves with the table's own pooled spectrum (any kernel: AR(1), smooth, ...)",
-    "red_noise": "AR(1) red noise plus white noise, fitted to each principal axis' autocorrelation and variance",
-}
-
-
-@dataclass(frozen=True)
-class NullTest:
-    """One Monte-Carlo test: ``statistic`` observed as ``observed``, against ``null`` surrogates.
-
-    ``p_value`` = ``(1 + #{surrogate >= observed}) / (1 + n_surrogates)``; ``min_p_value`` = the
-    smallest p these surrogates can give; ``null_median``/``null_q95``: the surrogate distribution;
-    ``significant``: ``p_value <= alpha``; ``method``: how the surrogates were computed (``"fast"`` in the
-    table's leading principal subspace, ``"exact"`` as whole tables; the same null); ``values`` ``(S,)``:
-    the surrogates' statistics (not serialised).
-    """
-
-    statistic: str
-    observed: float
-    null: str
-    null_description: str
-    n_surrogates: int
-    p_value: float
-    min_p_value: float
-    alpha: float
-    null_median: float
-    null_q95: float
-    method: str = "fast"
-    values: np.ndarray | None = field(default=None, repr=False, compare=False, metadata={"serialize": False})
-
-    @property
-    def significant(self) -> bool:
-        return self.p_value <= self.alpha
-
-    def words(self) -> str:
-        """``"0.678 vs random walks ... (median 0.38, 95% 0.45; p = 0.005, 199 surrogates)"``."""
-        return (
-            f"{self.observed:.3g} vs {self.null_description} (median {self.null_median:.3g}, "
-            f"95% {self.null_q95:.3g}; p = {self.p_value:.3g}, {self.n_surrogates} surrogates)"
-        )
-
-
-def monte_carlo_p(
-    statistic: str, observed: float, null: str, values: np.ndarray, alpha: float, method: str = "fast"
-) -> NullTest:
-    """The :class:`NullTest` of ``observed`` against the surrogate ``values`` ``(S,)``."""
-    values = np.asarray(values, dtype=np.float64)
-    s = int(values.size)
-    p = (1 + int(np.sum(values >= observed - 1e-12 * abs(observed)))) / (1 + s)
-    return NullTest(
-        statistic=statistic,
-        observed=float(observed),
-        null=null,
-        null_description=NULL_DESCRIPTIONS[null],
-        n_surrogates=s,
-        p_value=float(p),
-        min_p_value=1.0 / (1 + s),
-        alpha=float(alpha),
-        null_median=float(np.median(values)),
-        null_q95=float(np.quantile(values, 0.95)),
-        method=method,
-        values=values,
-    )
-
 
 Sampler = Callable[[int, torch.Generator], torch.Tensor]
 """``sampler(count, generator)`` -> ``(count, n, r)`` centred surrogate coordinates on the table's axes."""
@@ -313,6 +247,7 @@ def surrogate_values(
     subspace: bool = False,
     budget_bytes: int | None = None,
     workers: int | None = None,
+    rule: StopRule | None = None,
 ) -> np.ndarray:
     """``statistic`` of ``n_surrogates`` surrogate tables of ``x`` ``(n, d)``: ``(S, ...)`` float64.
 
@@ -331,7 +266,10 @@ def surrogate_values(
     chunks are independent: on the CPU they run on ``workers`` threads (default
     :func:`~pos_geometry._threads.cpu_workers`: torch's thread count), each kernel single-threaded, and the
     same seed gives the same surrogates whatever the number of threads and the table's dtype (on an
-    accelerator the Gaussian draws are made on the device, see :func:`_randn`).
+    accelerator the Gaussian draws are made on the device, see :func:`_randn`). ``rule``: a sequential test
+    (:class:`StopRule`, for a scalar statistic): chunks past the one where it stops are not drawn, and the
+    values end at its stop, ``(l,)`` with ``l <= n_surrogates``: the first ``l`` of what all
+    ``n_surrogates`` would give.
     """
     workers = cpu_workers(x.device) if workers is None else workers
     walks = None
@@ -365,6 +303,8 @@ def surrogate_values(
     starts = range(0, n_surrogates, chunk)
     seeds = chunk_seeds(random_state, len(starts))
 
+    counted: list[int] = []
+
     def evaluate(i: int) -> np.ndarray:
         check_stop()
         start, count = starts[i], min(chunk, n_surrogates - starts[i])
@@ -386,10 +326,17 @@ def surrogate_values(
         else:
             vals = statistic(make(start, count, gen))
         _progress.advance(count)
+        counted.append(count)
         return vals.detach().cpu().double().numpy() if isinstance(vals, torch.Tensor) else np.asarray(vals)
 
-    out = parallel_map(evaluate, range(len(starts)), workers)
-    return np.concatenate(out).astype(np.float64)
+    until = None if rule is None else (lambda parts: rule.drawn(np.concatenate(parts)) is not None)
+    values = np.concatenate(parallel_map(evaluate, range(len(starts)), workers, until=until)).astype(
+        np.float64
+    )
+    if rule is not None:
+        _progress.advance(n_surrogates - sum(counted))  # the surrogates a stop spared: the bar still fills
+        values = values[: rule.drawn(values) or n_surrogates]
+    return values
 
 
 def chunk_seeds(random_state: int, count: int) -> list[int]:

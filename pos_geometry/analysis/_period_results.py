@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from pos_geometry.analysis._nulls import NULL_DESCRIPTIONS
+from pos_geometry.analysis._monte_carlo import NULL_DESCRIPTIONS
 from pos_geometry.analysis._results import Result
 from pos_geometry.embedding import Provenance
 

@@ -60,9 +60,9 @@ from pos_geometry import _progress
 from pos_geometry.analysis._batch import BatchResult, PCAItem, pca_items, renamed
 from pos_geometry.analysis._helix_model import Fitter, design, rss_of, solve
 from pos_geometry.analysis._helix_test import HELIX_NULLS, dct_correlation, helix_null_tests, rotation_scan
-from pos_geometry.analysis._inputs import check_int, check_level
+from pos_geometry.analysis._inputs import check_bool, check_int, check_level
+from pos_geometry.analysis._monte_carlo import NullTest
 from pos_geometry.analysis._null_basis import check_null_method
-from pos_geometry.analysis._nulls import NullTest
 from pos_geometry.analysis._results import Result
 from pos_geometry.embedding import Provenance
 from pos_geometry.errors import InvalidArgumentError
@@ -362,6 +362,7 @@ def fit_helix(
     alpha: float = 0.01,
     random_state: int = 0,
     null_method: str = "fast",
+    sequential: bool = True,
     progress: bool | None = None,
     **deprecated: Any,
 ) -> HelixFit | BatchResult:
@@ -378,7 +379,11 @@ def fit_helix(
     as many smooth Gaussian-process curves of its length scale at level ``alpha``.
     ``n_surrogates=0`` skips the null (verdict ``"untested"``). ``null_method``: ``"fast"`` draws and
     decomposes the surrogates in the table's leading principal subspace (99.9% of its variance), ``"exact"``
-    as whole tables (the reference; same null, see :mod:`pos_geometry.analysis._null_basis`). ``progress``:
+    as whole tables (the reference; same null, see :mod:`pos_geometry.analysis._null_basis`). ``sequential``:
+    each null stops once 10 of its surrogates reach the table's rotation share (Besag & Clifford; p = 10/l
+    after ``l`` surrogates): the verdict is the one all ``n_surrogates`` would give, and a curve the null
+    explains costs a few dozen surrogates instead of ``n_surrogates``; False draws them all (for the whole
+    null distribution). ``progress``:
     a bar of the surrogates done, on stderr (None: in a terminal or Jupyter). ``k=`` is a deprecated alias
     of ``n_components``.
 
@@ -413,6 +418,9 @@ def fit_helix(
         "alpha": float(alpha),
         "random_state": random_state,
         "method": check_null_method(null_method),
+        "sequential": check_bool(
+            "sequential", sequential, "stop each null once 10 surrogates reach the table"
+        ),
     }
     items, single = pca_items(x, k, window=window, center=True)
     with _progress.task("helix nulls", len(HELIX_NULLS) * n_surrogates * len(items), show=progress):

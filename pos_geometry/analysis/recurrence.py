@@ -73,9 +73,10 @@ import torch
 
 from pos_geometry import _progress
 from pos_geometry.analysis._batch import BatchResult, PCAItem, pca_items, renamed
-from pos_geometry.analysis._inputs import as_batch, check_int, check_level, parse_window
+from pos_geometry.analysis._inputs import as_batch, check_bool, check_int, check_level, parse_window
+from pos_geometry.analysis._monte_carlo import NullTest, StopRule, monte_carlo_p
 from pos_geometry.analysis._null_basis import check_null_method
-from pos_geometry.analysis._nulls import NullTest, monte_carlo_p, surrogate_values
+from pos_geometry.analysis._nulls import surrogate_values
 from pos_geometry.analysis._recurrence_map import fit_map, improvement, predict, real_log
 from pos_geometry.analysis._recurrence_pairs import (
     AUTO_CAP,
@@ -241,15 +242,22 @@ def _nulls(
 
     observed = float(improvement(z[None], rcond, horizon, affine)[0])
     method = null["method"]
+    rule = StopRule.for_level(observed, null["n_surrogates"], null["alpha"]) if null["sequential"] else None
     tests = []
     for i, family in enumerate(RECURRENCE_NULLS):
         values = surrogate_values(
             rows, family, null["n_surrogates"], null["random_state"] + i, statistic, method=method,
-            n_components=k, coordinates=center, subspace=True,
+            n_components=k, coordinates=center, subspace=True, rule=rule,
         )  # fmt: skip
         tests.append(
             monte_carlo_p(
-                f"gain_over_persistence_h{horizon}", observed, family, values, null["alpha"], method
+                f"gain_over_persistence_h{horizon}",
+                observed,
+                family,
+                values,
+                null["alpha"],
+                method,
+                rule=rule,
             )
         )
     return tuple(tests)
@@ -364,6 +372,7 @@ def fit_recurrence(
     alpha: float = 0.05,
     random_state: int = 0,
     null_method: str = "fast",
+    sequential: bool = True,
     progress: bool | None = None,
     **deprecated: Any,
 ) -> RecurrenceFit | BatchResult:
@@ -378,7 +387,9 @@ def fit_recurrence(
     steps and of smooth GP curves of its length scale (same PCA, same fit; ``n_surrogates`` each);
     ``n_surrogates=0`` skips them. ``null_method``: ``"fast"`` (the
     walks in the table's leading principal subspace) or ``"exact"`` (whole tables, the reference; see
-    :mod:`pos_geometry.analysis._null_basis`). ``progress``: a bar of the surrogates done, on stderr (None: in
+    :mod:`pos_geometry.analysis._null_basis`). ``sequential``: each null stops once 10 of its surrogates
+    reach the table's gain (Besag & Clifford; the decision is the one all ``n_surrogates`` would give);
+    False draws them all. ``progress``: a bar of the surrogates done, on stderr (None: in
     a terminal or Jupyter). ``k=`` is a deprecated alias of ``n_components``.
     Returns a :class:`RecurrenceFit`, or a ``BatchResult`` of them for a batch.
 
@@ -409,6 +420,9 @@ def fit_recurrence(
         "alpha": float(alpha),
         "random_state": random_state,
         "method": check_null_method(null_method),
+        "sequential": check_bool(
+            "sequential", sequential, "stop each null once 10 surrogates reach the table"
+        ),
     }
     auto = n_components == "auto"
     if auto:

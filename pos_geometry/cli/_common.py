@@ -155,8 +155,21 @@ def load_all(
     return loaded, failed
 
 
+SEQUENTIAL = typer.Option(
+    True,
+    "--sequential/--all-surrogates",
+    help="sequential: a helix or recurrence null stops once 10 of its surrogates reach the table (the "
+    "decision all of them would give; Besag & Clifford); all-surrogates: draw every surrogate.",
+)
+
+
 def analyze_all(
-    loaded: list[tuple[str, Any]], window: Any, analyses: tuple[str, ...], *, null_method: str = "fast"
+    loaded: list[tuple[str, Any]],
+    window: Any,
+    analyses: tuple[str, ...],
+    *,
+    null_method: str = "fast",
+    sequential: bool = True,
 ) -> tuple[list[tuple[str, Any, Any]], list[str]]:
     """:func:`pos_geometry.analyze` each loaded table once; returns ``([(argument, table, Analysis)], failed)``."""
     from pos_geometry.analysis.pipeline import analyze
@@ -166,7 +179,17 @@ def analyze_all(
         for name, pe in loaded:
             try:
                 done.append(
-                    (name, pe, analyze(pe, window=window, analyses=analyses, null_method=null_method))
+                    (
+                        name,
+                        pe,
+                        analyze(
+                            pe,
+                            window=window,
+                            analyses=analyses,
+                            null_method=null_method,
+                            sequential=sequential,
+                        ),
+                    )
                 )
             except PosGeometryError as exc:
                 report_failure(name if len(loaded) > 1 else None, exc)

@@ -8,6 +8,7 @@ import typer
 
 from pos_geometry.cli._common import (
     PLOTLYJS,
+    SEQUENTIAL,
     WINDOW,
     err,
     guard,
@@ -72,6 +73,7 @@ def sweep(
         199, "--n-surrogates", help="Surrogates of the helix and periodicity nulls."
     ),
     alpha: float = typer.Option(0.01, "--alpha", help="Level of the null tests."),
+    sequential: bool = SEQUENTIAL,
     n_components: int = typer.Option(10, "--n-components", help="PCA components kept (top-N ratio)."),
     window: str | None = WINDOW,
     executor: str = typer.Option(
@@ -118,7 +120,7 @@ def sweep(
             analyses=_analyses(analyses), n_surrogates=n_surrogates, alpha=alpha, n_components=n_components,
             window=parse_window_text(window), executor=executor, n_workers=workers, resume=resume,
             keep_tables=keep_tables, progress=True, layers=parse_layers(layers), fold_norm=fold_norm,
-            gguf_file=gguf_file,
+            gguf_file=gguf_file, sequential=sequential,
         )  # fmt: skip
         revs = _revisions(revisions)
         folders = [out] if len(models) == 1 else [out / safe_name(m) for m in models]

@@ -16,6 +16,7 @@ from pos_geometry.cli._common import (
     MODELS,
     OFFLINE,
     REVISION,
+    SEQUENTIAL,
     WINDOW,
     analyze_all,
     finish,
@@ -51,6 +52,7 @@ def analyze(
         help="fast: the nulls' surrogates in each table's leading principal subspace; exact: whole tables "
         "(the reference, slower). The same nulls.",
     ),
+    sequential: bool = SEQUENTIAL,
     device: str = DEVICE,
     offline: bool | None = OFFLINE,
 ) -> None:
@@ -70,7 +72,9 @@ def analyze(
     def run() -> None:
         chosen = parse_analyses(analyses)
         loaded, failed = load_all(models, revision=revision, device=device, offline=offline)
-        done, broken = analyze_all(loaded, parse_window_text(window), chosen, null_method=null_method)
+        done, broken = analyze_all(
+            loaded, parse_window_text(window), chosen, null_method=null_method, sequential=sequential
+        )
         failed += broken
         rows = [a.row() for _, _, a in done]
         if as_json:

@@ -64,7 +64,9 @@ class SweepConfig:
     query/key weights, :mod:`pos_geometry.sweeps.rotary`); ``analyses``: a subset of :data:`ANALYSES`
     (learned) or of :data:`~pos_geometry.sweeps.rotary.ROTARY_ANALYSES` (rotary); ``"all"`` / ``"cheap"``
     accepted by :meth:`make`. Learned: ``n_components``: PCA components kept (the ``top{n}_ratio``);
-    ``n_surrogates``, ``alpha``, ``random_state``, ``null_method``: the helix and periodicity nulls; ``window``:
+    ``n_surrogates``, ``alpha``, ``random_state``, ``null_method``: the helix and periodicity nulls
+    (``sequential``: the helix nulls stop once 10 surrogates reach the table, as in
+    :func:`~pos_geometry.analysis.helix.fit_helix`); ``window``:
     ``(start, stop)`` positions analysed (None: all). Rotary: ``layers`` (None: all) and ``fold_norm``, as in
     :func:`~pos_geometry.analysis.rotary_atlas.rotary_atlas`, and ``gguf_file``: the ``.gguf`` file of each
     checkpoint that is read instead of its transformers weights (None: those).
@@ -81,6 +83,7 @@ class SweepConfig:
     fold_norm: bool = False
     gguf_file: str | None = None
     null_method: str = "fast"
+    sequential: bool = True
 
     @classmethod
     def make(
@@ -97,6 +100,7 @@ class SweepConfig:
         fold_norm: bool = False,
         gguf_file: str | None = None,
         null_method: str = "fast",
+        sequential: bool = True,
     ) -> SweepConfig:
         """Validate the arguments of :func:`~pos_geometry.sweeps.sweep` into a config."""
         if gguf_file is not None:
@@ -138,11 +142,13 @@ class SweepConfig:
             except (TypeError, ValueError):
                 raise InvalidArgumentError(f"window must be a pair (start, stop); got {window!r}.") from None
             window = (start, stop)
+        from pos_geometry.analysis._inputs import check_bool
         from pos_geometry.analysis._null_basis import check_null_method
 
         return cls(
             tuple(a for a in ANALYSES if a in chosen), n_components, n_surrogates, float(alpha), random_state,
             window, null_method=check_null_method(null_method),
+            sequential=check_bool("sequential", sequential, "stop each helix null once 10 surrogates reach the table"),
         )  # fmt: skip
 
     def fingerprint(self) -> str:
@@ -161,6 +167,8 @@ class SweepConfig:
                 fields["null_basis"] = "principal axes"
             else:
                 fields.pop("null_method")
+            if "helix" not in self.analyses or not self.sequential:
+                fields.pop("sequential")  # (results of all-surrogate helix nulls keep their hash)
         else:
             keys = ("analyses", "kind", "layers", "fold_norm") + (("gguf_file",) if self.gguf_file else ())
             fields = {k: fields[k] for k in keys}
@@ -236,13 +244,14 @@ def _helix(emb: Any, config: SweepConfig) -> dict[str, Any]:
 
     fit = fit_helix(
         emb, 3, window=config.window, n_surrogates=config.n_surrogates, alpha=config.alpha,
-        random_state=config.random_state, null_method=config.null_method,
+        random_state=config.random_state, null_method=config.null_method, sequential=config.sequential,
     )  # fmt: skip
     return {
         "helix_verdict": fit.verdict,
         "helix_reason": fit.reason,
         "helix_p_value": _f(fit.p_value),
-        "helix_n_surrogates": config.n_surrogates,
+        # surrogates drawn by the longest null (fewer than n_surrogates where a sequential null stopped; 0: none ran)
+        "helix_n_surrogates": max((t.n_surrogates for t in fit.tests), default=0),
         "helix_shape": fit.shape,
         "helix_delta_bic": float(fit.delta_bic),
         "helix_period": _f(fit.period),

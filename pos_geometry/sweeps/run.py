@@ -135,6 +135,7 @@ def sweep(
     fold_norm: bool = False,
     gguf_file: str | None = None,
     null_method: str = "fast",
+    sequential: bool = True,
 ) -> SweepResult:
     """Read the positional table (or, for a rotary model, the query/key weights) of each training checkpoint
     of ``model`` and measure it.
@@ -150,8 +151,8 @@ def sweep(
             (:func:`~pos_geometry.sweeps.revisions.select_revisions`).
         analyses: ``"all"``, ``"cheap"`` (norms, PCA, drift: no null) or a list from
             :data:`~pos_geometry.sweeps.metrics.ANALYSES`; ``n_components``, ``n_surrogates``, ``alpha``,
-            ``random_state``, ``window``, ``null_method``: their parameters
-            (:class:`~pos_geometry.sweeps.metrics.SweepConfig`; ``null_method`` as in
+            ``random_state``, ``window``, ``null_method``, ``sequential``: their parameters
+            (:class:`~pos_geometry.sweeps.metrics.SweepConfig`; ``null_method`` and ``sequential`` as in
             :func:`~pos_geometry.analysis.pipeline.analyze`).
             A rotary model's analyses are ``"atlas"`` and ``"drift"`` (both cheap; ``"all"``/``"cheap"``).
         layers, fold_norm: a rotary model's atlas: the layers read (None: all) and whether the norm gain
@@ -183,6 +184,7 @@ def sweep(
     options = dict(
         n_components=n_components, n_surrogates=n_surrogates, alpha=alpha, random_state=random_state,
         window=window, layers=layers, fold_norm=fold_norm, gguf_file=gguf_file, null_method=null_method,
+        sequential=sequential,
     )  # fmt: skip
     executor_label = describe_executor(executor, n_workers)  # validates it before any request
     info = _resolve_model(model)

@@ -16,8 +16,8 @@ pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a C
 
 @pytest.mark.slow
 def test_gpu_and_cpu_give_the_same_verdicts(gpt2_wpe):
-    cpu = pg.analyze(torch.from_numpy(gpt2_wpe), n_surrogates=99)
-    gpu = pg.analyze(torch.from_numpy(gpt2_wpe).to("cuda"), n_surrogates=99)
+    cpu = pg.analyze(torch.from_numpy(gpt2_wpe), n_surrogates=99, sequential=False)  # whole distributions
+    gpu = pg.analyze(torch.from_numpy(gpt2_wpe).to("cuda"), n_surrogates=99, sequential=False)
     assert gpu.pca.components_.device.type == "cuda"
     assert gpu.helix.verdict == cpu.helix.verdict
     tests = [

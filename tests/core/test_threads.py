@@ -186,3 +186,53 @@ def test_an_interrupt_in_an_item_stops_the_pool_and_reaches_the_caller():
         parallel_map(work, [0, 1, 2, 3], 2)
     assert 0 < len(steps) < 2000
     assert threading.active_count() == before_threads and torch.get_num_threads() == before_torch
+
+
+def test_until_returns_the_shortest_prefix_it_holds_for_on_any_number_of_threads():
+    # the prefix test "three of the results are multiples of 7" first holds after item 21 (0, 7, 14, 21 ...:
+    # 0 counts): the same 15 results, in order, on 1, 2 and 4 threads, and inside another map
+    def until(results: list[int]) -> bool:
+        return sum(r % 7 == 0 for r in results) >= 3
+
+    expected = list(range(15))
+    for workers in (1, 2, 4):
+        assert parallel_map(lambda i: i, list(range(40)), workers, until=until) == expected
+
+    def outer(i: int) -> list[int]:
+        return parallel_map(lambda j: j, list(range(40)), cpu_workers("cpu"), until=until)
+
+    assert parallel_map(outer, [0, 1, 2], 2) == [expected] * 3
+    # never met: every result
+    assert parallel_map(lambda i: i, list(range(6)), 2, until=until) == list(range(6))
+
+
+def test_until_starts_no_item_past_a_finished_prefix_that_passed():
+    import time
+
+    started = []
+
+    def work(i: int) -> int:  # the first four at once, the others slowly
+        started.append(i)
+        time.sleep(0.05 if i >= 4 else 0.0)
+        return i
+
+    for workers in (1, 2):
+        started.clear()
+        begin = time.perf_counter()
+        got = parallel_map(work, list(range(50)), workers, until=lambda results: len(results) >= 4)
+        assert got == [0, 1, 2, 3]
+        # items are taken in order; once item 3 is done no other starts (one may be running on the other
+        # thread), where all 50 would take 2.3 s
+        assert sorted(started) == list(range(len(started))) and len(started) <= 4 + 2 * (workers - 1)
+        assert time.perf_counter() - begin < 1.0
+
+
+def test_an_error_in_the_until_test_is_raised():
+    def until(results: list[int]) -> bool:
+        if len(results) == 3:
+            raise ZeroDivisionError("the test failed")
+        return False
+
+    for workers in (1, 2):
+        with pytest.raises(ZeroDivisionError, match="the test failed"):
+            parallel_map(lambda i: i, list(range(10)), workers, until=until)

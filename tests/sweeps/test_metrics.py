@@ -63,3 +63,29 @@ def test_config_validates_and_fingerprints():
     with pytest.raises(InvalidArgumentError, match="periodicity needs n_surrogates >= 1"):
         SweepConfig.make(["periodicity"], n_surrogates=0)
     assert SweepConfig.make(["helix"], n_surrogates=0).n_surrogates == 0  # the helix is then "untested"
+
+
+def test_sequential_helix_nulls_are_part_of_the_config():
+    # the helix nulls' p-values differ when they stop early: stored results of the other setting are recomputed;
+    # a sweep without the helix keeps its hash
+    helix = SweepConfig.make(["helix"])
+    assert helix.sequential is True
+    assert helix.fingerprint() != SweepConfig.make(["helix"], sequential=False).fingerprint()
+    assert SweepConfig.make(["periodicity"]).fingerprint() == (
+        SweepConfig.make(["periodicity"], sequential=False).fingerprint()
+    )
+    with pytest.raises(InvalidArgumentError, match=r"sequential must be True or False .*'no'"):
+        SweepConfig.make(["helix"], sequential="no")
+
+
+def test_the_helix_row_counts_the_surrogates_drawn():
+    from pos_geometry.sweeps.metrics import _helix
+
+    t = np.arange(160)[:, None]
+    kernel = np.exp(-0.5 * ((t - t.T) / 12.0) ** 2) + 1e-6 * np.eye(160)
+    # a smooth random curve: the nulls explain it
+    curve = np.linalg.cholesky(kernel) @ np.random.default_rng(6).standard_normal((160, 12))
+    drawn = _helix(curve, SweepConfig.make(["helix"], n_surrogates=99, alpha=0.05))
+    full = _helix(curve, SweepConfig.make(["helix"], n_surrogates=99, alpha=0.05, sequential=False))
+    assert drawn["helix_verdict"] == full["helix_verdict"] == "not a helix"
+    assert full["helix_n_surrogates"] == 99 and 10 <= drawn["helix_n_surrogates"] < 99
