@@ -16,17 +16,15 @@ commit reads no weight at all; the q/k tensors themselves are not copied into th
 
 from __future__ import annotations
 
-import contextvars
 import dataclasses
 import hashlib
 import json
 import threading
-from collections.abc import Callable
-from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 
 import torch
 
 from pos_geometry._dtypes import dtype_name
+from pos_geometry._threads import check_stop, parallel_map
 from pos_geometry.sources.roles import QKReader
 
 __all__ = ["LayerSums", "layer_sums", "fold_row_gains", "grams", "plane_grams"]
@@ -115,10 +113,6 @@ def plane_grams(
     for h in range(w.shape[0]):
         _head_sums(w[h], planes, gain, where, work, norms[h], cross[h])
     return grams(norms, cross, planes)
-
-
-class _Stopped(Exception):
-    """Another tensor's job failed: this one stops at its next head."""
 
 
 def _spec(reader: QKReader, heads: tuple, ranges: tuple, norm_key: str | None) -> str:
@@ -224,53 +218,33 @@ def _compute(
         for which in ("q", "k"):
             if reader.key(job.index, which) == job.spelled:
                 reader.check(job.index, which)
-    local, stop, seen = threading.local(), threading.Event(), []
-    gains: dict[int, torch.Tensor] = {}
+    local = threading.local()
+    needed = list(dict.fromkeys(job.index for job in jobs if job.norm_key))
+    # the norm gains: small reads, concurrent (each item runs in a copy of the caller's context, so the
+    # load's deadline applies there too)
+    gains = dict(zip(needed, (g[0] for g in parallel_map(reader.gain, needed, workers)), strict=True))
 
-    def run(job: _Job) -> None:
+    def run(job: _Job) -> str:
         work = local.__dict__.setdefault("work", _Workspace())
         norms = torch.empty(len(job.ranges), n_rot, dtype=torch.float32, device=device)
         cross = torch.empty(len(job.ranges), n_planes, dtype=torch.float32, device=device)
         gain, dtypes = gains.get(job.index), []
 
         def visit(i: int, rows: torch.Tensor) -> None:
-            if stop.is_set():
-                raise _Stopped
+            check_stop()  # another tensor failed, or Ctrl-C: stop at the next head
             dtypes.append(rows.dtype)
             _head_sums(rows, reader.planes, gain, device, work, norms[i], cross[i])
 
-        try:
-            if stop.is_set():
-                raise _Stopped
-            ckpt.visit_rows(job.spelled, job.ranges, visit)
-        except BaseException:
-            stop.set()
-            raise
+        check_stop()
+        ckpt.visit_rows(job.spelled, job.ranges, visit)
         kind = dtype_name(dtypes[0])
         meta = {"stored_dtype": kind, "key": job.spelled, "norm_key": job.norm_key or ""}
         ckpt.store_result(job.name, {"norms": norms, "cross": cross}, job.spec, meta)
         found[(job.index, job.key)] = (norms, cross)
-        seen.append(kind)
+        return kind
 
-    def submit(pool: ThreadPoolExecutor, fn: Callable, *args: object) -> Future:
-        return pool.submit(contextvars.copy_context().run, fn, *args)  # the load's deadline applies there too
-
-    with ThreadPoolExecutor(max(1, min(workers, len(jobs))), thread_name_prefix="pos_geometry-atlas") as pool:
-        needed = list(dict.fromkeys(job.index for job in jobs if job.norm_key))
-        reads = {index: submit(pool, reader.gain, index) for index in needed}  # small reads, concurrent
-        gains.update((index, read.result()[0]) for index, read in reads.items())
-        futures = [submit(pool, run, job) for job in jobs]
-        try:
-            wait(futures, return_when=FIRST_EXCEPTION)
-        finally:  # after a failure (or an interrupt here): the running jobs stop at their next head
-            if not all(future.done() for future in futures):
-                stop.set()
-            for future in futures:
-                future.cancel()  # the jobs not started
-    errors = [f.exception() for f in futures if not f.cancelled() and f.exception() is not None]
-    first = next((e for e in errors if not isinstance(e, _Stopped)), None)
-    if first is not None:
-        raise first
+    # one tensor per thread; a failure stops the others at their next head and is raised here
+    seen = parallel_map(run, jobs, max(1, min(workers, len(jobs))))
     return seen[0] if seen else ""
 
 
