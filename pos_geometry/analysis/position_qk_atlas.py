@@ -70,6 +70,7 @@ import torch
 
 from pos_geometry._device import resolve_device
 from pos_geometry._threads import cpu_workers, parallel_map
+from pos_geometry.analysis._pca_solvers import exact_pca
 from pos_geometry.analysis._results import Result
 from pos_geometry.analysis.qk_head_view import head_view, layer_norm_table, offset_means
 from pos_geometry.analysis.qk_lookback import implied_offset, plane_step
@@ -312,12 +313,13 @@ def position_qk_atlas(
         bias, bias_key = model.bias(index, where, dtype) if biases else (None, None)
         keys += [bias_key] if bias_key else []
         mean = x.mean(0, keepdim=True)
-        _, s, vh = torch.linalg.svd(x - mean, full_matrices=False)
-        k = min(n_components, vh.shape[0])
-        basis = vh[:k].T
-        ratios.append((s[:k] ** 2 / (s**2).sum()).to("cpu", torch.float64))
-        coords = (x - mean) @ basis
-        plane = vh[:2].T
+        # the top principal axes, scikit-learn's signs (an eigendecomposition of the d × d Gram matrix where
+        # n ≥ d: several times faster than the table's full SVD, which reproduce ran 28 times)
+        k = min(n_components, *x.shape)
+        s, axes, coords = exact_pca(x, mean[0], max(k, 2))
+        basis, coords = axes[:k].T, coords[:, :k]
+        ratios.append((s[:k] ** 2 / (x - mean).square().sum()).to("cpu", torch.float64))
+        plane = axes[:2].T
         steps.append(plane_step(x, plane))
         heads = range(model.n_heads)
         biased = [model.head(bias, h) if bias is not None else (None, None) for h in heads]

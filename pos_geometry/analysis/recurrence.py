@@ -74,10 +74,9 @@ import torch
 from pos_geometry import _progress
 from pos_geometry.analysis._batch import BatchResult, PCAItem, pca_items, renamed
 from pos_geometry.analysis._inputs import as_batch, check_bool, check_int, check_level, parse_window
-from pos_geometry.analysis._monte_carlo import NullTest, StopRule, monte_carlo_p
+from pos_geometry.analysis._monte_carlo import NullTest
 from pos_geometry.analysis._null_basis import check_null_method
-from pos_geometry.analysis._nulls import surrogate_values
-from pos_geometry.analysis._recurrence_map import fit_map, improvement, predict, real_log
+from pos_geometry.analysis._recurrence_map import fit_map, predict, real_log
 from pos_geometry.analysis._recurrence_pairs import (
     AUTO_CAP,
     AUTO_VARIANCE,
@@ -93,6 +92,7 @@ from pos_geometry.analysis._recurrence_pairs import (
     spread,
     status_before_null,
 )
+from pos_geometry.analysis._recurrence_test import RECURRENCE_NULLS, recurrence_null_tests
 from pos_geometry.analysis._results import Result
 from pos_geometry.analysis.pca import PCAResult
 from pos_geometry.embedding import Provenance
@@ -222,47 +222,6 @@ class RecurrenceFit(Result):
         ]
 
 
-RECURRENCE_NULLS = ("step_walk", "smooth_gp")
-
-
-def _nulls(
-    rows: torch.Tensor,
-    z: torch.Tensor,
-    k: int,
-    center: bool,
-    affine: bool,
-    rcond: float,
-    horizon: int,
-    null: dict[str, Any],
-) -> tuple[NullTest, ...]:
-    """``M^horizon``'s gain over persistence on ``z`` ``(n, k)`` against each of :data:`RECURRENCE_NULLS`."""
-
-    def statistic(coords: torch.Tensor) -> torch.Tensor:
-        return improvement(coords, rcond, horizon, affine)
-
-    observed = float(improvement(z[None], rcond, horizon, affine)[0])
-    method = null["method"]
-    rule = StopRule.for_level(observed, null["n_surrogates"], null["alpha"]) if null["sequential"] else None
-    tests = []
-    for i, family in enumerate(RECURRENCE_NULLS):
-        values = surrogate_values(
-            rows, family, null["n_surrogates"], null["random_state"] + i, statistic, method=method,
-            n_components=k, coordinates=center, subspace=True, rule=rule,
-        )  # fmt: skip
-        tests.append(
-            monte_carlo_p(
-                f"gain_over_persistence_h{horizon}",
-                observed,
-                family,
-                values,
-                null["alpha"],
-                method,
-                rule=rule,
-            )
-        )
-    return tuple(tests)
-
-
 def _fit_one(
     item: PCAItem,
     horizons: tuple[int, ...],
@@ -322,7 +281,7 @@ def _fit_one(
                 "embedding (or a PCAResult from pca() of it), or n_surrogates=0 to skip the null."
             )
         horizon = max(h for h in pred_err if h <= n // 2) if any(h <= n // 2 for h in pred_err) else 1
-        tests = _nulls(item.rows, torch.from_numpy(z), k, center, affine, rcond, horizon, null)
+        tests = recurrence_null_tests(item.rows, torch.from_numpy(z), k, center, affine, rcond, horizon, null)
         failed = [t for t in tests if not t.significant]
         if failed:
             verdict = (
