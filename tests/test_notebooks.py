@@ -143,7 +143,7 @@ def test_gpt2_helix_notebook():
     assert f"{top3:.4f}" == "0.9039" and f"top-3 explained variance ratio: {top3:.4f}" in text
     truncated = _top3(REAL_GPT2, start=100)
     assert f"rows 100-1023: {truncated:.4f}" in text and truncated > top3  # the post's truncation claim
-    assert "verdict: helix (p = 0.05); best shape: helix" in text  # 19 surrogates: the smallest p is 0.05
+    assert "verdict: helix (p = 0.005); best shape: helix" in text  # 199 surrogates: the smallest p is 0.005
     assert any(
         "text/html" in out.get("data", {}) and "HelixFit" in out["data"]["text/html"]
         for c in nb.cells
