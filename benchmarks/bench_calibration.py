@@ -2,7 +2,9 @@
 
 For each null family and size, ``--tables`` tables are drawn and passed to ``pg.analyze`` with its fast nulls
 (``--surrogates`` per null, α = 0.05 for the run; the verdict at α = 0.01 is read from the same p-values,
-since every other criterion of a verdict does not depend on α). Counted, per cell:
+since every other criterion of a verdict does not depend on α). The helix and recurrence nulls are
+sequential (``analyze``'s default): a null that stops has p > 0.05, so a verdict at α = 0.05 means none of its
+nulls stopped and its p-values are those of every surrogate; the counts are the full tests'. Counted, per cell:
 
 * ``helix``: verdict ``"helix"`` (the helix shape wins by BIC, and its rotation share beats every null);
 * ``period``: at least one significant period (a peak of the offset curve or of PC1..3, not at the band's edge);
