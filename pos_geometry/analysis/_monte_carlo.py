@@ -19,7 +19,16 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-__all__ = ["NULL_DESCRIPTIONS", "NullTest", "SEQUENTIAL_EXCEEDANCES", "StopRule", "monte_carlo_p"]
+from pos_geometry.analysis._inputs import check_bool
+
+__all__ = [
+    "NULL_DESCRIPTIONS",
+    "NullTest",
+    "SEQUENTIAL_EXCEEDANCES",
+    "StopRule",
+    "check_sequential",
+    "monte_carlo_p",
+]
 
 NULL_DESCRIPTIONS = {
     "step_walk": "random walks made of the table's own steps (blocks of its length scale, shuffled)",
@@ -80,6 +89,15 @@ class NullTest:
 SEQUENTIAL_EXCEEDANCES = 10
 """A sequential null stops once this many surrogates (at least; more where ``α·S`` needs it) have reached the
 observed statistic: Besag & Clifford's ``h``, for a p-value of about ±30% relative spread when it stops."""
+
+
+def check_sequential(value: object) -> bool:
+    """``value`` of a ``sequential=`` argument as a bool, else :class:`~pos_geometry.errors.InvalidArgumentError`
+    (one rule and one message for every analysis and the sweep)."""
+    meaning = (
+        f"stop a helix or recurrence null once {SEQUENTIAL_EXCEEDANCES} of its surrogates reach the table"
+    )
+    return check_bool("sequential", value, meaning)
 
 
 def _reaching(values: np.ndarray, observed: float) -> np.ndarray:

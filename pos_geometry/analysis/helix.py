@@ -60,8 +60,8 @@ from pos_geometry.analysis._batch import BatchResult, PCAItem, pca_items, rename
 from pos_geometry.analysis._helix_model import Fitter, design, rss_of, solve
 from pos_geometry.analysis._helix_results import SHAPES, VERDICTS, HelixFit
 from pos_geometry.analysis._helix_test import HELIX_NULLS, dct_correlation, helix_null_tests, rotation_scan
-from pos_geometry.analysis._inputs import check_bool, check_int, check_level
-from pos_geometry.analysis._monte_carlo import NullTest
+from pos_geometry.analysis._inputs import check_int, check_level
+from pos_geometry.analysis._monte_carlo import NullTest, check_sequential
 from pos_geometry.analysis._null_basis import check_null_method
 from pos_geometry.errors import InvalidArgumentError
 
@@ -300,9 +300,7 @@ def fit_helix(
         "alpha": float(alpha),
         "random_state": random_state,
         "method": check_null_method(null_method),
-        "sequential": check_bool(
-            "sequential", sequential, "stop each null once 10 surrogates reach the table"
-        ),
+        "sequential": check_sequential(sequential),
     }
     items, single = pca_items(x, k, window=window, center=True)
     with _progress.task("helix nulls", len(HELIX_NULLS) * n_surrogates * len(items), show=progress):

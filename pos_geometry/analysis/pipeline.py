@@ -23,7 +23,8 @@ from pos_geometry import _progress
 from pos_geometry._limits import check_positions
 from pos_geometry._threads import cpu_workers, parallel_map
 from pos_geometry.analysis._helix_test import HELIX_NULLS
-from pos_geometry.analysis._inputs import check_bool, check_int, parse_window
+from pos_geometry.analysis._inputs import check_int, parse_window
+from pos_geometry.analysis._monte_carlo import check_sequential
 from pos_geometry.analysis._null_basis import _decomposition, check_null_method
 from pos_geometry.analysis._results import Result
 from pos_geometry.analysis.helix import HelixFit, fit_helix
@@ -269,7 +270,7 @@ def analyze(
     kind = res.provenance.kind
     notes: dict[str, str] = {}
     null_method = check_null_method(null_method)
-    sequential = check_bool("sequential", sequential, "stop the helix and recurrence nulls early")
+    sequential = check_sequential(sequential)
     nulls = {
         "n_surrogates": n_surrogates,
         "alpha": alpha,

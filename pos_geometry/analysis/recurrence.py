@@ -73,8 +73,8 @@ import torch
 
 from pos_geometry import _progress
 from pos_geometry.analysis._batch import BatchResult, PCAItem, pca_items, renamed
-from pos_geometry.analysis._inputs import as_batch, check_bool, check_int, check_level, parse_window
-from pos_geometry.analysis._monte_carlo import NullTest
+from pos_geometry.analysis._inputs import as_batch, check_int, check_level, parse_window
+from pos_geometry.analysis._monte_carlo import NullTest, check_sequential
 from pos_geometry.analysis._null_basis import check_null_method
 from pos_geometry.analysis._recurrence_map import fit_map, predict, real_log
 from pos_geometry.analysis._recurrence_pairs import (
@@ -379,9 +379,7 @@ def fit_recurrence(
         "alpha": float(alpha),
         "random_state": random_state,
         "method": check_null_method(null_method),
-        "sequential": check_bool(
-            "sequential", sequential, "stop each null once 10 surrogates reach the table"
-        ),
+        "sequential": check_sequential(sequential),
     }
     auto = n_components == "auto"
     if auto:

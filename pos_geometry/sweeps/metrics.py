@@ -142,13 +142,13 @@ class SweepConfig:
             except (TypeError, ValueError):
                 raise InvalidArgumentError(f"window must be a pair (start, stop); got {window!r}.") from None
             window = (start, stop)
-        from pos_geometry.analysis._inputs import check_bool
+        from pos_geometry.analysis._monte_carlo import check_sequential
         from pos_geometry.analysis._null_basis import check_null_method
 
         return cls(
             tuple(a for a in ANALYSES if a in chosen), n_components, n_surrogates, float(alpha), random_state,
             window, null_method=check_null_method(null_method),
-            sequential=check_bool("sequential", sequential, "stop each helix null once 10 surrogates reach the table"),
+            sequential=check_sequential(sequential),
         )  # fmt: skip
 
     def fingerprint(self) -> str:
