@@ -127,7 +127,8 @@ def _first(config: Mapping[str, Any], keys: tuple[str, ...], used: list[str], wh
 def layer_type_groups(config: Mapping[str, Any]) -> dict[str, tuple[int, ...]] | None:
     """``{layer type: layers}`` when ``config`` rotates different layers with different parameters
     (transformers v5 ``rope_parameters`` keyed by layer type, as Gemma-2/3 write it, with ``layer_types``
-    naming each layer's type), else None. A type whose parameters are None does not rotate."""
+    naming each layer's type), in the order of each type's first layer, else None. A type whose parameters
+    are None does not rotate."""
     params = config.get("rope_parameters")
     if not (
         isinstance(params, Mapping) and params and all(isinstance(v, Mapping | None) for v in params.values())
@@ -136,7 +137,9 @@ def layer_type_groups(config: Mapping[str, Any]) -> dict[str, tuple[int, ...]] |
     if not any(isinstance(v, Mapping) for v in params.values()):
         return None
     kinds = config.get("layer_types") or []
-    return {kind: tuple(i for i, k in enumerate(kinds) if k == kind) for kind in params}
+    groups = {kind: tuple(i for i, k in enumerate(kinds) if k == kind) for kind in params}
+    # in layer order (a saved config.json and a config class may list the types in different orders)
+    return dict(sorted(groups.items(), key=lambda item: (item[1][0] if item[1] else len(kinds), item[0])))
 
 
 def per_layer_type(config: Mapping[str, Any], layer_type: str | None) -> Mapping[str, Any]:

@@ -8,8 +8,9 @@ query and the key rows, their biases and their per-head norm gains, so the unrot
 unchanged: only the rotation is wrong. This is how llama.cpp stores Llama's q/k rows; loading them
 unconverted costs SmolLM2-135M about 2 nats on a fixed paragraph (``tests/hidden/test_real_smollm2.py``).
 
-The rows are found from the model's attention-layout row (:mod:`pos_geometry.registry.attention`):
-separate ``q``/``k`` projections, or a fused one whose query/key rows are picked per head.
+The rows are found from the model's attention layout (:mod:`pos_geometry.registry.architecture`: a
+row of the layout table, else the layout transformers gives): separate ``q``/``k`` projections, or a
+fused one whose query/key rows are picked per head.
 """
 
 from __future__ import annotations
@@ -51,19 +52,31 @@ def _head_rows(n_heads: int, head_dim: int, start: int, stride: int) -> list[tor
 
 def swap_pairing(target: EditTarget) -> None:
     """Reorder every layer's query/key rows (module docstring), recording the undo in ``target``."""
-    from pos_geometry.encodings.rotary import rotary_params
-    from pos_geometry.registry.attention import attention_layout
+    from pos_geometry.registry.architecture import describe_architecture
     from pos_geometry.sources.roles import head_counts
 
     config = target.loaded.config
     try:
-        layout = attention_layout(config)
+        architecture = describe_architecture(config)
+        layout, _ = architecture.attention()
     except InvalidArgumentError as exc:
         raise NotApplicableError(f"the pairing swap needs the model's query/key rows: {exc}") from None
-    params = rotary_params(config)
+    dims = {
+        (t.rotary.rotary_dim, t.rotary.head_dim) for t in architecture.layer_types if t.rotary is not None
+    }
+    if len(dims) != 1:
+        raise NotApplicableError(
+            f"the pairing swap reorders one head layout, but this model's layer types rotate {sorted(dims)} "
+            "(rotary dims, head dims)."
+        )
+    rotary_dim, hd = dims.pop()
+    if rotary_dim < 4:
+        raise NotApplicableError(
+            f"the pairing swap needs at least two rotation planes per head to pair differently; this model rotates "
+            f"{rotary_dim} of each head's {hd} dimensions (one plane), so any reordering keeps its pair."
+        )
     n_layers, n_heads, n_kv = head_counts(config)
-    hd = params.head_dim
-    order = interleave_order(params.rotary_dim, hd)
+    order = interleave_order(rotary_dim, hd)
     found = _parameters(target)
     for layer in range(n_layers):
         keys = layout.keys(layer, norm=True)

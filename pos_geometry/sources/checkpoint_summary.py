@@ -30,7 +30,7 @@ CONFIG_FIELDS: tuple[str, ...] = (
     "model_type", "architectures", "hidden_size", "n_embd", "d_model", "num_hidden_layers", "n_layer",
     "num_attention_heads", "n_head", "num_key_value_heads", "head_dim", "max_position_embeddings",
     "n_positions", "n_ctx", "rope_theta", "rotary_emb_base", "partial_rotary_factor", "rotary_pct",
-    "rope_scaling", "position_embedding_type",
+    "rope_scaling", "rope_parameters", "sliding_window", "position_embedding_type",
 )  # fmt: skip
 """The config fields a summary shows (those present), in this order."""
 
@@ -58,6 +58,9 @@ class CheckpointSummary:
         reason: one sentence on how ``kind`` was decided.
         config: the :data:`CONFIG_FIELDS` present in the config (``config.json``, or GGUF metadata).
         config_source: where the config came from, or None when there is none.
+        layer_types: for a rotary model, each layer type as ``(label, layers, rotation and span)``
+            (:class:`~pos_geometry.registry.architecture.LayerType`); one ``"all"`` entry when every layer is
+            alike; a ``("not described", "", reason)`` entry when the config cannot be described.
     """
 
     path: str
@@ -69,6 +72,7 @@ class CheckpointSummary:
     reason: str
     config: Mapping[str, Any]
     config_source: str | None
+    layer_types: tuple[tuple[str, str, str], ...] = ()
 
     def rows(self) -> list[tuple[str, str]]:
         """``(field, text)`` pairs for a two-column table."""
@@ -86,6 +90,12 @@ class CheckpointSummary:
             ("config", self.config_source or "none found"),
         ]
         rows += [(f"  {k}", str(v)) for k, v in self.config.items()]
+        if self.layer_types:
+            rows.append(("layer types", str(sum(1 for t in self.layer_types if t[0] != "not described"))))
+            rows += [
+                (f"  {label}", "; ".join(p for p in (layers, text) if p))
+                for label, layers, text in self.layer_types
+            ]
         return rows
 
 
@@ -199,7 +209,7 @@ def describe_checkpoint(path: str | os.PathLike[str]) -> CheckpointSummary:
     if target.is_file() and is_gguf(FileByteSource(target)):
         fmt = "gguf"
         tensors, config = _gguf(target)
-        config_source = f"{target} (GGUF metadata)"
+        config_source = f"{target} (GGUF metadata; {config['gguf'].get('config_source', 'renamed')})"
         keys = [t.key for t in tensors]
         position_key = "position_embd.weight" if "position_embd.weight" in keys else None
     else:
@@ -214,7 +224,19 @@ def describe_checkpoint(path: str | os.PathLike[str]) -> CheckpointSummary:
     return CheckpointSummary(
         path=str(p), format=fmt, weights=str(target), tensors=tensors, position_key=position_key,
         kind=kind, reason=reason, config=shown, config_source=config_source,
+        layer_types=_layer_types(config) if kind == "rotary" and config is not None else (),
     )  # fmt: skip
+
+
+def _layer_types(config: Mapping[str, Any]) -> tuple[tuple[str, str, str], ...]:
+    """Each layer type of a rotary config: its layers, rotation and attention span (module docstring)."""
+    from pos_geometry.registry.architecture import describe_architecture, layer_list
+
+    try:
+        architecture = describe_architecture(config)
+    except InvalidArgumentError as exc:
+        return (("not described", "", str(exc)),)
+    return tuple((t.label, f"layers {layer_list(t.layers)}", t.describe()) for t in architecture.layer_types)
 
 
 def _position_key(fmt: str, tensors: tuple[TensorInfo, ...], source: str) -> str | None:

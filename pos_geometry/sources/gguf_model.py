@@ -3,12 +3,14 @@
 transformers can load a GGUF file itself (``from_pretrained(..., gguf_file=...)``), and that is the
 reference. It also parses the whole header with ``gguf.GGUFReader``, builds a random model and
 maps every tensor name once per submodule: 30 s for SmolLM2-135M on this machine. For the
-architectures whose GGUF tensors need no conversion beyond llama.cpp's q/k row order (those with no
-tensor processor in transformers' GGUF loader, and ``llama``), :func:`gguf_model` builds the
-transformers model from the GGUF's config without initialising its weights and fills every parameter through
-:class:`~pos_geometry.sources.gguf_checkpoint.GGUFWeights` (a few seconds). Any other architecture,
-or a parameter the file does not hold, goes to transformers' own loader. A test checks on the real
-SmolLM2 bytes that both give the same parameters, bit for bit.
+architectures whose GGUF tensors transformers converts one at a time (no tensor processor, or one
+of :data:`PER_TENSOR_PROCESSORS`), :func:`gguf_model` builds the transformers model from the GGUF's
+config (:func:`~pos_geometry.sources.gguf_config.gguf_config`: the same config every other path
+reads) without initialising its weights, and fills every parameter through
+:class:`~pos_geometry.sources.gguf_checkpoint.GGUFWeights`, which applies transformers' own processor
+to each tensor (a few seconds). Any other architecture (processors that merge experts), or a
+parameter the file does not hold, goes to transformers' own loader. Tests check on the real SmolLM2
+bytes and on files written by llama.cpp's converter that both give the same parameters.
 """
 
 from __future__ import annotations
@@ -20,16 +22,23 @@ from typing import Any
 import torch
 
 from pos_geometry.sources.byte_source import FileByteSource
-from pos_geometry.sources.gguf_checkpoint import PERMUTED_QK, GGUFWeights
+from pos_geometry.sources.gguf_checkpoint import GGUFWeights
 
-__all__ = ["gguf_model", "fast_path_applies"]
+__all__ = ["gguf_model", "fast_path_applies", "PER_TENSOR_PROCESSORS"]
+
+#: transformers' GGUF tensor processors that turn each GGUF tensor into one transformers tensor on its own
+#: (a permutation, a transpose, an offset): :class:`GGUFWeights` applies them tensor by tensor.
+PER_TENSOR_PROCESSORS = frozenset(
+    {"LlamaTensorProcessor", "Gemma2TensorProcessor", "NemotronTensorProcessor", "GPT2TensorProcessor",
+     "BloomTensorProcessor", "Lfm2TensorProcessor"}
+)  # fmt: skip
 
 
 def fast_path_applies(arch: str) -> bool:
-    """Whether transformers' GGUF loader does nothing to ``arch``'s tensors but what :class:`GGUFWeights` does."""
+    """Whether transformers' GGUF loader converts ``arch``'s tensors one by one, as :class:`GGUFWeights` reads them."""
     from transformers.modeling_gguf_pytorch_utils import TENSOR_PROCESSORS
 
-    return arch in PERMUTED_QK or arch not in TENSOR_PROCESSORS
+    return arch not in TENSOR_PROCESSORS or TENSOR_PROCESSORS[arch].__name__ in PER_TENSOR_PROCESSORS
 
 
 def _transformers_load(path: Path, dtype: torch.dtype) -> Any:
@@ -52,7 +61,6 @@ def gguf_model(path: str | os.PathLike[str], *, dtype: torch.dtype = torch.float
     if not fast_path_applies(weights.arch):
         return _transformers_load(path, dtype).eval()
     fields = {k: v for k, v in weights.config.items() if k != "gguf"}
-    fields["tie_word_embeddings"] = "output.weight" not in weights.header.tensors
     config = transformers.AutoConfig.for_model(**fields)
     from transformers.initialization import no_init_weights
 

@@ -236,3 +236,16 @@ def test_the_helix_edit_replaces_the_real_gpt2_table_by_its_fitted_helix(gpt2_wp
     r2 = 1 - ((z - fitted) ** 2).sum() / ((z - z.mean(0)) ** 2).sum()
     assert r2 == pytest.approx(pg.fit_helix(table, n_surrogates=0).r2, abs=1e-3) and r2 > 0.9
     assert np.array_equal(target.table().detach().numpy(), gpt2_wpe)  # undone
+
+
+def test_the_pairing_swap_needs_two_planes(tmp_path, tokens):
+    """With one rotation plane per head (StableLM rotating 2 of 8 dims) every reordering keeps the pair:
+    the swap does not apply, and says why, rather than reporting a Δloss of exactly zero."""
+    config = transformers.StableLmConfig(
+        vocab_size=61, hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=4,
+        num_key_value_heads=4, max_position_embeddings=64, partial_rotary_factor=0.25,
+    )  # fmt: skip
+    torch.manual_seed(0)
+    transformers.StableLmForCausalLM(config).save_pretrained(tmp_path)
+    with pytest.raises(NotApplicableError, match="at least two rotation planes"):
+        pg.intervene(tmp_path, tokens, SwapPairing(), attention=False, **CPU)

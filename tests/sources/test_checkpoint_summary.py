@@ -98,7 +98,9 @@ def test_a_missing_path_is_a_typed_error(tmp_path: Path) -> None:
 def test_the_real_gguf_model_is_rotary_with_its_metadata() -> None:
     summary = pg.describe_checkpoint(REAL_GGUF.parent)
     assert (summary.format, summary.kind, len(summary.tensors)) == ("gguf", "rotary", 272)
-    assert summary.config["rope_theta"] == 100000.0 and summary.config["head_dim"] == 64
+    assert summary.config["rope_parameters"]["rope_theta"] == 100000.0
+    assert summary.layer_types == (("all", "layers 0-29", "base 100000; attends full context 8192"),)
+    assert summary.config["head_dim"] == 64
     by_key = {t.key: t for t in summary.tensors}
     assert (
         by_key["blk.0.attn_k.weight"].shape == (192, 576)

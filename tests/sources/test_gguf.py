@@ -19,7 +19,8 @@ import transformers
 import pos_geometry as pg
 from pos_geometry.errors import CheckpointFormatError, MissingTensorError
 from pos_geometry.sources.byte_source import BytesSource, FileByteSource
-from pos_geometry.sources.gguf_checkpoint import CONFIG_FIELDS, PERMUTED_QK, GGUFWeights
+from pos_geometry.sources.gguf_checkpoint import PERMUTED_QK, GGUFWeights
+from pos_geometry.sources.gguf_config import CONFIG_FIELDS
 from pos_geometry.sources.gguf_format import LargeArray, read_header
 from pos_geometry.sources.roles import read_qk
 
@@ -146,7 +147,7 @@ def test_config_renames_are_transformers_own_and_the_fallback_names_the_same_att
     same config attributes (so an architecture transformers does not know still gets standard fields)."""
     from transformers.integrations.ggml import GGUF_CONFIG_MAPPING
 
-    from pos_geometry.sources.gguf_checkpoint import config_renames
+    from pos_geometry.sources.gguf_config import config_renames
 
     assert config_renames("gpt2", "gpt2") == GGUF_CONFIG_MAPPING["gpt2"]
     assert config_renames("gemma3", "gemma3_text") == GGUF_CONFIG_MAPPING["gemma3"]
@@ -229,7 +230,8 @@ def test_gguf_model_equals_transformers_own_gguf_loader(smollm2_gguf, tmp_path):
     theirs = transformers.AutoModelForCausalLM.from_pretrained(
         str(tmp_path), gguf_file=cut.name, dtype=torch.float32
     )
-    assert fast_path_applies("llama") and not fast_path_applies("gemma2")  # gemma's norms are converted
+    # per-tensor processors (a permutation, gemma's norm offset) run tensor by tensor; expert merges do not
+    assert fast_path_applies("llama") and fast_path_applies("gemma2") and not fast_path_applies("qwen2moe")
     theirs_state = theirs.state_dict()
     assert set(ours.state_dict()) == set(theirs_state)
     for key, value in ours.state_dict().items():
@@ -256,7 +258,8 @@ def test_rope_scaling_metadata_becomes_the_transformers_rope_config(tmp_path):
     writer.add_tensor("blk.0.attn_q.weight", np.zeros((64, 64), np.float32))
     gguf_files._finish(writer)
     scaled = GGUFWeights(FileByteSource(tmp_path / "scaled.gguf")).config
-    assert scaled["rope_scaling"] == {"rope_type": "linear", "factor": 4.0}
+    # built by transformers' LlamaConfig, as a folder's config.json would read: v5 rope_parameters
+    assert scaled["rope_parameters"] == {"rope_type": "linear", "factor": 4.0, "rope_theta": 10000.0}
     table, reference = pg.load(tmp_path / "scaled.gguf"), pg.load(plain)
     assert dict(table.provenance.config)["rope_type"] == "linear"
     # every plane turns at θ_i / 4: position 4 of the scaled table is position 1 of the plain one

@@ -1,0 +1,222 @@
+"""Write the GGUF parity fixtures: tiny random transformers models and their GGUF files written by
+llama.cpp's own converter (``convert_hf_to_gguf.py``).
+
+For every architecture in :data:`ARCHITECTURES`, a tiny model is built with transformers from its own
+config class (seeded, random weights), saved as a folder (``config.json`` + ``model.safetensors``), and
+converted by llama.cpp's converter at F32 (so the GGUF holds the same numbers) and at Q8_0. The tests in
+``tests/sources/test_gguf_parity.py`` then ask every path of pos_geometry to give the same answer on the
+folder and on its GGUF.
+
+llama.cpp's code is run, never copied: point ``--llama-cpp`` at a llama.cpp tree, for example the one
+inside the ``llama-cpp-python`` source distribution on PyPI::
+
+    pip download --no-deps --no-binary :all: llama-cpp-python==0.3.36 -d /tmp
+    mkdir /tmp/llamacpp && tar xzf /tmp/llama_cpp_python-0.3.36.tar.gz -C /tmp/llamacpp --strip-components=3 \
+        llama_cpp_python-0.3.36/vendor/llama.cpp/convert_hf_to_gguf.py \
+        llama_cpp_python-0.3.36/vendor/llama.cpp/conversion llama_cpp_python-0.3.36/vendor/llama.cpp/gguf-py
+    .venv/bin/python scripts/make_gguf_fixtures.py --llama-cpp /tmp/llamacpp
+
+The one thing the converter is not given is a trained tokenizer (a random model has none): its
+``set_vocab`` step is replaced by a stand-in vocabulary of ``vocab_size`` plain tokens. Every tensor and
+every hyperparameter in the files is the converter's own. ``provenance.json`` records the llama.cpp
+commit, the versions, the seeds and each file's SHA-256.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import importlib
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+OUT = Path(__file__).resolve().parent.parent / "tests" / "data" / "gguf_parity"
+LLAMA_CPP_COMMIT = "0c1e57098bba43ac29e6e3b677cdceebdd22334f"  # vendored by llama-cpp-python 0.3.36
+
+_SMALL = {
+    "hidden_size": 32,
+    "intermediate_size": 64,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "max_position_embeddings": 256,
+    "vocab_size": 256,
+}
+
+#: name -> (model_type, config fields beyond _SMALL). Each one is a case the parity matrix must cover:
+#: llama's q/k row permutation, Qwen2's q/k biases, Qwen3's q/k norms, Phi-3's fused qkv, Gemma's ``1 + w``
+#: norms (stored by llama.cpp with the 1 added), Gemma-3's two rotation bases, StableLM's partial rotary
+#: with LayerNorm, Starcoder2's biased LayerNorm model, and GPT-2's learned table.
+ARCHITECTURES: dict[str, tuple[str, dict[str, Any]]] = {
+    "llama": ("llama", {"rope_theta": 50000.0, "head_dim": 8}),
+    "qwen2": ("qwen2", {"rope_theta": 1000000.0}),
+    "qwen3": ("qwen3", {"rope_theta": 1000000.0, "head_dim": 8}),
+    "phi3": (
+        "phi3",
+        {
+            "rope_theta": 10000.0,
+            "num_key_value_heads": 4,
+            "pad_token_id": 0,
+            "bos_token_id": 1,
+            "eos_token_id": 2,
+        },
+    ),
+    "gemma2": ("gemma2", {"head_dim": 8, "sliding_window": 32}),
+    "gemma3": (
+        "gemma3_text",
+        {"head_dim": 8, "num_hidden_layers": 6, "sliding_window": 32, "rope_theta": 1000000.0},
+    ),
+    "stablelm": ("stablelm", {"partial_rotary_factor": 0.5, "num_key_value_heads": 4, "rope_theta": 10000.0}),
+    "starcoder2": (
+        "starcoder2",
+        {"rope_theta": 100000.0, "use_bias": True, "bos_token_id": 0, "eos_token_id": 0},
+    ),
+    "gpt2": (
+        "gpt2",
+        {
+            "n_embd": 32,
+            "n_layer": 2,
+            "n_head": 4,
+            "n_positions": 256,
+            "n_ctx": 256,
+            "bos_token_id": 0,
+            "eos_token_id": 0,
+        },
+    ),
+}
+_GPT2_DROP = ("hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
+              "num_key_value_heads", "max_position_embeddings")  # fmt: skip
+
+OUTTYPES = ("f32", "q8_0")
+
+
+def _config(model_type: str, extra: dict[str, Any]) -> Any:
+    import transformers
+
+    fields = {**_SMALL, **extra}
+    if model_type == "gpt2":
+        fields = {k: v for k, v in fields.items() if k not in _GPT2_DROP}
+    return transformers.AutoConfig.for_model(model_type, **fields)
+
+
+def _save_model(name: str, model_type: str, extra: dict[str, Any], folder: Path, seed: int) -> None:
+    import torch
+    import transformers
+
+    config = _config(model_type, extra)
+    torch.manual_seed(seed)
+    model = transformers.AutoModelForCausalLM.from_config(config).float().eval()
+    with torch.no_grad():  # norm gains away from their initial 1 (or 0), so a wrong offset shows
+        for key, param in model.named_parameters():
+            if "norm" in key or "ln" in key.split(".")[-2]:
+                param.add_(0.3 * torch.randn_like(param))
+    model.save_pretrained(folder, safe_serialization=True)
+
+
+def _stand_in_vocab(self: Any) -> None:
+    """The converter's ``set_vocab`` for a model with no trained tokenizer: ``vocab_size`` plain tokens."""
+    n = int(self.hparams.get("vocab_size") or self.hparams.get("n_vocab"))
+    self.gguf_writer.add_tokenizer_model("gpt2")
+    self.gguf_writer.add_tokenizer_pre("default")
+    self.gguf_writer.add_token_list([f"<t{i}>" for i in range(n)])
+    self.gguf_writer.add_token_types([1] * n)
+    # the special token ids SpecialVocab would have written from a real tokenizer's files
+    for field, add in (("bos_token_id", "add_bos_token_id"), ("eos_token_id", "add_eos_token_id"),
+                       ("pad_token_id", "add_pad_token_id")):  # fmt: skip
+        value = self.hparams.get(field)
+        if isinstance(value, int) and 0 <= value < n:
+            getattr(self.gguf_writer, add)(value)
+
+
+def _vocab_file(folder: Path, arch: tuple[str, dict[str, Any]]) -> None:
+    """A ``tokenizer.json`` naming ``vocab_size`` tokens, for converters that count the vocabulary from it
+    (Gemma-3 cuts ``embed_tokens`` to that count); only the conversion's copy of the folder gets it."""
+    n = int({**_SMALL, **arch[1]}["vocab_size"])
+    vocab = {f"<t{i}>": i for i in range(n)}
+    (folder / "tokenizer.json").write_text(json.dumps({"model": {"vocab": vocab}, "added_tokens": []}))
+
+
+def _convert(llama_cpp: Path, folder: Path, out: Path, outtype: str) -> None:
+    """Run llama.cpp's converter in this process, its ``set_vocab`` replaced (module docstring)."""
+    sys.path.insert(0, str(llama_cpp))
+    converter = importlib.import_module("convert_hf_to_gguf")
+    original = converter.get_model_class
+
+    def get_model_class(name: str, mmproj: bool = False) -> Any:
+        cls = original(name, mmproj=mmproj)
+        return type(cls.__name__, (cls,), {"set_vocab": _stand_in_vocab, "model_arch": cls.model_arch})
+
+    converter.get_model_class = get_model_class
+    argv = sys.argv
+    sys.argv = ["convert_hf_to_gguf.py", str(folder), "--outfile", str(out), "--outtype", outtype]
+    try:
+        converter.main()
+    finally:
+        sys.argv = argv
+        converter.get_model_class = original
+
+
+def _sha(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "--llama-cpp", type=Path, required=True, help="a llama.cpp tree (convert_hf_to_gguf.py)"
+    )
+    parser.add_argument("--out", type=Path, default=OUT)
+    parser.add_argument("--only", nargs="*", help="architectures to (re)write; default: all")
+    args = parser.parse_args()
+    import transformers
+
+    names = args.only or list(ARCHITECTURES)
+    args.out.mkdir(parents=True, exist_ok=True)
+    provenance_path = args.out / "provenance.json"
+    provenance = json.loads(provenance_path.read_text()) if provenance_path.exists() else {"models": {}}
+    commit = (
+        subprocess.run(
+            ["git", "-C", str(args.llama_cpp), "rev-parse", "HEAD"], capture_output=True, text=True
+        ).stdout.strip()
+        or LLAMA_CPP_COMMIT
+    )
+    for name in names:
+        model_type, extra = ARCHITECTURES[name]
+        seed = list(ARCHITECTURES).index(name)
+        folder = args.out / name
+        shutil.rmtree(folder, ignore_errors=True)
+        _save_model(name, model_type, extra, folder, seed)
+        files = {}
+        for outtype in OUTTYPES:
+            with tempfile.TemporaryDirectory() as tmp:
+                source = Path(tmp) / name
+                shutil.copytree(folder, source)
+                _vocab_file(source, ARCHITECTURES[name])
+                target = Path(tmp) / f"{name}-{outtype}.gguf"
+                _convert(args.llama_cpp, source, target, outtype)
+                shutil.move(target, args.out / target.name)
+            files[f"{name}-{outtype}.gguf"] = _sha(args.out / f"{name}-{outtype}.gguf")
+        files["model.safetensors"] = _sha(folder / "model.safetensors")
+        provenance["models"][name] = {
+            "model_type": model_type,
+            "config": extra,
+            "seed": seed,
+            "sha256": files,
+        }
+        print(f"{name}: {', '.join(files)}")
+    provenance.update(
+        llama_cpp_commit=commit,
+        converter="convert_hf_to_gguf.py (llama.cpp), set_vocab replaced by a stand-in vocabulary",
+        transformers=transformers.__version__,
+        script="scripts/make_gguf_fixtures.py",
+    )
+    provenance_path.write_text(json.dumps(provenance, indent=1, sort_keys=True) + "\n")
+
+
+if __name__ == "__main__":
+    main()
