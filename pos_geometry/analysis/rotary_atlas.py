@@ -65,13 +65,16 @@ class RotaryAtlas(Result):
         qk_share: ``(n_layers, n_heads, n_planes)`` the plane's share of the head's QK form (rows sum to 1).
         q_pair_cosine, k_pair_cosine: ``(n_layers, n_heads, n_planes)`` cosine between the plane's 2 rows.
         wavelengths: ``(n_planes,)`` ``2π/θ_i`` in positions (scaled frequencies for scaled rope types).
-        critical: ``(n_planes,)`` bool, the plane completes a cycle within ``context_length``.
-        short_share: ``(n_layers, n_heads)`` summed ``qk_share`` of the critical planes; the rest is long-range.
+        critical: ``(n_planes,)`` bool, the plane completes a cycle within the layers' attention span
+            (``context_length``, or the sliding window when every layer read slides; see ``spans``).
+        short_share: ``(n_layers, n_heads)`` summed ``qk_share`` of the planes that complete a cycle within
+            that layer's span (:attr:`layer_critical`); the rest is long-range.
         layer_usage: ``(n_layers, n_planes)`` mean ``qk_share`` over the heads of each layer.
         layers: the layer indices, in order.
         kv_heads: ``(n_heads,)`` the key head each query head reads.
         context_length: the training context ``T`` (``original_max_position_embeddings`` when set).
-        critical_dimension: ``2 × (number of critical planes)``: Liu et al.'s critical dimension.
+        critical_dimension: ``2 × (number of critical planes)``: Liu et al.'s critical dimension, for the span
+            of ``critical``.
         fold_norm: whether the norm gain was folded into the weights.
         pairing: ``"rotate_half"`` or ``"interleaved"``.
         provenance: model, revision, commit, checkpoint keys, rotary config.
@@ -79,6 +82,9 @@ class RotaryAtlas(Result):
             different frequencies (Gemma-2/3 ``"sliding_attention"``/``"full_attention"``), else None.
         unrotated_layers: requested layers whose attention does not rotate at all (Llama-4's NoPE
             layers): they have no planes and are left out of the arrays.
+        spans: per layer of ``layers``, the largest query-key offset its attention sees: the training
+            context, or its sliding window (Gemma-2/3's local layers, Mistral); empty: every layer sees
+            ``context_length``.
     """
 
     q_norm: torch.Tensor
@@ -99,6 +105,7 @@ class RotaryAtlas(Result):
     provenance: Provenance
     layer_type: str | None = None
     unrotated_layers: tuple[int, ...] = ()
+    spans: tuple[int, ...] = ()
 
     @property
     def shape(self) -> tuple[int, int, int]:
@@ -106,10 +113,16 @@ class RotaryAtlas(Result):
         return tuple(self.qk_share.shape)  # type: ignore[return-value]
 
     @property
+    def layer_critical(self) -> torch.Tensor:
+        """``(n_layers, n_planes)`` bool: the plane completes a cycle within that layer's span."""
+        spans = self.spans or (self.context_length,) * self.qk_share.shape[0]
+        return self.wavelengths[None, :] <= torch.tensor(spans, dtype=torch.float64)[:, None]
+
+    @property
     def layer_short_share(self) -> torch.Tensor:
         """``(n_layers,)`` the share of each layer's QK form in its short-wavelength (critical) planes,
         averaged over heads; ``1 - layer_short_share`` is held by the long-wavelength planes."""
-        return self.layer_usage[:, self.critical].sum(-1)
+        return (self.layer_usage * self.layer_critical).sum(-1)
 
     @property
     def dominant_plane(self) -> torch.Tensor:
@@ -132,7 +145,7 @@ class RotaryAtlas(Result):
                 else []
             ),
             ("wavelengths", f"{self.wavelengths.min():.3g} .. {self.wavelengths.max():.4g} positions"),
-            ("training context", f"{self.context_length} ({n_crit} planes complete a cycle in it)"),
+            ("training context", f"{self.context_length} ({n_crit} planes complete a cycle in {self._span_words()})"),
             ("critical dimension", str(self.critical_dimension)),
             (
                 "share in short-wavelength planes",
@@ -143,6 +156,15 @@ class RotaryAtlas(Result):
                 ", ".join(f"{i} (λ={self.wavelengths[i]:.4g}, {usage[i]:.3f})" for i in top),
             ),
         ]
+
+
+    def _span_words(self) -> str:
+        spans = set(self.spans) or {self.context_length}
+        if spans == {self.context_length}:
+            return "it"
+        if len(spans) == 1:
+            return f"the sliding window of {spans.pop()}"
+        return f"it; layers with a window of {min(spans)} count their own"
 
 
 def plane_statistics(
@@ -207,9 +229,12 @@ def _stored_as(checkpoint: Checkpoint, keys: Sequence[str]) -> dict[str, object]
 
 def usage_summaries(share: torch.Tensor, critical: torch.Tensor) -> dict[str, torch.Tensor]:
     """The atlas's summaries of ``qk_share`` ``(n_layers, n_heads, n_planes)``: ``short_share``
-    ``(n_layers, n_heads)``, the share held by the ``critical`` planes ``(n_planes,)`` bool, and
-    ``layer_usage`` ``(n_layers, n_planes)``, the mean share over each layer's heads."""
-    return {"short_share": share[..., critical].sum(-1), "layer_usage": share.mean(dim=1)}
+    ``(n_layers, n_heads)``, the share held by the ``critical`` planes (``(n_planes,)`` bool, or
+    ``(n_layers, n_planes)`` for a span per layer), and ``layer_usage`` ``(n_layers, n_planes)``, the
+    mean share over each layer's heads."""
+    mask = critical if critical.dim() == 2 else critical.expand(share.shape[0], -1)
+    short = torch.where(mask[:, None, :], share, torch.zeros((), dtype=share.dtype)).sum(-1)
+    return {"short_share": short, "layer_usage": share.mean(dim=1)}
 
 
 @needs_weights(_NEEDS)
@@ -306,7 +331,9 @@ def rotary_atlas(
     theta = torch.tensor(group.theta, dtype=torch.float64)
     wavelengths = 2 * math.pi / theta
     context = reader.rotary.context_length
-    critical = wavelengths <= context
+    spans = _spans(reader, chosen, context)
+    layer_critical = wavelengths[None, :] <= torch.tensor(spans, dtype=torch.float64)[:, None]
+    critical = wavelengths <= (spans[0] if len(set(spans)) == 1 else context)
     provenance = Provenance(
         model_id=checkpoint.model_id,
         kind="rotary",
@@ -348,7 +375,7 @@ def rotary_atlas(
         k_pair_cosine=k_cos,
         wavelengths=wavelengths,
         critical=critical,
-        **usage_summaries(share, critical),
+        **usage_summaries(share, layer_critical),
         layers=chosen,
         kv_heads=tuple(kv_heads.tolist()),
         context_length=context,
@@ -358,7 +385,20 @@ def rotary_atlas(
         provenance=provenance,
         layer_type=group.label if group.label != "all" else None,
         unrotated_layers=unrotated,
+        spans=spans,
     )
+
+
+def _spans(reader: QKReader, layers: tuple[int, ...], context: int) -> tuple[int, ...]:
+    """Each layer's attention span (:meth:`~pos_geometry.registry.architecture.Architecture.span`), capped at
+    ``context``; ``context`` for every layer where the config cannot be described layer by layer."""
+    from pos_geometry.registry.architecture import describe_architecture
+
+    try:
+        architecture = describe_architecture(reader.config)
+        return tuple(min(architecture.span(i), context) for i in layers)
+    except InvalidArgumentError:
+        return (context,) * len(layers)
 
 
 def _base(reader: QKReader, group: RotationGroup) -> float | None:

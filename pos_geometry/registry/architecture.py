@@ -37,7 +37,7 @@ from pos_geometry.errors import InvalidArgumentError
 from pos_geometry.registry.attention import ATTENTION_LAYOUTS, AttentionLayout, attention_layout
 from pos_geometry.registry.derived_layout import DerivedLayout, derive_layout
 
-__all__ = ["Architecture", "LayerType", "describe_architecture", "attention_span", "layer_list"]
+__all__ = ["Architecture", "LayerType", "describe_architecture", "attention_of", "attention_span", "layer_list"]
 
 
 @dataclass(frozen=True)
@@ -114,10 +114,16 @@ class Architecture:
             LayoutUnavailable: transformers cannot describe the architecture's queries and keys (the
                 message says why).
         """
-        if self.model_type.lower() in ATTENTION_LAYOUTS:
-            return attention_layout(self.config), None
-        derived = derive_layout(self.config)
-        return derived.layout, derived
+        return attention_of(self.config)
+
+
+def attention_of(config: Mapping[str, Any]) -> tuple[AttentionLayout, DerivedLayout | None]:
+    """A config's attention layout: its ``model_type``'s row in the layout table (an override), else the one
+    transformers gives, with the derived frequency groups (:func:`derive_layout`)."""
+    if str(config.get("model_type", "")).lower() in ATTENTION_LAYOUTS:
+        return attention_layout(config), None
+    derived = derive_layout(config)
+    return derived.layout, derived
 
 
 def layer_list(layers: tuple[int, ...]) -> str:

@@ -34,8 +34,9 @@ from pos_geometry.encodings.rotary import (
     rotary_params,
 )
 from pos_geometry.errors import CheckpointFormatError, InvalidArgumentError, MissingTensorError
-from pos_geometry.registry.attention import ATTENTION_LAYOUTS, AttentionLayout, attention_layout
-from pos_geometry.registry.derived_layout import DerivedLayout, RotationGroup, derive_layout
+from pos_geometry.registry.architecture import attention_of
+from pos_geometry.registry.attention import AttentionLayout
+from pos_geometry.registry.derived_layout import DerivedLayout, RotationGroup
 from pos_geometry.sources.tensor_set import Checkpoint, open_checkpoint
 
 __all__ = ["QKReader", "QKWeights", "open_qk", "read_qk", "rotation_planes", "head_counts"]
@@ -239,12 +240,8 @@ class QKReader:
         self.checkpoint = checkpoint
         config = as_transformers_config(checkpoint.config)
         self.config = config
-        self.derived: DerivedLayout | None = None
-        if str(config.get("model_type", "")).lower() in ATTENTION_LAYOUTS:
-            self.layout = attention_layout(config)
-        else:  # no row: ask transformers (registry.derived_layout)
-            self.derived = derive_layout(config)
-            self.layout = self.derived.layout
+        # the layout table's row, else transformers' own description (registry.architecture)
+        self.layout, self.derived = attention_of(config)
         self.rotary: RotaryParams = _rotary(config, self.derived)
         self.n_layers, self.n_heads, self.n_kv_heads = head_counts(config)
         self.planes = rotation_planes(self.layout.pairing, self.rotary.rotary_dim)

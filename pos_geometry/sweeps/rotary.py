@@ -135,6 +135,7 @@ def atlas_metrics(atlas: Any) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
     arrays = {
         **{name: a[name] for name in ATLAS_ARRAYS},
         "critical": atlas.critical.detach().cpu().numpy().astype(np.uint8),
+        "spans": np.asarray(atlas.spans or (atlas.context_length,) * n_layers, dtype=np.int64),
         "layers": np.asarray(atlas.layers, dtype=np.int64),
         "kv_heads": np.asarray(atlas.kv_heads, dtype=np.int64),
     }
@@ -213,8 +214,10 @@ def rebuild_atlas(arrays: dict[str, np.ndarray], metrics: dict[str, Any], proven
 
     t = {name: torch.from_numpy(arrays[name]) for name in ATLAS_ARRAYS}
     critical = torch.from_numpy(arrays["critical"].astype(bool))
+    spans = tuple(int(s) for s in arrays["spans"]) if "spans" in arrays else ()
+    per_layer = t["wavelengths"][None, :] <= torch.tensor(spans, dtype=torch.float64)[:, None] if spans else critical
     return RotaryAtlas(
-        **t, critical=critical, **usage_summaries(t["qk_share"], critical),
+        **t, critical=critical, **usage_summaries(t["qk_share"], per_layer), spans=spans,
         layers=tuple(int(i) for i in arrays["layers"]), kv_heads=tuple(int(i) for i in arrays["kv_heads"]),
         context_length=int(metrics["context_length"]), critical_dimension=int(metrics["critical_dimension"]),
         fold_norm="fold_norm" in provenance.processing, pairing=str(metrics["pairing"]), provenance=provenance,

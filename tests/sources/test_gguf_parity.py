@@ -207,3 +207,23 @@ def test_starcoder2_rope_base_is_the_files():
     assert GGUFWeights(FileByteSource(path)).config["rope_parameters"]["rope_theta"] == 100000.0
     theirs = transformers.AutoConfig.from_pretrained(str(path.parent), gguf_file=path.name)
     assert theirs.rope_parameters["rope_theta"] == 10000.0
+
+
+@pytest.mark.parametrize("arch, layer_type", [("gemma2", None), ("gemma3", "sliding_attention"),
+                                              ("gemma3", "full_attention")])  # fmt: skip
+def test_the_short_long_split_uses_each_layers_attention_span(arch, layer_type):
+    """A sliding-window layer never sees an offset past its window, so a plane is short-range for it when
+    it completes a cycle within the window, not within the context (from the config, independently)."""
+    config = json.loads((DATA / arch / "config.json").read_text())
+    for source in _sources(arch):
+        atlas = pg.rotary_atlas(source, layer_type=layer_type)
+        expected = tuple(
+            config["sliding_window"] if config["layer_types"][i] == "sliding_attention"
+            else config["max_position_embeddings"] for i in atlas.layers
+        )  # fmt: skip
+        assert atlas.spans == expected
+        for row, span in enumerate(expected):
+            keep = atlas.wavelengths.numpy() <= span
+            np.testing.assert_allclose(atlas.short_share[row].numpy(), atlas.qk_share[row].numpy()[:, keep].sum(-1))
+        if len(set(expected)) == 1:  # one span: the critical dimension is the span's
+            assert atlas.critical_dimension == 2 * int((atlas.wavelengths <= expected[0]).sum())
