@@ -55,11 +55,16 @@ class Corpus:
         return int(self.tokens.shape[1])
 
 
-def _check_ids(ids: np.ndarray, vocab_size: int | None, where: str) -> np.ndarray:
-    if ids.ndim != 2 or ids.shape[0] < 2 or ids.shape[1] < 2:
+def _check_ids(ids: np.ndarray, vocab_size: int | None, where: str, min_sequences: int = 2) -> np.ndarray:
+    if ids.ndim != 2 or ids.shape[0] < min_sequences or ids.shape[1] < 2:
+        why = (
+            "the decomposition needs several contexts and positions"
+            if min_sequences > 1
+            else "a next-token loss needs two positions"
+        )
         raise InvalidArgumentError(
-            f"tokens must be a 2-D int array (n_sequences, seq_len) with n_sequences >= 2 and seq_len >= 2 (the "
-            f"decomposition needs several contexts and positions); {where} has shape {tuple(ids.shape)}."
+            f"tokens must be a 2-D int array (n_sequences, seq_len) with n_sequences >= {min_sequences} and "
+            f"seq_len >= 2 ({why}); {where} has shape {tuple(ids.shape)}."
         )
     if ids.dtype.kind not in "iu":
         raise InvalidArgumentError(
@@ -108,6 +113,7 @@ def make_corpus(
     random_state: int = 0,
     tokenizer: Any = None,
     beyond_context: bool = False,
+    min_sequences: int = 2,
 ) -> Corpus:
     """The :class:`Corpus` for ``tokens`` (see the module docstring for what it may be).
 
@@ -116,6 +122,7 @@ def make_corpus(
     default and, when given, keeps the first ``n_sequences`` contexts of arrays, files and text.
     A context longer than the model's (learned tables end there) is refused unless ``beyond_context``
     (a rotary model run past its training context, as position interpolation is tested).
+    ``min_sequences``: the fewest contexts the caller can use (2 for a decomposition, 1 for a loss).
     """
     default_len = min(context_length or MAX_DEFAULT_SEQ_LEN, MAX_DEFAULT_SEQ_LEN)
     if tokens is None:
@@ -127,7 +134,7 @@ def make_corpus(
             )
         rng = np.random.default_rng(random_state)
         ids = _check_ids(
-            rng.integers(0, vocab_size, size=(n, length), dtype=np.int64), vocab_size, "the default"
+            rng.integers(0, vocab_size, size=(n, length), dtype=np.int64), vocab_size, "the default", min_sequences
         )
         description = (
             f"random tokens (offline default, not natural text): {n} x {length} ids drawn uniformly from "
@@ -145,20 +152,20 @@ def make_corpus(
                 raise InvalidArgumentError(
                     f"{str(path)!r} is not a plain .npy array of token ids ({exc}); save one with np.save."
                 ) from None
-            ids = _check_ids(raw[:n_sequences] if n_sequences else raw, vocab_size, repr(str(path)))
+            ids = _check_ids(raw[:n_sequences] if n_sequences else raw, vocab_size, repr(str(path)), min_sequences)
             if seq_len is not None:
-                ids = _check_ids(ids[:, :seq_len], vocab_size, repr(str(path)))
+                ids = _check_ids(ids[:, :seq_len], vocab_size, repr(str(path)), min_sequences)
             kind, what = "npy", f"token ids from {path.name}"
         else:
             length = default_len if seq_len is None else int(seq_len)
-            ids = _check_ids(_from_text(path, tokenizer, length, n_sequences), vocab_size, repr(str(path)))
+            ids = _check_ids(_from_text(path, tokenizer, length, n_sequences), vocab_size, repr(str(path)), min_sequences)
             kind, what = "text", f"text {path.name}, tokenised, cut into consecutive contexts"
         corpus = Corpus(ids, f"{what}: {ids.shape[0]} x {ids.shape[1]} (sha256 {_fingerprint(ids)})", kind)
     else:
         raw = tokens.detach().cpu().numpy() if hasattr(tokens, "detach") else np.asarray(tokens)
-        ids = _check_ids(raw[:n_sequences] if n_sequences else raw, vocab_size, "the token array")
+        ids = _check_ids(raw[:n_sequences] if n_sequences else raw, vocab_size, "the token array", min_sequences)
         if seq_len is not None:
-            ids = _check_ids(ids[:, :seq_len], vocab_size, "the token array")
+            ids = _check_ids(ids[:, :seq_len], vocab_size, "the token array", min_sequences)
         corpus = Corpus(
             ids, f"token array: {ids.shape[0]} x {ids.shape[1]} (sha256 {_fingerprint(ids)})", "array"
         )

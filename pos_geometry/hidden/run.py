@@ -110,10 +110,12 @@ def start(
     options: RunOptions,
     causal_lm: bool = False,
     beyond_context: bool = False,
+    min_sequences: int = 2,
 ) -> Run:
     """Check the shared arguments, load the model (with its language-model head when ``causal_lm``) and
     build the corpus (see :class:`RunOptions`). ``beyond_context``: a rotary model may run contexts
-    longer than its training context (a learned table still cannot).
+    longer than its training context (a learned table still cannot). ``min_sequences``: the fewest
+    contexts the caller can use (2 for a decomposition, 1 for a loss).
 
     ``batch_size`` None: :data:`TOKENS_PER_BATCH` tokens per pass on the model's device.
     """
@@ -155,6 +157,7 @@ def start(
         random_state=options.get("random_state", 0),
         tokenizer=tokenizer,
         beyond_context=beyond_context and positional_kind(loaded.config) == "rotary",
+        min_sequences=min_sequences,
     )
     if batch_size is None:
         budget = TOKENS_PER_BATCH["cpu" if torch.device(loaded.device).type == "cpu" else "other"]

@@ -17,6 +17,7 @@ The model is left exactly as it was (every change is undone, whatever happens).
 from __future__ import annotations
 
 import contextlib
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Unpack
@@ -86,7 +87,7 @@ class Intervention(Result):
             ("loss (nats/token)", f"{self.base_loss:.4f} -> {self.edited_loss:.4f}"),
             (
                 f"Δloss, {self.confidence:.0%} interval over sequences",
-                f"{self.delta:+.4f} [{low:+.4f}, {high:+.4f}]",
+                f"{self.delta:+.4f} " + _bracket(low, high),
             ),
         ]
 
@@ -128,7 +129,7 @@ class InterventionSweep(Result):
         rows = [("base loss (nats/token)", f"{self.base_loss:.4f}")]
         for r in self.results:
             low, high = r.delta_interval
-            rows.append((r.edit, f"Δloss {r.delta:+.4f} [{low:+.4f}, {high:+.4f}]"))
+            rows.append((r.edit, f"Δloss {r.delta:+.4f} " + _bracket(low, high)))
         return rows
 
 
@@ -179,9 +180,17 @@ def _run_pass(run: Run, target: EditTarget, blocks: tuple[int, ...], max_offset:
     return _Pass(per_sequence, per_position / n, attention)
 
 
+def _bracket(low: float, high: float) -> str:
+    if not (math.isfinite(low) and math.isfinite(high)):
+        return "(no interval: one sequence)"
+    return f"[{low:+.4f}, {high:+.4f}]"
+
+
 def _interval(
     delta: np.ndarray, n_bootstrap: int, confidence: float, random_state: int
 ) -> tuple[float, float]:
+    if delta.size < 2:  # one sequence: no spread to resample
+        return math.nan, math.nan
     rng = np.random.default_rng(random_state)
     means = delta[rng.integers(0, delta.size, size=(n_bootstrap, delta.size))].mean(axis=1)
     tail = (1 - confidence) / 2
@@ -243,10 +252,14 @@ def intervene_sweep(
         options=options,
         causal_lm=True,
         beyond_context=True,
+        min_sequences=1,  # a loss needs one sequence; its interval needs two
     )
     target = EditTarget(run.loaded)
-    for edit in edits:
+    for edit in edits:  # every edit must apply before the base pass runs
         edit.check(target)
+        if edit.rehearse:
+            with target.editing():
+                edit.apply(target)
     blocks = _blocks(attention, run.loaded.n_layers)
     base = _run_pass(run, target, blocks, max_offset)
     results = []

@@ -224,6 +224,8 @@ def test_the_short_long_split_uses_each_layers_attention_span(arch, layer_type):
         assert atlas.spans == expected
         for row, span in enumerate(expected):
             keep = atlas.wavelengths.numpy() <= span
-            np.testing.assert_allclose(atlas.short_share[row].numpy(), atlas.qk_share[row].numpy()[:, keep].sum(-1))
+            np.testing.assert_allclose(
+                atlas.short_share[row].numpy(), atlas.qk_share[row].numpy()[:, keep].sum(-1)
+            )
         if len(set(expected)) == 1:  # one span: the critical dimension is the span's
             assert atlas.critical_dimension == 2 * int((atlas.wavelengths <= expected[0]).sum())
