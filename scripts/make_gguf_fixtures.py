@@ -111,10 +111,12 @@ def _save_model(name: str, model_type: str, extra: dict[str, Any], folder: Path,
     config = _config(model_type, extra)
     torch.manual_seed(seed)
     model = transformers.AutoModelForCausalLM.from_config(config).float().eval()
-    with torch.no_grad():  # norm gains away from their initial 1 (or 0), so a wrong offset shows
-        for key, param in model.named_parameters():
+    with torch.no_grad():  # norm gains away from their initial 1 (or 0) and biases away from 0, so a
+        for key, param in model.named_parameters():  # wrong offset or a left-out bias shows
             if "norm" in key or "ln" in key.split(".")[-2]:
                 param.add_(0.3 * torch.randn_like(param))
+            elif key.endswith("bias"):
+                param.add_(0.1 * torch.randn_like(param))
     model.save_pretrained(folder, safe_serialization=True)
 
 

@@ -85,6 +85,12 @@ class RotaryAtlas(Result):
         spans: per layer of ``layers``, the largest query-key offset its attention sees: the training
             context, or its sliding window (Gemma-2/3's local layers, Mistral); empty: every layer sees
             ``context_length``.
+        includes: what the plane shares are of: ``"weights and q/k biases"`` (the biases as an
+            always-on input, :mod:`~pos_geometry.analysis.plane_biases`), or the weights alone (the
+            model has no biases, or ``biases=False``).
+        term_share: ``(n_layers, n_heads, 4)`` each head's expected squared QK logit split into
+            :data:`~pos_geometry.analysis.plane_biases.TERMS` (weights, query bias, key bias, constant),
+            or None when biases are not included.
     """
 
     q_norm: torch.Tensor
@@ -106,6 +112,8 @@ class RotaryAtlas(Result):
     layer_type: str | None = None
     unrotated_layers: tuple[int, ...] = ()
     spans: tuple[int, ...] = ()
+    includes: str = "weights"
+    term_share: torch.Tensor | None = None
 
     @property
     def shape(self) -> tuple[int, int, int]:
@@ -138,6 +146,17 @@ class RotaryAtlas(Result):
         return [
             ("layers × heads × planes", f"{n_layers} × {n_heads} × {n_planes}"),
             ("pairing", self.pairing + (", norm gain folded" if self.fold_norm else "")),
+            ("shares of", self.includes),
+            *(
+                [
+                    (
+                        "QK form: weights / q bias / k bias / constant",
+                        " / ".join(f"{v:.3f}" for v in self.term_share.mean(dim=(0, 1)).tolist()),
+                    )
+                ]
+                if self.term_share is not None
+                else []
+            ),
             *([("layer type", str(self.layer_type))] if self.layer_type else []),
             *(
                 [("layers with no rotation (left out)", ", ".join(map(str, self.unrotated_layers)))]
@@ -145,7 +164,10 @@ class RotaryAtlas(Result):
                 else []
             ),
             ("wavelengths", f"{self.wavelengths.min():.3g} .. {self.wavelengths.max():.4g} positions"),
-            ("training context", f"{self.context_length} ({n_crit} planes complete a cycle in {self._span_words()})"),
+            (
+                "training context",
+                f"{self.context_length} ({n_crit} planes complete a cycle in {self._span_words()})",
+            ),
             ("critical dimension", str(self.critical_dimension)),
             (
                 "share in short-wavelength planes",
@@ -156,7 +178,6 @@ class RotaryAtlas(Result):
                 ", ".join(f"{i} (λ={self.wavelengths[i]:.4g}, {usage[i]:.3f})" for i in top),
             ),
         ]
-
 
     def _span_words(self) -> str:
         spans = set(self.spans) or {self.context_length}
@@ -250,6 +271,7 @@ def rotary_atlas(
     n_workers: int | None = None,
     layer_type: str | None = None,
     gguf_file: str | None = None,
+    biases: bool = True,
 ) -> RotaryAtlas:
     """The frequency atlas of a rotary model, read from its query/key weights without building it.
 
@@ -277,6 +299,10 @@ def rotary_atlas(
             type whose layers to read (default: all layers of that type); required unless ``layers``
             are all of one type. Layers that do not rotate at all (NoPE) are left out and listed in
             ``unrotated_layers``.
+        biases: for architectures with query/key biases (Qwen2, Starcoder2, StableLM...), include them
+            in the plane shares as an always-on input (:mod:`pos_geometry.analysis.plane_biases`) and
+            split each head's form into ``term_share``; False: the weight-only form. ``includes`` says
+            which form a result holds.
 
     Architectures without a row in the attention-layout table get their layout from transformers
     itself (:mod:`pos_geometry.registry.derived_layout`), frequencies included.
@@ -323,11 +349,20 @@ def rotary_atlas(
             if checkpoint.commit is not None:
                 workers = max(workers, MIN_STREAMS)
         sums, keys, stored = layer_sums(reader, chosen, fold_norm, where, workers)
-    stats = [
-        _plane_stats(grams(*layer["q"], reader.planes), grams(*layer["k"], reader.planes)[kv_heads])
-        for layer in sums
+    plane_grams_ = [
+        (grams(*layer["q"], reader.planes), grams(*layer["k"], reader.planes)[kv_heads]) for layer in sums
     ]
+    stats = [_plane_stats(gq, gk) for gq, gk in plane_grams_]
     q_norm, k_norm, share, q_cos, k_cos = (torch.stack(s) for s in zip(*stats, strict=True))
+    term_share, bias_keys = None, []
+    if biases:
+        share, term_share, bias_keys = _with_biases(reader, chosen, plane_grams_, kv_heads, fold_norm, share)
+    keys = list(keys) + [k for k in bias_keys if k not in keys]
+    includes = (
+        "weights and q/k biases" if term_share is not None
+        else "weights (the model has no q/k biases)" if biases
+        else "weights only (q/k biases left out)"
+    )  # fmt: skip
     theta = torch.tensor(group.theta, dtype=torch.float64)
     wavelengths = 2 * math.pi / theta
     context = reader.rotary.context_length
@@ -348,6 +383,7 @@ def rotary_atlas(
             "num_attention_heads": reader.n_heads,
             "num_key_value_heads": reader.n_kv_heads,
             "tensor_keys": tuple(keys),
+            "shares_of": includes,
             **(
                 {"layer_type": group.label, "attention_factor": group.attention_factor}
                 if group.label != "all"
@@ -386,7 +422,37 @@ def rotary_atlas(
         layer_type=group.label if group.label != "all" else None,
         unrotated_layers=unrotated,
         spans=spans,
+        includes=includes,
+        term_share=term_share,
     )
+
+
+def _with_biases(
+    reader: QKReader,
+    layers: tuple[int, ...],
+    plane_grams_: list[tuple[torch.Tensor, torch.Tensor]],
+    kv_heads: torch.Tensor,
+    fold_norm: bool,
+    share: torch.Tensor,
+) -> tuple[torch.Tensor, torch.Tensor | None, list[str]]:
+    """``(share, term_share, keys)`` with the q/k biases as an always-on input (``plane_biases``); the
+    weight-only ``share`` and None when the model has none."""
+    from pos_geometry.analysis.plane_biases import augmented, bias_terms, layer_biases
+
+    shares, terms, keys = [], [], []
+    for index, (gq, gk) in zip(layers, plane_grams_, strict=True):
+        gains = None
+        if fold_norm and reader.layout.q_norm_key is not None:
+            gains = {which: reader.qk_norm_gain(index, which)[0] for which in ("q", "k")}
+        found, read = layer_biases(reader, index, gains)
+        if found is None:
+            return share, None, []
+        bq, bk = found["q"], found["k"][kv_heads]
+        shares.append(_plane_stats(augmented(gq, bq, reader.planes), augmented(gk, bk, reader.planes))[2])
+        per_plane = bias_terms(gq, gk, bq, bk, reader.planes).sum(dim=1)  # (n_heads, 4)
+        terms.append(per_plane / per_plane.sum(-1, keepdim=True).clamp_min(torch.finfo(torch.float64).tiny))
+        keys += [k for k in read if k not in keys]
+    return torch.stack(shares), torch.stack(terms), keys
 
 
 def _spans(reader: QKReader, layers: tuple[int, ...], context: int) -> tuple[int, ...]:

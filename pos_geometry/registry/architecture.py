@@ -37,7 +37,15 @@ from pos_geometry.errors import InvalidArgumentError
 from pos_geometry.registry.attention import ATTENTION_LAYOUTS, AttentionLayout, attention_layout
 from pos_geometry.registry.derived_layout import DerivedLayout, derive_layout
 
-__all__ = ["Architecture", "LayerType", "describe_architecture", "attention_of", "attention_span", "layer_list"]
+__all__ = [
+    "Architecture",
+    "LayerType",
+    "describe_architecture",
+    "attention_of",
+    "attention_span",
+    "layer_list",
+    "qk_biases",
+]
 
 
 @dataclass(frozen=True)
@@ -124,6 +132,32 @@ def attention_of(config: Mapping[str, Any]) -> tuple[AttentionLayout, DerivedLay
         return attention_layout(config), None
     derived = derive_layout(config)
     return derived.layout, derived
+
+
+@functools.lru_cache(maxsize=64)
+def _biased(config_json: str) -> bool | None:
+    import torch
+    import transformers
+
+    from pos_geometry.registry.derived_layout import _QKV, _attention_of, _blocks, _cfg, _child
+
+    cfg = _cfg(json.loads(config_json))
+    text = cfg.get_text_config() if hasattr(cfg, "get_text_config") else cfg
+    with torch.device("meta"):
+        skeleton = transformers.AutoModelForCausalLM.from_config(text)
+    blocks = _blocks(skeleton, text.num_hidden_layers)[1]
+    attn = _attention_of(blocks)[1]
+    name = _child(attn, ("q_proj", "query", "wq", "q")) or _child(attn, _QKV)
+    return None if name is None else getattr(attn.get_submodule(name), "bias", None) is not None
+
+
+def qk_biases(config: Mapping[str, Any]) -> bool | None:
+    """Whether the model's query/key projections add a bias, as transformers builds the model from ``config``
+    (on the meta device, no weights); None when transformers cannot build it."""
+    try:
+        return _biased(json.dumps(dict(config), sort_keys=True, default=str))
+    except Exception:  # transformers cannot build it: the caller decides from the checkpoint
+        return None
 
 
 def layer_list(layers: tuple[int, ...]) -> str:

@@ -317,6 +317,12 @@ class QKReader:
             self._checked.add(key)
         return key
 
+    def head_starts(self, which: str) -> list[int]:
+        """The first row of each ``which`` (``"q"``/``"k"``) head in the tensor holding it; its bias vector
+        has the same rows."""
+        n = self.n_heads if which == "q" else self.n_kv_heads
+        return [_head_start(self.layout, which, h, self.n_heads, self.rotary.head_dim) for h in range(n)]
+
     def head_ranges(
         self, index: int
     ) -> list[tuple[str, tuple[tuple[str, int], ...], tuple[tuple[int, int], ...]]]:
