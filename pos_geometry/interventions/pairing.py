@@ -58,7 +58,7 @@ def swap_pairing(target: EditTarget) -> None:
     config = target.loaded.config
     try:
         architecture = describe_architecture(config)
-        layout, _ = architecture.attention()
+        layout, derived = architecture.attention()
     except InvalidArgumentError as exc:
         raise NotApplicableError(f"the pairing swap needs the model's query/key rows: {exc}") from None
     dims = {
@@ -78,7 +78,10 @@ def swap_pairing(target: EditTarget) -> None:
     n_layers, n_heads, n_kv = head_counts(config)
     order = interleave_order(rotary_dim, hd)
     found = _parameters(target)
+    unrotated = set(derived.unrotated) if derived is not None else set()  # NoPE or linear-attention layers
     for layer in range(n_layers):
+        if layer in unrotated:
+            continue
         keys = layout.keys(layer, norm=True)
         if "qkv" in keys:
             name, weight = _find(found, keys["qkv"], layout.prefix)
@@ -95,8 +98,9 @@ def swap_pairing(target: EditTarget) -> None:
             continue
         for role, count in (("q", n_heads), ("k", n_kv)):
             name, weight = _find(found, keys[role], layout.prefix)
-            rows = torch.arange(count * hd)
-            full = torch.cat([order + h * hd for h in range(count)])
+            stride = 2 * hd if role == "q" and layout.q_gate else hd  # a gated query head: [query | gate]
+            rows = torch.cat([torch.arange(hd) + h * stride for h in range(count)])
+            full = torch.cat([order + h * hd for h in range(count)])  # indices into rows
             target.permute_rows(weight, rows, full)
             bias = name.removesuffix("weight") + "bias"
             if bias in found:
@@ -104,5 +108,7 @@ def swap_pairing(target: EditTarget) -> None:
             norm_key = keys.get(f"{role}_norm")
             if norm_key is not None:
                 _, gain = _find(found, norm_key, layout.prefix)
-                per = order if gain.shape[0] == hd else full
+                per = (
+                    order if gain.shape[0] == hd else full
+                )  # one gain per head dim, or per row of every head
                 target.permute_rows(gain, torch.arange(gain.shape[0]), per)

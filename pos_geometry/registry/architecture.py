@@ -206,11 +206,14 @@ def _describe(config_json: str) -> Architecture:
     if len(kinds) != n_layers:
         kinds = ["all"] * n_layers
     fallback = _any_rotary(config, groups).context_length  # for layer types that do not rotate
+    still = _unrotated(config) if set(kinds) - _ATTENTION_KINDS else frozenset()
     built = []
     for label in dict.fromkeys(kinds):
         layers = tuple(i for i, k in enumerate(kinds) if k == label)
-        if groups is None:
-            rotary: RotaryParams | None = rotary_params(config)
+        if set(layers) <= still:  # a linear-attention or recurrent type (Qwen3-Next): no rotation
+            rotary: RotaryParams | None = None
+        elif groups is None:
+            rotary = rotary_params(config)
         else:
             params = config["rope_parameters"].get(label)
             rotary = rotary_params(config, layer_type=label) if isinstance(params, Mapping) else None
@@ -218,6 +221,18 @@ def _describe(config_json: str) -> Architecture:
         built.append(LayerType(label, layers, rotary, span, window))
     context = max((t.rotary.context_length for t in built if t.rotary is not None), default=fallback)
     return Architecture(str(config.get("model_type", "")), config, tuple(built), n_layers, context)
+
+
+_ATTENTION_KINDS = frozenset({"all", "full_attention", "sliding_attention", "chunked_attention"})
+
+
+def _unrotated(config: Mapping[str, Any]) -> frozenset[int]:
+    """The layers transformers' own model does not rotate (:func:`derive_layout`), for configs whose layer
+    types include kinds other than attention; empty when transformers cannot describe the model."""
+    try:
+        return frozenset(derive_layout(config).unrotated)
+    except InvalidArgumentError:
+        return frozenset()
 
 
 def _any_rotary(config: Mapping[str, Any], groups: Mapping[str, Any] | None) -> RotaryParams:

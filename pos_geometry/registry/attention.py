@@ -18,6 +18,9 @@ architecture stores them differently; each row here says how, as plain data:
   ``qk_norm_offset`` is added to those gains first (Gemma-3's ``1 + w``).
 * ``pairing``: which two dimensions of a head one rotation plane turns: ``"rotate_half"``
   (NeoX/Llama: dims ``i`` and ``i + rotary_dim/2``) or ``"interleaved"`` (GPT-J: ``2i`` and ``2i+1``).
+* ``q_gate``: the query projection also produces a per-head output gate (Qwen3-Next, Qwen3.5): each
+  head's ``2 · head_dim`` rows are ``[query | gate]``, so head ``h``'s query rows start at
+  ``2 · h · head_dim``; the gate rows take no part in the QK form.
 * ``prefix``: the leading name component a bare (headless) checkpoint omits
   (``model.``, ``gpt_neox.``, ``transformer.``).
 * ``token_key``: the token-embedding table.
@@ -125,6 +128,7 @@ class AttentionLayout:
     q_norm_key: str | None = None
     k_norm_key: str | None = None
     qk_norm_offset: float = 0.0
+    q_gate: bool = False
 
     def __post_init__(self) -> None:
         where = f"attention-layout row {self.model_type!r}"
@@ -137,6 +141,8 @@ class AttentionLayout:
                 f"{where}: give either q_key and k_key, or qkv_key with fused in {FUSED_LAYOUTS}; "
                 f"got q_key={self.q_key!r}, k_key={self.k_key!r}, qkv_key={self.qkv_key!r}, fused={self.fused!r}."
             )
+        if self.q_gate and not separate:
+            raise InvalidArgumentError(f"{where}: q_gate needs a separate query projection (q_key).")
         if (self.q_norm_key is None) != (self.k_norm_key is None):
             raise InvalidArgumentError(f"{where}: give both q_norm_key and k_norm_key, or neither.")
         for name in ("q_key", "k_key", "qkv_key", "norm_key", "q_norm_key", "k_norm_key"):

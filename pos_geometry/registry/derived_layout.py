@@ -355,15 +355,23 @@ def _layout_from(model_type, blocks_path, attn_path, q, k, qkv, q_norm, k_norm, 
     }
     if q and k:
         rows = (p_attn.get_submodule(q).weight.shape[0], p_attn.get_submodule(k).weight.shape[0])
-        if rows != (heads * head_dim, kv * head_dim):
+        gated = rows == (2 * heads * head_dim, kv * head_dim)  # [query | gate] per head (Qwen3-Next)
+        if rows != (heads * head_dim, kv * head_dim) and not gated:
             raise LayoutUnavailable(
-                f"{model_type}'s {q}/{k} have {rows[0]}/{rows[1]} rows, not heads x head_dim "
-                f"({heads * head_dim}/{kv * head_dim}): they produce more than queries and keys (an output gate)."
+                f"{model_type}'s {q}/{k} have {rows[0]}/{rows[1]} rows, neither heads x head_dim "
+                f"({heads * head_dim}/{kv * head_dim}) nor a query and a gate per head ({2 * heads * head_dim}/"
+                f"{kv * head_dim})."
             )
-        wq = p_attn.get_submodule(q).weight.detach().double().reshape(heads, head_dim, -1)
+        wq = p_attn.get_submodule(q).weight.detach().double()
+        bq = p_attn.get_submodule(q).bias
+        if gated:  # the query half of each head's rows; the check below must confirm it
+            wq = wq.reshape(heads, 2, head_dim, -1)[:, 0]
+            bq = None if bq is None else bq.detach().reshape(heads, 2, head_dim)[:, 0].reshape(-1)
+            fields["q_gate"] = True
+        wq = wq.reshape(heads, head_dim, -1)
         wk = p_attn.get_submodule(k).weight.detach().double().reshape(kv, head_dim, -1)
         fields.update(q_key=prefix + q + ".weight", k_key=prefix + k + ".weight")
-        candidates = {"separate": (wq, wk, p_attn.get_submodule(q).bias, p_attn.get_submodule(k).bias)}
+        candidates = {"separate": (wq, wk, bq, p_attn.get_submodule(k).bias)}
     else:
         w = p_attn.get_submodule(qkv).weight.detach().double()
         b = p_attn.get_submodule(qkv).bias

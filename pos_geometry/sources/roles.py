@@ -130,11 +130,14 @@ def _split(
     read for it: its own projection, or the fused qkv projection (a view, no copy)."""
     heads = n_heads if which == "q" else n_kv
     if layout.qkv_key is None:
-        if tensor.ndim != 2 or tensor.shape[0] != heads * head_dim:
+        gated = 2 if which == "q" and layout.q_gate else 1
+        if tensor.ndim != 2 or tensor.shape[0] != gated * heads * head_dim:
             raise CheckpointFormatError(
                 f"the {which} projection has shape {tuple(tensor.shape)}; the config implies "
-                f"({heads * head_dim}, d_model). The checkpoint and its config.json disagree."
+                f"({gated * heads * head_dim}, d_model). The checkpoint and its config.json disagree."
             )
+        if gated == 2:  # [query | gate] per head: the query half
+            return tensor.reshape(heads, 2, head_dim, -1)[:, 0]
         return tensor.reshape(heads, head_dim, -1)
     rows = (n_heads + 2 * n_kv) * head_dim
     if tensor.ndim != 2 or tensor.shape[0] != rows:
@@ -156,7 +159,7 @@ def _check_shape(
 ) -> None:
     """The stored shape of the tensor holding ``which`` must be what the config implies."""
     if layout.qkv_key is None:
-        rows = (n_heads if which == "q" else n_kv) * head_dim
+        rows = (n_heads if which == "q" else n_kv) * head_dim * (2 if which == "q" and layout.q_gate else 1)
         what = f"the {which} projection"
     else:
         rows = (n_heads + 2 * n_kv) * head_dim
@@ -173,7 +176,7 @@ def _check_shape(
 def _head_start(layout: AttentionLayout, which: str, head: int, n_heads: int, head_dim: int) -> int:
     """The first row of ``head`` of ``which`` in the tensor read for it (the layouts of :func:`_split`)."""
     if layout.qkv_key is None:
-        return head * head_dim
+        return head * head_dim * (2 if which == "q" and layout.q_gate else 1)
     if layout.fused == "per_head":  # rows (h, [q|k|v], j)
         return (3 * head + (0 if which == "q" else 1)) * head_dim
     return (head if which == "q" else n_heads + head) * head_dim  # [all q | all k | all v]

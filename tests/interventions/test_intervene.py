@@ -249,3 +249,32 @@ def test_the_pairing_swap_needs_two_planes(tmp_path, tokens):
     transformers.StableLmForCausalLM(config).save_pretrained(tmp_path)
     with pytest.raises(NotApplicableError, match="at least two rotation planes"):
         pg.intervene(tmp_path, tokens, SwapPairing(), attention=False, **CPU)
+
+
+def test_the_pairing_swap_leaves_a_gated_querys_gate_alone(tmp_path):
+    """Qwen3-Next's q_proj holds ``[query | gate]`` per head: the swap reorders the query half as the keys,
+    so each head's unrotated ``q·k`` form is unchanged, and leaves the gate rows where they are."""
+    config = transformers.AutoConfig.for_model(
+        "qwen3_next", hidden_size=64, intermediate_size=64, num_attention_heads=4, num_key_value_heads=2,
+        head_dim=16, num_hidden_layers=4, vocab_size=61, partial_rotary_factor=0.5, linear_num_value_heads=2,
+        linear_num_key_heads=2, linear_key_head_dim=16, linear_value_head_dim=16, num_experts=2,
+        num_experts_per_tok=2, moe_intermediate_size=32, shared_expert_intermediate_size=32,
+    )  # fmt: skip
+    torch.manual_seed(0)
+    transformers.AutoModelForCausalLM.from_config(config).save_pretrained(tmp_path)
+    loaded = open_model(tmp_path, device="cpu", causal_lm=True)
+    target = EditTarget(loaded)
+    attn = loaded.module.model.layers[3].self_attn
+    q0, k0 = attn.q_proj.weight.detach().clone(), attn.k_proj.weight.detach().clone()
+
+    def forms(q, k):  # (heads, d, d): each query head's W_qᵀ W_k over its query half and its key head
+        wq, wk = q.view(4, 2, 16, 64)[:, 0], k.view(2, 16, 64)
+        return torch.stack([wq[h].T @ wk[h // 2] for h in range(4)])
+
+    with target.editing():
+        SwapPairing().apply(target)
+        q1, k1 = attn.q_proj.weight.detach(), attn.k_proj.weight.detach()
+        assert not torch.equal(q1, q0) and not torch.equal(k1, k0)
+        torch.testing.assert_close(q1.view(4, 2, 16, 64)[:, 1], q0.view(4, 2, 16, 64)[:, 1], rtol=0, atol=0)
+        torch.testing.assert_close(forms(q1, k1), forms(q0, k0), rtol=1e-6, atol=1e-7)
+    assert torch.equal(attn.q_proj.weight, q0)

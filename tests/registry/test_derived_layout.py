@@ -91,9 +91,9 @@ def test_llama4_nope_layers_are_marked_and_left_out(tmp_path):
     )
 
 
-def _logit_period(model, layer: int, head: int, n: int) -> float:
+def _logit_period(model, layer: int, head: int, n: int, dtype: torch.dtype = torch.float64) -> float:
     with torch.no_grad():
-        out = model.double()(torch.full((1, n), 7), output_attentions=True)
+        out = model.to(dtype)(torch.full((1, n), 7), output_attentions=True)
     y = torch.log(out.attentions[layer][0, head, n - 1]).flip(0).numpy()
     t, y = np.arange(n), y - y.mean()
     best, period = -1.0, math.nan
@@ -195,3 +195,37 @@ def test_deriving_leaves_the_callers_random_stream_alone():
     torch.manual_seed(123)
     derive_layout(config)
     torch.testing.assert_close(torch.rand(3), expected)
+
+
+@pytest.mark.parametrize("plane", [0, 1])
+def test_gated_queries_are_read_from_the_query_half_of_each_head(tmp_path, plane):
+    """Qwen3-Next's q_proj gives each head ``[query | gate]``: a plane planted in head 2's query half is the
+    atlas's dominant plane for that head, and transformers' own logits oscillate at its wavelength."""
+    config = transformers.AutoConfig.for_model(
+        "qwen3_next", hidden_size=64, intermediate_size=64, num_attention_heads=4, num_key_value_heads=2,
+        head_dim=16, num_hidden_layers=4, vocab_size=64, partial_rotary_factor=0.5, linear_num_value_heads=2,
+        linear_num_key_heads=2, linear_key_head_dim=16, linear_value_head_dim=16, num_experts=2,
+        num_experts_per_tok=2, moe_intermediate_size=32, shared_expert_intermediate_size=32,
+    )  # fmt: skip
+    config._attn_implementation = "eager"
+    derived = derive_layout(config.to_dict())
+    assert derived.layout.q_gate and derived.unrotated == (0, 1, 2)  # linear-attention layers do not rotate
+    from pos_geometry.registry.architecture import describe_architecture
+
+    kinds = describe_architecture(config.to_dict()).layer_types
+    assert [(t.label, t.layers, t.rotary is None) for t in kinds] == [
+        ("linear_attention", (0, 1, 2), True), ("full_attention", (3,), False)
+    ]
+    torch.manual_seed(0)
+    model = transformers.AutoModelForCausalLM.from_config(config)
+    attn = model.model.layers[3].self_attn
+    with torch.no_grad():  # rotary_dim 8: plane i turns dims (i, i + 4); head 2's query rows start at 2·2·16
+        attn.q_proj.weight[torch.tensor([plane, plane + 4]) + 2 * 2 * 16] *= 60.0
+        attn.k_proj.weight[torch.tensor([plane, plane + 4]) + 1 * 16] *= 60.0
+    model.save_pretrained(tmp_path)
+    atlas = rotary_atlas(tmp_path)
+    assert atlas.layers == (3,) and atlas.unrotated_layers == (0, 1, 2)
+    assert atlas.dominant_plane[0, 2] == plane and atlas.qk_share[0, 2, plane] > 0.9
+    # the only attention layer: the only attention map returned (its MoE runs in float32 only)
+    period = _logit_period(model, 0, 2, 256, torch.float32)
+    assert period == pytest.approx(float(atlas.wavelengths[plane]), rel=0.03)
