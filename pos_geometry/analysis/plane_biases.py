@@ -48,7 +48,7 @@ def layer_biases(
     from pos_geometry.registry.architecture import qk_biases
 
     biased = qk_biases(reader.config)
-    if biased is False:  # transformers' own model has none: nothing to read or probe
+    if biased is False or reader.layout.latent is not None:  # none (a biased MLA layout is not derived)
         return None, []
     names = reader.layout.keys(index, norm=True)
     out: dict[str, torch.Tensor] = {}

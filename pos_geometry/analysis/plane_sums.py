@@ -142,6 +142,8 @@ def layer_sums(
     memory holds one head's rows per thread). If one tensor fails, the others stop at their next head
     and the first error is raised.
     """
+    if reader.layout.latent is not None:
+        return _latent_sums(reader, layers, fold_norm, device)
     ckpt = reader.checkpoint
     n_rot, n_planes = reader.rotary.rotary_dim, reader.planes.shape[0]
     keys: list[str] = []
@@ -177,6 +179,45 @@ def layer_sums(
                 layer[which] = fold_row_gains(*layer[which], gain.to(device), reader.planes)
                 keys.append(key)
     return sums, keys, stored
+
+
+def _latent_sums(
+    reader: QKReader, layers: tuple[int, ...], fold_norm: bool, device: torch.device
+) -> tuple[list[LayerSums], list[str], str]:
+    """:func:`layer_sums` of a multi-head latent attention model: each layer's rotary query rows (products of
+    its low-rank projections) and its one shared rotary key, formed in memory
+    (:func:`~pos_geometry.registry.latent_layout.latent_rows`), then reduced like any head's rows. Nothing
+    is kept in the cache: the products need the whole low-rank tensors."""
+    from pos_geometry.registry.latent_layout import latent_rows
+
+    keys: list[str] = []
+    stored: list[str] = []
+
+    def read(key: str) -> torch.Tensor:
+        spelled = reader.spelled(key)
+        tensor = reader.checkpoint.read([spelled])[spelled]
+        stored.append(dtype_name(tensor.dtype))
+        keys.append(spelled)
+        return tensor
+
+    out: list[LayerSums] = []
+    work = _Workspace()
+    for index in layers:
+        check_stop()
+        gain = None
+        if fold_norm:
+            gain, gain_key = reader.gain(index)
+            keys.append(gain_key)
+        q, k, _ = latent_rows(reader.layout.latent, read, index, reader.n_heads)
+        layer: LayerSums = {}
+        for which, rows in (("q", q), ("k", k)):
+            norms = torch.empty(rows.shape[:2], dtype=torch.float32, device=device)
+            cross = torch.empty(rows.shape[0], reader.planes.shape[0], dtype=torch.float32, device=device)
+            for h in range(rows.shape[0]):
+                _head_sums(rows[h], reader.planes, gain, device, work, norms[h], cross[h])
+            layer[which] = (norms, cross)
+        out.append(layer)
+    return out, list(dict.fromkeys(keys)), stored[0] if stored else ""
 
 
 def fold_row_gains(

@@ -134,7 +134,10 @@ def make_corpus(
             )
         rng = np.random.default_rng(random_state)
         ids = _check_ids(
-            rng.integers(0, vocab_size, size=(n, length), dtype=np.int64), vocab_size, "the default", min_sequences
+            rng.integers(0, vocab_size, size=(n, length), dtype=np.int64),
+            vocab_size,
+            "the default",
+            min_sequences,
         )
         description = (
             f"random tokens (offline default, not natural text): {n} x {length} ids drawn uniformly from "
@@ -152,18 +155,24 @@ def make_corpus(
                 raise InvalidArgumentError(
                     f"{str(path)!r} is not a plain .npy array of token ids ({exc}); save one with np.save."
                 ) from None
-            ids = _check_ids(raw[:n_sequences] if n_sequences else raw, vocab_size, repr(str(path)), min_sequences)
+            ids = _check_ids(
+                raw[:n_sequences] if n_sequences else raw, vocab_size, repr(str(path)), min_sequences
+            )
             if seq_len is not None:
                 ids = _check_ids(ids[:, :seq_len], vocab_size, repr(str(path)), min_sequences)
             kind, what = "npy", f"token ids from {path.name}"
         else:
             length = default_len if seq_len is None else int(seq_len)
-            ids = _check_ids(_from_text(path, tokenizer, length, n_sequences), vocab_size, repr(str(path)), min_sequences)
+            ids = _check_ids(
+                _from_text(path, tokenizer, length, n_sequences), vocab_size, repr(str(path)), min_sequences
+            )
             kind, what = "text", f"text {path.name}, tokenised, cut into consecutive contexts"
         corpus = Corpus(ids, f"{what}: {ids.shape[0]} x {ids.shape[1]} (sha256 {_fingerprint(ids)})", kind)
     else:
         raw = tokens.detach().cpu().numpy() if hasattr(tokens, "detach") else np.asarray(tokens)
-        ids = _check_ids(raw[:n_sequences] if n_sequences else raw, vocab_size, "the token array", min_sequences)
+        ids = _check_ids(
+            raw[:n_sequences] if n_sequences else raw, vocab_size, "the token array", min_sequences
+        )
         if seq_len is not None:
             ids = _check_ids(ids[:, :seq_len], vocab_size, "the token array", min_sequences)
         corpus = Corpus(

@@ -15,6 +15,8 @@ fused one whose query/key rows are picked per head.
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 
 from pos_geometry.errors import InvalidArgumentError, NotApplicableError
@@ -52,18 +54,23 @@ def _head_rows(n_heads: int, head_dim: int, start: int, stride: int) -> list[tor
 
 def swap_pairing(target: EditTarget) -> None:
     """Reorder every layer's query/key rows (module docstring), recording the undo in ``target``."""
-    from pos_geometry.registry.architecture import describe_architecture
+    from pos_geometry.registry.architecture import attention_of, describe_architecture
     from pos_geometry.sources.roles import head_counts
 
     config = target.loaded.config
     try:
-        architecture = describe_architecture(config)
-        layout, derived = architecture.attention()
+        layout, derived = attention_of(config)
+        if derived is not None:  # transformers' own sizes (every rope type it knows, partial rotary included)
+            dims = {(derived.rotary_dim, derived.head_dim)}
+        else:
+            architecture = describe_architecture(config)
+            dims = {
+                (t.rotary.rotary_dim, t.rotary.head_dim)
+                for t in architecture.layer_types
+                if t.rotary is not None
+            }
     except InvalidArgumentError as exc:
         raise NotApplicableError(f"the pairing swap needs the model's query/key rows: {exc}") from None
-    dims = {
-        (t.rotary.rotary_dim, t.rotary.head_dim) for t in architecture.layer_types if t.rotary is not None
-    }
     if len(dims) != 1:
         raise NotApplicableError(
             f"the pairing swap reorders one head layout, but this model's layer types rotate {sorted(dims)} "
@@ -81,6 +88,9 @@ def swap_pairing(target: EditTarget) -> None:
     unrotated = set(derived.unrotated) if derived is not None else set()  # NoPE or linear-attention layers
     for layer in range(n_layers):
         if layer in unrotated:
+            continue
+        if layout.latent is not None:
+            _swap_latent(target, layout, layer, n_heads, order, found)
             continue
         keys = layout.keys(layer, norm=True)
         if "qkv" in keys:
@@ -112,3 +122,22 @@ def swap_pairing(target: EditTarget) -> None:
                     order if gain.shape[0] == hd else full
                 )  # one gain per head dim, or per row of every head
                 target.permute_rows(gain, torch.arange(gain.shape[0]), per)
+
+
+def _swap_latent(
+    target: EditTarget,
+    layout: Any,
+    layer: int,
+    n_heads: int,
+    order: torch.Tensor,
+    found: dict[str, torch.Tensor],
+) -> None:
+    """The swap in a multi-head latent attention layer: the rotary rows of each head in ``q_proj`` or
+    ``q_b_proj``, and the shared rotary key's rows in ``kv_a_proj_with_mqa``, reordered alike."""
+    latent = layout.latent
+    keys = latent.keys(layer)
+    _, q = _find(found, keys["q"] if "q" in keys else keys["q_b"], layout.prefix)
+    for head_rows in latent.q_rows(n_heads):
+        target.permute_rows(q, head_rows, order)
+    _, kv_a = _find(found, keys["kv_a"], layout.prefix)
+    target.permute_rows(kv_a, latent.k_rows(), order)

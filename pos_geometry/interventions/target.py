@@ -113,10 +113,15 @@ class EditTarget:
         """
         found = _slots(self.loaded.module)
         if not found:
+            why = (
+                "its rotation is not computed from an inv_freq buffer (GPT-J and CodeGen keep a precomputed sin/cos "
+                "table, embed_positions), so frequency edits cannot reach it; the pairing swap still applies"
+                if self.kind == "rotary"
+                else "rotary edits (planes, scale, rope, swap) apply to rotary models only"
+            )
             raise NotApplicableError(
                 f"{self.loaded.model_id!r} ({self.loaded.model_type}) has no rotary embedding module (no inv_freq "
-                f"buffer); its position enters as {self.kind!r}. Rotary edits (planes, scale, rope, swap) apply to "
-                "rotary models only."
+                f"buffer); its position enters as {self.kind!r}: {why}."
             )
         if layer_type is None:
             return found

@@ -21,6 +21,9 @@ architecture stores them differently; each row here says how, as plain data:
 * ``q_gate``: the query projection also produces a per-head output gate (Qwen3-Next, Qwen3.5): each
   head's ``2 · head_dim`` rows are ``[query | gate]``, so head ``h``'s query rows start at
   ``2 · h · head_dim``; the gate rows take no part in the QK form.
+* ``latent``: multi-head latent attention (DeepSeek-V2/V3): the rotary parts of its queries and keys
+  are products of its low-rank projections (:class:`~pos_geometry.registry.latent_layout.LatentLayout`);
+  then ``q_key``/``k_key``/``qkv_key`` are None.
 * ``prefix``: the leading name component a bare (headless) checkpoint omits
   (``model.``, ``gpt_neox.``, ``transformer.``).
 * ``token_key``: the token-embedding table.
@@ -37,6 +40,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from pos_geometry.errors import InvalidArgumentError
+from pos_geometry.registry.latent_layout import LatentLayout
 
 __all__ = [
     "AttentionLayout",
@@ -129,6 +133,7 @@ class AttentionLayout:
     k_norm_key: str | None = None
     qk_norm_offset: float = 0.0
     q_gate: bool = False
+    latent: LatentLayout | None = None
 
     def __post_init__(self) -> None:
         where = f"attention-layout row {self.model_type!r}"
@@ -136,7 +141,10 @@ class AttentionLayout:
             raise InvalidArgumentError(f"{where}: pairing must be one of {PAIRINGS}; got {self.pairing!r}.")
         separate = self.q_key is not None and self.k_key is not None
         fused = self.qkv_key is not None and self.fused in FUSED_LAYOUTS
-        if separate == fused:
+        if self.latent is not None:
+            if separate or fused:
+                raise InvalidArgumentError(f"{where}: a latent layout names no q_key, k_key or qkv_key.")
+        elif separate == fused:
             raise InvalidArgumentError(
                 f"{where}: give either q_key and k_key, or qkv_key with fused in {FUSED_LAYOUTS}; "
                 f"got q_key={self.q_key!r}, k_key={self.k_key!r}, qkv_key={self.qkv_key!r}, fused={self.fused!r}."
@@ -153,6 +161,11 @@ class AttentionLayout:
     def keys(self, layer: int, *, norm: bool) -> dict[str, str]:
         """The checkpoint keys of ``layer``: role (``"q"``, ``"k"``, ``"qkv"``, ``"norm"``, ``"q_norm"``,
         ``"k_norm"``) -> key."""
+        if self.latent is not None:
+            roles = {f"latent_{role}": key for role, key in self.latent.keys(layer).items()}
+            if norm and self.norm_key:
+                roles["norm"] = self.norm_key.format(layer=layer)
+            return roles
         roles = {"qkv": self.qkv_key} if self.qkv_key else {"q": self.q_key, "k": self.k_key}
         if norm and self.norm_key:
             roles["norm"] = self.norm_key

@@ -39,6 +39,7 @@ from typing import Any
 
 from pos_geometry.errors import InvalidArgumentError
 from pos_geometry.registry.attention import AttentionLayout
+from pos_geometry.registry.latent_layout import latent_children
 from pos_geometry.registry.rotation_probe import (
     PROBE_LEN,
     ROTATIONS,
@@ -136,13 +137,13 @@ def _attention_of(blocks: Any) -> tuple[str, Any]:
         except LayoutUnavailable as exc:
             reason = exc
             continue
-        if (_child(attn, _Q) and _child(attn, _K)) or _child(attn, _QKV):
+        if (_child(attn, _Q) and _child(attn, _K)) or _child(attn, _QKV) or latent_children(attn):
             return path, attn
         children = [n for n, _ in attn.named_children()]
         why = (
-            "its queries and keys pass through low-rank latent projections (multi-head latent attention), "
-            "so no single W_q/W_k per head exists"
-            if "q_a_proj" in children or "kv_a_proj_with_mqa" in children
+            "its queries and keys pass through low-rank latent projections whose names differ from DeepSeek's "
+            "(q_a_proj, q_a_layernorm, q_b_proj or q_proj, kv_a_proj_with_mqa), so their rotary parts cannot be found"
+            if any("_a_proj" in n or "lora" in n for n in children)
             else "it has no query/key projections by a known name"
         )
         reason = LayoutUnavailable(f"the {type(attn).__name__}: {why} (its parts: {', '.join(children)}).")
@@ -267,12 +268,25 @@ def _derive(config_json: str) -> DerivedLayout:
         None,
     )
     if pairing is None:
+        # DeepSeek-V3's interleaved rotation regroups each head's dims (evens, then odds) before rotating
+        # halves: its planes are adjacent pairs of the input rows, its output in the regrouped order. A
+        # common reordering of queries and keys leaves every q·k as it is.
+        regroup = torch.cat([torch.arange(0, rotary_dim, 2), torch.arange(1, rotary_dim, 2)])
+        moved = rotate(pre, theta0, "interleaved", freqs[first][1], positions)[..., :rotary_dim][..., regroup]
+        if torch.allclose(moved, target, rtol=0, atol=tolerance):
+            pairing = "interleaved"
+    if pairing is None:
         raise LayoutUnavailable(
             f"neither rotate-half nor interleaved pairs reproduce {model_type}'s own rotation."
         )
 
-    layout = _layout_from(model_type, blocks_path, attn_path, q, k, qkv, q_norm, k_norm, pairing, probe, p_blocks,
-                          attn, per_layer, inputs, probe_cfg)  # fmt: skip
+    children = latent_children(attn)
+    if children is not None:
+        layout = _latent_layout(model_type, blocks_path, attn_path, children, pairing, probe, p_blocks, per_layer,
+                                inputs, probe_cfg)  # fmt: skip
+    else:
+        layout = _layout_from(model_type, blocks_path, attn_path, q, k, qkv, q_norm, k_norm, pairing, probe,
+                              p_blocks, attn, per_layer, inputs, probe_cfg)  # fmt: skip
     layer_types = list(getattr(cfg, "layer_types", None) or [])
     groups: dict[tuple, list[int]] = {}
     for layer in sorted(freqs):
@@ -302,20 +316,10 @@ def _norm_offset(norm: Any, x: Any) -> float | None:
     return 1.0 if out.abs().max() > 0 else None
 
 
-def _layout_from(model_type, blocks_path, attn_path, q, k, qkv, q_norm, k_norm, pairing, probe, p_blocks, attn,
-                 per_layer, inputs, probe_cfg) -> AttentionLayout:  # fmt: skip
-    """The layout's keys and offsets, checked against what the probe's first rotating layer computed."""
+def _input_norm(probe: Any, block: Any, blocks_path: str, x: Any) -> tuple[str | None, float]:
+    """``(key, offset)`` of the block's norm whose output is the attention input ``x`` (None when none is)."""
     import torch
 
-    prefix = f"{blocks_path}.{{layer}}.{attn_path}."
-    first = min(per_layer)
-    block = p_blocks[first]
-    p_attn = block.get_submodule(attn_path)
-    x = inputs.get(first)
-    if x is None:
-        raise LayoutUnavailable(f"the {model_type} attention input could not be observed.")
-    # the input norm: the block's norm whose output is the attention input
-    norm_key, norm_offset = None, 0.0
     block_input = {}
 
     def grab(mod: Any, args: tuple, kwargs: dict) -> None:
@@ -329,11 +333,83 @@ def _layout_from(model_type, blocks_path, attn_path, q, k, qkv, q_norm, k_norm, 
         if "norm" in type(child).__name__.lower() and hasattr(child, "weight") and "x" in block_input:
             with torch.no_grad():
                 if torch.allclose(child(block_input["x"]), x, rtol=0, atol=1e-5 * float(x.abs().max())):
-                    norm_key, norm_offset = (
-                        f"{blocks_path}.{{layer}}.{name}.weight",
-                        _norm_offset(child, x) or 0.0,
-                    )
-                    break
+                    return f"{blocks_path}.{{layer}}.{name}.weight", _norm_offset(child, x) or 0.0
+    return None, 0.0
+
+
+def _latent_layout(model_type, blocks_path, attn_path, children, pairing, probe, p_blocks, per_layer, inputs,
+                   probe_cfg) -> AttentionLayout:  # fmt: skip
+    """The layout of an MLA architecture (``registry.latent_layout``), checked against the rotary queries
+    and keys the probe's first rotating layer computed: the shared key exactly, each head's query up to
+    one scalar per token (the latent norm's RMS divisor)."""
+    import torch
+
+    from pos_geometry.registry.latent_layout import LatentLayout, latent_rows
+
+    prefix = f"{blocks_path}.{{layer}}.{attn_path}."
+    first = min(per_layer)
+    p_attn = p_blocks[first].get_submodule(attn_path)
+    x = inputs.get(first)
+    if x is None:
+        raise LayoutUnavailable(f"the {model_type} attention input could not be observed.")
+    if any(getattr(p_attn.get_submodule(n), "bias", None) is not None for n in children.values()):
+        raise LayoutUnavailable(
+            f"{model_type}'s latent projections add biases (attention_bias): the query's passes through the "
+            "latent RMSNorm, so its rotary part is not a fixed linear map of the input."
+        )
+    names = {f"{role}_key": prefix + child + ".weight" for role, child in children.items()}
+    offset = 0.0
+    if "q_a_norm" in children:
+        offset = (
+            _norm_offset(p_attn.get_submodule(children["q_a_norm"]), torch.randn(3, probe_cfg.q_lora_rank))
+            or 0.0
+        )
+    latent = LatentLayout(
+        kv_a_key=names["kv_a_key"], q_key=names.get("q_key"), q_a_key=names.get("q_a_key"),
+        q_a_norm_key=names.get("q_a_norm_key"), q_b_key=names.get("q_b_key"), q_a_norm_offset=offset,
+        nope=probe_cfg.qk_nope_head_dim, rope=probe_cfg.qk_rope_head_dim, kv_lora=probe_cfg.kv_lora_rank,
+    )  # fmt: skip
+    state = {k: v.detach() for k, v in probe.state_dict().items()}
+    heads = probe_cfg.num_attention_heads
+    q, k, _ = latent_rows(latent, lambda key: state[key], first, heads)
+    seen_q, seen_k = (heads_first(t, n, PROBE_LEN).double() for t, n in ((per_layer[first][0], heads),
+                                                                         (per_layer[first][1], 1)))  # fmt: skip
+    ours_q = torch.einsum("hjd,sd->hsj", q.double(), x[0].double())
+    ours_k = torch.einsum("hjd,sd->hsj", k.double(), x[0].double())
+    scale = (seen_q * ours_q).sum(-1, keepdim=True) / ours_q.square().sum(-1, keepdim=True).clamp_min(1e-300)
+    per_token = torch.allclose(
+        scale, scale[:1].expand_as(scale), rtol=1e-4, atol=0
+    )  # the same for every head
+    ok = per_token and torch.allclose(ours_q * scale, seen_q, rtol=0, atol=1e-4 * float(seen_q.abs().max()))
+    ok = ok and torch.allclose(ours_k, seen_k, rtol=0, atol=1e-4 * float(seen_k.abs().max()) + 1e-12)
+    if not ok:
+        raise LayoutUnavailable(
+            f"reading {model_type}'s latent projections as DeepSeek's MLA does not reproduce the rotary queries and "
+            "keys it rotates."
+        )
+    norm_key, norm_offset = _input_norm(probe, p_blocks[first], blocks_path, x)
+    fields: dict[str, Any] = {
+        "pairing": pairing,
+        "prefix": blocks_path.split(".")[0] + "." if "." in blocks_path else "",
+    }
+    if norm_key is not None:
+        fields.update(norm_key=norm_key, norm_offset=norm_offset)
+    return AttentionLayout(model_type=model_type, latent=latent, **fields)
+
+
+def _layout_from(model_type, blocks_path, attn_path, q, k, qkv, q_norm, k_norm, pairing, probe, p_blocks, attn,
+                 per_layer, inputs, probe_cfg) -> AttentionLayout:  # fmt: skip
+    """The layout's keys and offsets, checked against what the probe's first rotating layer computed."""
+    import torch
+
+    prefix = f"{blocks_path}.{{layer}}.{attn_path}."
+    first = min(per_layer)
+    block = p_blocks[first]
+    p_attn = block.get_submodule(attn_path)
+    x = inputs.get(first)
+    if x is None:
+        raise LayoutUnavailable(f"the {model_type} attention input could not be observed.")
+    norm_key, norm_offset = _input_norm(probe, block, blocks_path, x)
     heads = probe_cfg.num_attention_heads
     kv = getattr(probe_cfg, "num_key_value_heads", None) or heads
     head_dim = probe_cfg.head_dim

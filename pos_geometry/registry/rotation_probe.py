@@ -29,7 +29,7 @@ class ProbeError(InvalidArgumentError):
     """The probe could not observe what it needs (the message says what)."""
 
 
-ROTATIONS = ("apply_rotary_pos_emb", "apply_rotary_emb")
+ROTATIONS = ("apply_rotary_pos_emb", "apply_rotary_emb", "apply_rotary_pos_emb_interleave")
 _SHRINK = {  # width fields of a probe instance (only those the config has are set)
     "intermediate_size": 32,
     "moe_intermediate_size": 32,
@@ -39,6 +39,8 @@ _SHRINK = {  # width fields of a probe instance (only those the config has are s
     "num_local_experts": 2,
     "n_routed_experts": 2,
     "num_experts_per_tok": 1,
+    "n_group": 1,
+    "topk_group": 1,
     "vocab_size": 128,
 }
 PROBE_LEN = 8
@@ -61,6 +63,14 @@ def shrunk(cfg: Any) -> Any:
     for name, value in _SHRINK.items():
         if isinstance(getattr(cfg, name, None), int):
             setattr(probe, name, value)
+    routed = any(
+        isinstance(getattr(cfg, n, None), int)
+        for n in ("n_routed_experts", "num_experts", "num_local_experts")
+    )
+    if routed and hasattr(cfg, "num_experts_per_tok") and cfg.num_experts_per_tok is None:
+        probe.num_experts_per_tok = (
+            1  # a default config may leave the router's k unset; attention does not care
+        )
     for name in ("pad_token_id", "bos_token_id", "eos_token_id"):
         if isinstance(getattr(probe, name, None), int) and getattr(probe, name) >= 128:
             setattr(probe, name, 0)

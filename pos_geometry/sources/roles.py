@@ -245,8 +245,12 @@ class QKReader:
         self.config = config
         # the layout table's row, else transformers' own description (registry.architecture)
         self.layout, self.derived = attention_of(config)
+        if self.layout.latent is not None:  # MLA: one rotary key, shared by every head
+            config = {**config, "head_dim": self.layout.latent.rope}
         self.rotary: RotaryParams = _rotary(config, self.derived)
         self.n_layers, self.n_heads, self.n_kv_heads = head_counts(config)
+        if self.layout.latent is not None:
+            self.n_kv_heads = 1
         self.planes = rotation_planes(self.layout.pairing, self.rotary.rotary_dim)
         self._drop_prefix: bool | None = None
         self._fused: tuple[str, torch.Tensor] | None = None
