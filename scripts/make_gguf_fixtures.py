@@ -16,6 +16,10 @@ inside the ``llama-cpp-python`` source distribution on PyPI::
         llama_cpp_python-0.3.36/vendor/llama.cpp/conversion llama_cpp_python-0.3.36/vendor/llama.cpp/gguf-py
     .venv/bin/python scripts/make_gguf_fixtures.py --llama-cpp /tmp/llamacpp
 
+For the K-quant files, build llama.cpp's ``llama-quantize`` from the same tree (the whole
+``vendor/llama.cpp`` folder of the sdist: ``cmake -B build -DLLAMA_CURL=OFF && cmake --build build
+--target llama-quantize``) and pass ``--quantize build/bin/llama-quantize``.
+
 The one thing the converter is not given is a trained tokenizer (a random model has none): its
 ``set_vocab`` step is replaced by a stand-in vocabulary of ``vocab_size`` plain tokens. Every tensor and
 every hyperparameter in the files is the converter's own. ``provenance.json`` records the llama.cpp
@@ -94,6 +98,15 @@ _GPT2_DROP = ("hidden_size", "intermediate_size", "num_hidden_layers", "num_atte
 
 OUTTYPES = ("f32", "q8_0")
 
+#: Wider models for the K-quants (a K-quant block spans 256 values of a row, so rows must be that long):
+#: converted at F32, then quantised to Q4_K_M by llama.cpp's own ``llama-quantize`` (``--quantize``); only
+#: the quantised file is kept (its oracle is transformers' own GGUF loader on the same bytes).
+_WIDE = {"hidden_size": 256, "intermediate_size": 256, "num_hidden_layers": 1, "head_dim": 64}
+K_QUANTS: dict[str, tuple[str, dict[str, Any]]] = {
+    "llama-wide": ("llama", {**_WIDE, "rope_theta": 50000.0}),
+    "gemma2-wide": ("gemma2", {**_WIDE, "sliding_window": 32}),
+}
+
 
 def _config(model_type: str, extra: dict[str, Any]) -> Any:
     import transformers
@@ -163,6 +176,29 @@ def _convert(llama_cpp: Path, folder: Path, out: Path, outtype: str) -> None:
         converter.get_model_class = original
 
 
+def _k_quants(args: argparse.Namespace, done: dict[str, Any]) -> dict[str, Any]:
+    """Write ``{name}-q4_k_m.gguf`` for each of :data:`K_QUANTS`: saved, converted at F32, quantised by
+    ``llama-quantize`` (temporary folders; only the quantised file is kept)."""
+    for name, (model_type, extra) in K_QUANTS.items():
+        if args.only and name not in args.only:
+            continue
+        seed = 100 + list(K_QUANTS).index(name)
+        with tempfile.TemporaryDirectory() as tmp:
+            folder = Path(tmp) / name
+            _save_model(name, model_type, extra, folder, seed)
+            _vocab_file(folder, (model_type, extra))
+            f32 = Path(tmp) / f"{name}-f32.gguf"
+            _convert(args.llama_cpp, folder, f32, "f32")
+            target = args.out / f"{name}-q4_k_m.gguf"
+            subprocess.run(
+                [str(args.quantize), str(f32), str(target), "Q4_K_M"], check=True, capture_output=True
+            )
+        done[name] = {"model_type": model_type, "config": extra, "seed": seed, "quantized_by": "llama-quantize Q4_K_M",
+                      "sha256": {target.name: _sha(target)}}  # fmt: skip
+        print(f"{name}: {target.name}")
+    return done
+
+
 def _sha(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
@@ -174,10 +210,15 @@ def main() -> None:
     )
     parser.add_argument("--out", type=Path, default=OUT)
     parser.add_argument("--only", nargs="*", help="architectures to (re)write; default: all")
+    parser.add_argument(
+        "--quantize",
+        type=Path,
+        help="llama.cpp's llama-quantize binary: also write the Q4_K_M files of K_QUANTS",
+    )
     args = parser.parse_args()
     import transformers
 
-    names = args.only or list(ARCHITECTURES)
+    names = [n for n in (args.only or ARCHITECTURES) if n in ARCHITECTURES]
     args.out.mkdir(parents=True, exist_ok=True)
     provenance_path = args.out / "provenance.json"
     provenance = json.loads(provenance_path.read_text()) if provenance_path.exists() else {"models": {}}
@@ -211,6 +252,8 @@ def main() -> None:
             "sha256": files,
         }
         print(f"{name}: {', '.join(files)}")
+    if args.quantize is not None:
+        provenance["k_quants"] = _k_quants(args, provenance.get("k_quants", {}))
     provenance.update(
         llama_cpp_commit=commit,
         converter="convert_hf_to_gguf.py (llama.cpp), set_vocab replaced by a stand-in vocabulary",

@@ -62,7 +62,7 @@ def test_the_fixtures_are_what_provenance_says():
 
     assert PROVENANCE["converter"].startswith("convert_hf_to_gguf.py (llama.cpp)")
     assert re.fullmatch(r"[0-9a-f]{40}", PROVENANCE["llama_cpp_commit"])
-    for arch, record in PROVENANCE["models"].items():
+    for arch, record in {**PROVENANCE["models"], **PROVENANCE.get("k_quants", {})}.items():
         for name, digest in record["sha256"].items():
             path = DATA / arch / name if name == "model.safetensors" else DATA / name
             assert hashlib.sha256(path.read_bytes()).hexdigest() == digest, path
@@ -229,3 +229,38 @@ def test_the_short_long_split_uses_each_layers_attention_span(arch, layer_type):
             )
         if len(set(expected)) == 1:  # one span: the critical dimension is the span's
             assert atlas.critical_dimension == 2 * int((atlas.wavelengths <= expected[0]).sum())
+
+
+K_QUANTS = sorted(PROVENANCE.get("k_quants", {}))
+
+
+@pytest.mark.parametrize("name", K_QUANTS)
+def test_k_quant_files_read_as_transformers_own_gguf_loader_reads_them(name, tmp_path):
+    """Q4_K_M files written by llama.cpp's own ``llama-quantize`` (Q4_K and Q6_K blocks): pos_geometry's model
+    has transformers' own loader's parameters bit for bit, and the atlas of the file (with ``fold_norm``,
+    Gemma's norms included) is the atlas of the folder transformers' loader builds from the same bytes."""
+    from pos_geometry.sources.gguf_model import gguf_model
+
+    path = DATA / f"{name}-q4_k_m.gguf"
+    weights = GGUFWeights(FileByteSource(path))
+    assert {"Q4_K", "Q6_K"} <= {weights.quantization(k) for k in weights.keys if k.startswith("blk.")}
+    theirs = transformers.AutoModelForCausalLM.from_pretrained(
+        str(path.parent), gguf_file=path.name, dtype=torch.float32
+    )
+    ours = gguf_model(path).state_dict()
+    for key, value in theirs.state_dict().items():
+        torch.testing.assert_close(ours[key], value, rtol=0, atol=0, msg=key)
+    from safetensors.torch import save_file
+
+    theirs.config.save_pretrained(tmp_path)  # transformers will not save a GGUF-loaded model itself
+    save_file(
+        {k: v.detach().clone().contiguous() for k, v in theirs.state_dict().items()},
+        tmp_path / "model.safetensors",
+    )
+    for fold_norm in (False, True):
+        folder, gguf = (
+            pg.rotary_atlas(tmp_path, fold_norm=fold_norm),
+            pg.rotary_atlas(path, fold_norm=fold_norm),
+        )
+        torch.testing.assert_close(gguf.qk_share, folder.qk_share, rtol=1e-6, atol=1e-9)
+        assert "Q4_K" in gguf.provenance.config_dict["quantization"]
