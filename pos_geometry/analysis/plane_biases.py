@@ -41,14 +41,14 @@ def layer_biases(
     query/key biases on the rotating rows of each head (times the q/k norm's row gains when ``qk_gains``
     is given, as the rows are), or ``(None, [])`` when the projections have no bias.
 
-    Whether they have one is asked of transformers (the model built from the config on the meta device);
-    only the rotating entries are read (:meth:`~pos_geometry.sources.tensor_set.Checkpoint.visit_rows`:
+    Whether they have one is read from the checkpoint's keys, or from the hub asked of transformers (the
+    model built from the config on the meta device); only the rotating entries are read (:meth:`~pos_geometry.sources.tensor_set.Checkpoint.visit_rows`:
     nothing goes to the tensor cache), and from the hub they are kept as a small result, so a second
     atlas of the same commit reads nothing."""
-    from pos_geometry.registry.architecture import qk_biases
-
-    biased = qk_biases(reader.config)
-    if biased is False or reader.layout.latent is not None:  # none (a biased MLA layout is not derived)
+    if reader.layout.latent is not None:  # a biased MLA layout is not derived: none here
+        return None, []
+    biased = _has_biases(reader, index)
+    if biased is False:
         return None, []
     names = reader.layout.keys(index, norm=True)
     out: dict[str, torch.Tensor] = {}
@@ -63,6 +63,20 @@ def layer_biases(
         if spelled not in keys:
             keys.append(spelled)
     return out, keys
+
+
+def _has_biases(reader: QKReader, index: int) -> bool | None:
+    """Whether layer ``index``'s q/k projections add a bias. A local folder or GGUF file answers from its key
+    list (already read with its header); from the hub, where the sums may come from the cache with no header
+    fetched, transformers' own model built from the config answers (None: it cannot say, and the
+    checkpoint's keys decide when the biases are read)."""
+    from pos_geometry.registry.architecture import qk_biases
+
+    if not reader.checkpoint.from_hub:
+        names = reader.layout.keys(index, norm=False)
+        key = names["qkv" if reader.layout.qkv_key is not None else "q"].removesuffix("weight") + "bias"
+        return reader.checkpoint.has(reader.spelled(key))
+    return qk_biases(reader.config)
 
 
 def _rotating_entries(

@@ -242,6 +242,12 @@ class Checkpoint:
         would collide with those of the repo's other weight files at the same commit)."""
         return self._directory is None and self._single is None and self.commit is not None
 
+    @property
+    def from_hub(self) -> bool:
+        """Whether this is a hub checkpoint at a pinned commit (its tensors and results cached by pos_geometry),
+        not a local folder or file."""
+        return self._keeps_cache
+
     def _cache_entry(self, key: str) -> WeightFile | None:
         """pos_geometry's cache file of ``key`` at this commit, opened (when :attr:`_keeps_cache`), else None."""
         if not self._keeps_cache:
