@@ -66,13 +66,13 @@ def layer_biases(
 
 
 def _has_biases(reader: QKReader, index: int) -> bool | None:
-    """Whether layer ``index``'s q/k projections add a bias. A local folder or GGUF file answers from its key
-    list (already read with its header); from the hub, where the sums may come from the cache with no header
-    fetched, transformers' own model built from the config answers (None: it cannot say, and the
-    checkpoint's keys decide when the biases are read)."""
+    """Whether layer ``index``'s q/k projections add a bias. The checkpoint's key list answers when it is on this
+    machine (a local folder or GGUF file, or a hub checkpoint whose header the q/k reads fetched); when the
+    sums all came from the cache, transformers' own model built from the config answers, so nothing is
+    requested (None: it cannot say, and the checkpoint's keys decide when the biases are read)."""
     from pos_geometry.registry.architecture import qk_biases
 
-    if not reader.checkpoint.from_hub:
+    if reader.checkpoint.knows_keys():
         names = reader.layout.keys(index, norm=False)
         key = names["qkv" if reader.layout.qkv_key is not None else "q"].removesuffix("weight") + "bias"
         return reader.checkpoint.has(reader.spelled(key))

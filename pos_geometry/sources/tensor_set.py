@@ -242,11 +242,10 @@ class Checkpoint:
         would collide with those of the repo's other weight files at the same commit)."""
         return self._directory is None and self._single is None and self.commit is not None
 
-    @property
-    def from_hub(self) -> bool:
-        """Whether this is a hub checkpoint at a pinned commit (its tensors and results cached by pos_geometry),
-        not a local folder or file."""
-        return self._keeps_cache
+    def knows_keys(self) -> bool:
+        """Whether :meth:`has` can answer without a request: a local checkpoint, or a hub one whose weight file
+        header has already been read."""
+        return not self._keeps_cache or bool(self._opened)
 
     def _cache_entry(self, key: str) -> WeightFile | None:
         """pos_geometry's cache file of ``key`` at this commit, opened (when :attr:`_keeps_cache`), else None."""
