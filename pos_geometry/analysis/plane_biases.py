@@ -101,6 +101,13 @@ def _rotating_entries(
         rows[order[i]] = values.to(torch.float64)
 
     ckpt.visit_rows(spelled, [ranges[i] for i in order], visit)
+    if not bool(torch.isfinite(rows).all()):
+        from pos_geometry.errors import NonFiniteError
+
+        raise NonFiniteError(
+            f"the bias {spelled!r} holds NaN or infinite values in its rotating entries; the atlas of such weights "
+            "would be NaN. Check or re-export the checkpoint."
+        )
     ckpt.store_result(name, {"bias": rows}, spec, {"key": spelled})
     return rows, spelled
 

@@ -25,13 +25,15 @@ import torch
 
 from pos_geometry._dtypes import dtype_name
 from pos_geometry._threads import check_stop, parallel_map
+from pos_geometry.errors import NonFiniteError
 from pos_geometry.sources.roles import QKReader
 
 __all__ = ["LayerSums", "layer_sums", "fold_row_gains", "grams", "plane_grams"]
 
 LayerSums = dict[str, tuple[torch.Tensor, torch.Tensor]]
 """``{"q": (norms, cross), "k": (norms, cross)}`` of one layer: per head (key heads for ``"k"``) the norm
-of each rotating row ``(n, rotary_dim)`` and each plane's dot product of its two rows ``(n, n_planes)``."""
+of each rotating row ``(n, rotary_dim)`` and each plane's dot product of its two rows ``(n, n_planes)``,
+float64."""
 
 
 class _Workspace:
@@ -74,13 +76,15 @@ def _head_sums(
     norms: torch.Tensor,
     cross: torch.Tensor,
 ) -> None:
-    """One head's sums: ``norms`` (``(len(rows),)``) gets each row's norm, ``cross`` (``(n_planes,)``)
-    each plane's dot product of its two rows.
+    """One head's sums: ``norms`` (``(len(rows),)`` float64) gets each row's norm, ``cross``
+    (``(n_planes,)`` float64) each plane's dot product of its two rows.
 
     ``rows``: ``(≥ rotary_dim, d_model)`` the head's rows (any float dtype, CPU); ``planes`` index
     them. The rows are widened to float32 on ``device`` (bfloat16 and float16 exactly) into a reused
     buffer and the gain multiplied in; the sums accumulate in float32 (torch's blocked sums:
-    relative error ~1e-7 for thousands of terms). Four kernels per head, none allocating.
+    relative error ~1e-7 for thousands of terms), a few kernels per head, none allocating. Where a
+    float32 sum is not finite (a weight near 1e19 overflows its square), the head is summed again in
+    float64; rows that hold NaN or inf raise :class:`NonFiniteRows`.
     """
     wide = work.buffer("wide", tuple(rows.shape), device)
     wide.copy_(rows)
@@ -88,8 +92,33 @@ def _head_sums(
         wide.mul_(gain.to(device=device, dtype=torch.float32))
     first, second = _pair_rows(wide, planes)
     product = work.buffer("product", tuple(first.shape), device)
-    torch.linalg.vector_norm(wide, dim=-1, out=norms)
-    torch.sum(torch.mul(first, second, out=product), dim=-1, out=cross)
+    n32 = work.buffer("norms", tuple(norms.shape), device)
+    c32 = work.buffer("cross", tuple(cross.shape), device)
+    torch.linalg.vector_norm(wide, dim=-1, out=n32)
+    torch.sum(torch.mul(first, second, out=product), dim=-1, out=c32)
+    if bool(torch.isfinite(n32).all()) and bool(torch.isfinite(c32).all()):
+        norms.copy_(n32)
+        cross.copy_(c32)
+        return
+    exact = rows.to(device=device, dtype=torch.float64)
+    if gain is not None:
+        exact = exact * gain.to(device=device, dtype=torch.float64)
+    if not bool(torch.isfinite(exact).all()):
+        raise NonFiniteRows(int((~torch.isfinite(exact)).sum()))
+    a, b = _pair_rows(exact, planes)
+    norms.copy_(torch.linalg.vector_norm(exact, dim=-1))
+    cross.copy_((a * b).sum(-1))
+
+
+class NonFiniteRows(ArithmeticError):
+    """A head's rows (after the folded gain) hold NaN or inf; ``args[0]``: how many values."""
+
+
+def _non_finite(what: str, count: int) -> NonFiniteError:
+    return NonFiniteError(
+        f"{what} holds {count} NaN or infinite value(s) in its rotating rows; the atlas of such weights would be "
+        "NaN. Check or re-export the checkpoint."
+    )
 
 
 def grams(norms: torch.Tensor, cross: torch.Tensor, planes: torch.Tensor) -> torch.Tensor:
@@ -108,10 +137,13 @@ def plane_grams(
     (``w``: ``(n, ≥ rotary_dim, d_model)`` in memory)."""
     where = device if device is not None else torch.device("cpu")
     work = _Workspace()
-    norms = torch.empty(w.shape[:2], dtype=torch.float32, device=where)
-    cross = torch.empty(w.shape[0], planes.shape[0], dtype=torch.float32, device=where)
+    norms = torch.empty(w.shape[:2], dtype=torch.float64, device=where)
+    cross = torch.empty(w.shape[0], planes.shape[0], dtype=torch.float64, device=where)
     for h in range(w.shape[0]):
-        _head_sums(w[h], planes, gain, where, work, norms[h], cross[h])
+        try:
+            _head_sums(w[h], planes, gain, where, work, norms[h], cross[h])
+        except NonFiniteRows as exc:
+            raise _non_finite(f"head {h} of the weights given", exc.args[0]) from None
     return grams(norms, cross, planes)
 
 
@@ -211,10 +243,14 @@ def _latent_sums(
         q, k, _ = latent_rows(reader.layout.latent, read, index, reader.n_heads)
         layer: LayerSums = {}
         for which, rows in (("q", q), ("k", k)):
-            norms = torch.empty(rows.shape[:2], dtype=torch.float32, device=device)
-            cross = torch.empty(rows.shape[0], reader.planes.shape[0], dtype=torch.float32, device=device)
+            norms = torch.empty(rows.shape[:2], dtype=torch.float64, device=device)
+            cross = torch.empty(rows.shape[0], reader.planes.shape[0], dtype=torch.float64, device=device)
             for h in range(rows.shape[0]):
-                _head_sums(rows[h], reader.planes, gain, device, work, norms[h], cross[h])
+                try:
+                    _head_sums(rows[h], reader.planes, gain, device, work, norms[h], cross[h])
+                except NonFiniteRows as exc:
+                    what = f"layer {index}'s latent {'query' if which == 'q' else 'key'} head {h}"
+                    raise _non_finite(what, exc.args[0]) from None
             layer[which] = (norms, cross)
         out.append(layer)
     return out, list(dict.fromkeys(keys)), stored[0] if stored else ""
@@ -264,17 +300,32 @@ def _compute(
     # the norm gains: small reads, concurrent (each item runs in a copy of the caller's context, so the
     # load's deadline applies there too)
     gains = dict(zip(needed, (g[0] for g in parallel_map(reader.gain, needed, workers)), strict=True))
+    for index, gain in gains.items():
+        if not bool(torch.isfinite(gain).all()):
+            raise _non_finite(
+                f"the norm gain {reader.norm_key(index)!r} (layer {index})",
+                int((~torch.isfinite(gain)).sum()),
+            )
 
     def run(job: _Job) -> str:
         work = local.__dict__.setdefault("work", _Workspace())
-        norms = torch.empty(len(job.ranges), n_rot, dtype=torch.float32, device=device)
-        cross = torch.empty(len(job.ranges), n_planes, dtype=torch.float32, device=device)
+        norms = torch.empty(len(job.ranges), n_rot, dtype=torch.float64, device=device)
+        cross = torch.empty(len(job.ranges), n_planes, dtype=torch.float64, device=device)
         gain, dtypes = gains.get(job.index), []
 
         def visit(i: int, rows: torch.Tensor) -> None:
             check_stop()  # another tensor failed, or Ctrl-C: stop at the next head
             dtypes.append(rows.dtype)
-            _head_sums(rows, reader.planes, gain, device, work, norms[i], cross[i])
+            try:
+                _head_sums(rows, reader.planes, gain, device, work, norms[i], cross[i])
+            except NonFiniteRows as exc:
+                which, head = job.heads[i]
+                stored = reader.checkpoint.stored_name(job.spelled)
+                named = f"{job.spelled!r}" + (f" (stored as {stored!r})" if stored != job.spelled else "")
+                raise _non_finite(
+                    f"{named} (layer {job.index}, {'query' if which == 'q' else 'key'} head {head})",
+                    exc.args[0],
+                ) from None
 
         check_stop()
         ckpt.visit_rows(job.spelled, job.ranges, visit)

@@ -22,6 +22,7 @@ from pos_geometry.errors import (
     CheckpointFormatError,
     InvalidArgumentError,
     MissingTensorError,
+    NonFiniteError,
     NotApplicableError,
 )
 from pos_geometry.registry.attention import TableQKLayout, table_qk_layout
@@ -36,7 +37,17 @@ __all__ = ["TableQKModel", "hidden_rows", "atlas_provenance"]
 
 def _read(ckpt: Checkpoint, layout: TableQKLayout, key: str) -> torch.Tensor:
     key = _resolve_prefix(ckpt, layout, key)  # a headless checkpoint (the hub's gpt2) drops the prefix
-    return ckpt.read([key])[key]
+    return _finite(ckpt.read([key])[key], key)
+
+
+def _finite(tensor: torch.Tensor, key: str) -> torch.Tensor:
+    """``tensor``, refused with :class:`NonFiniteError` when it holds NaN or inf."""
+    if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
+        raise NonFiniteError(
+            f"{key!r} holds {int((~torch.isfinite(tensor)).sum())} NaN or infinite value(s); the QK view of such "
+            "weights would be NaN. Check or re-export the checkpoint."
+        )
+    return tensor
 
 
 def _does_not_apply(ckpt: Checkpoint) -> NotApplicableError:
@@ -85,7 +96,7 @@ class TableQKModel:
             spelled = _resolve_prefix(self.ckpt, self.layout, key)
         except MissingTensorError:
             return None, None
-        bias = self.ckpt.read([spelled])[spelled]
+        bias = _finite(self.ckpt.read([spelled])[spelled], spelled)
         if tuple(bias.shape) != (3 * self.d_model,):
             raise CheckpointFormatError(
                 f"{spelled} has shape {tuple(bias.shape)}; expected ({3 * self.d_model},)."

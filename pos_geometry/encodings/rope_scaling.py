@@ -109,11 +109,25 @@ _BOUNDS: dict[str, tuple[float, float]] = {
 _ORDERED = (("high_freq_factor", "low_freq_factor"), ("beta_fast", "beta_slow"))
 
 
-def _check_parameters(key: str, rope_type: str, params: Mapping[str, Any]) -> None:
+def check_scaling_parameters(rope_type: str, params: Mapping[str, Any], where: str = "the edit's") -> None:
+    """The rules a config's rope-scaling parameters meet (:func:`_check_parameters`), for parameters given
+    elsewhere (a positional edit): ``where`` opens the message in place of ``config <key>``."""
+    _check_parameters("", rope_type, params, where)
+
+
+def _check_parameters(key: str, rope_type: str, params: Mapping[str, Any], where: str | None = None) -> None:
     """Each scaling parameter a finite real number within its bounds (a list of them for the longrope
     factors), and the ordered pairs in order; else :class:`InvalidArgumentError` naming the field, the
     value and the rule. transformers only warns about most of these; a zero, subnormal, negative or
     textual factor would otherwise give a NaN or infinite table, or a ZeroDivisionError."""
+    field = (lambda name: f"{where} {name}") if where else (lambda name: f"config {key}.{name}")
+    if where:
+        fix = "Pass a value within the rule."
+    else:
+        fix = (
+            f"Fix the config (the model card or transformers' documentation of rope_type {rope_type!r} gives the "
+            "intended value)."
+        )
     for name, (low, high) in _BOUNDS.items():
         if name not in params:
             continue
@@ -124,17 +138,16 @@ def _check_parameters(key: str, rope_type: str, params: Mapping[str, Any]) -> No
         for v in values:
             number = not isinstance(v, bool) and isinstance(v, int | float) and math.isfinite(v)
             if not number or not low <= v <= high:
+                kind = "a list of numbers" if len(values) > 1 or value is not v else "a finite number"
                 raise InvalidArgumentError(
-                    f"config {key}.{name} (rope_type {rope_type!r}) is {describe(value)}: it must be "
-                    f"{'a list of numbers' if len(values) > 1 or value is not v else 'a finite number'} between "
-                    f"{low:g} and {high:g}. Fix the config (the model card or transformers' documentation of "
-                    f"rope_type {rope_type!r} gives the intended value)."
+                    f"{field(name)} (rope_type {rope_type!r}) is {describe(value)}: it must be {kind} between "
+                    f"{low:g} and {high:g}. {fix}"
                 )
     for larger, smaller in _ORDERED:
         if larger in params and smaller in params and not params[larger] > params[smaller]:
             raise InvalidArgumentError(
-                f"config {key}.{larger} ({params[larger]!r}) must be greater than {key}.{smaller} "
-                f"({params[smaller]!r}) for rope_type {rope_type!r}. Fix the config."
+                f"{field(larger)} ({params[larger]!r}) must be greater than {field(smaller)} "
+                f"({params[smaller]!r}) for rope_type {rope_type!r}. {fix}"
             )
 
 

@@ -147,9 +147,27 @@ def _wrap(module: Any, model_id: str, revision: str | None, tokenizer_source: st
         (config[k] for k in ("num_hidden_layers", "n_layer", "num_layers") if config.get(k)), None
     )
     blocks, path = _find_blocks(module, n_layers)
+    _check_finite(module, model_id)
     module.eval()
     device = next(module.parameters()).device
     return LoadedModel(module, blocks, path, model_id, revision, config, device, tokenizer_source)
+
+
+def _check_finite(module: Any, model_id: str) -> None:
+    """Refuse a model whose weights hold NaN or inf: every number measured on it would be NaN or meaningless."""
+    import torch
+
+    from pos_geometry._describe import printable
+    from pos_geometry.errors import NonFiniteError
+
+    with torch.no_grad():
+        for name, param in module.named_parameters():
+            if param.is_floating_point() and not bool(torch.isfinite(param).all()):
+                bad = int((~torch.isfinite(param)).sum())
+                raise NonFiniteError(
+                    f"{printable(model_id)}: the weight {name!r} holds {bad} NaN or infinite value(s) of "
+                    f"{param.numel()}; a model with such weights cannot be measured. Check or re-export the checkpoint."
+                )
 
 
 def open_model(

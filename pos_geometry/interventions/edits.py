@@ -390,8 +390,11 @@ class ScaleFrequencies(_RotaryEdit):
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "layers", _layer_tuple(self.layers))
+        from pos_geometry.encodings.rope_scaling import check_scaling_parameters
+
         if isinstance(self.factor, bool) or not isinstance(self.factor, int | float) or not self.factor > 0:
             raise InvalidArgumentError(f"factor must be a number > 0; got {self.factor!r}.")
+        check_scaling_parameters("linear", {"factor": self.factor})  # the bounds a config's factor meets
 
     @property
     def label(self) -> str:
@@ -431,7 +434,14 @@ class RopeScaling(_RotaryEdit):
                 f"rope_type must be one of {known} (dynamic rescales with the running sequence length and is not a "
                 f"fixed edit); got {rope_type!r}."
             )
-        object.__setattr__(self, "parameters", tuple(sorted(dict(self.parameters).items())))
+        from pos_geometry.encodings.rope_scaling import check_scaling_parameters
+        from pos_geometry.encodings.sinusoidal import check_base
+
+        params = dict(self.parameters)
+        check_scaling_parameters(str(rope_type), params)  # the rules a config's rope parameters meet
+        if "rope_theta" in params:
+            check_base(params["rope_theta"], "the edit's rope_theta")
+        object.__setattr__(self, "parameters", tuple(sorted(params.items())))
 
     @property
     def label(self) -> str:

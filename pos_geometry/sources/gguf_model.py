@@ -44,9 +44,26 @@ def fast_path_applies(arch: str) -> bool:
 def _transformers_load(path: Path, dtype: torch.dtype) -> Any:
     import transformers
 
-    return transformers.AutoModelForCausalLM.from_pretrained(
-        str(path.parent), gguf_file=path.name, dtype=dtype
+    model, info = transformers.AutoModelForCausalLM.from_pretrained(
+        str(path.parent), gguf_file=path.name, dtype=dtype, output_loading_info=True
     )
+    tied = set(getattr(model, "_tied_weights_keys", None) or {})
+    _refuse_missing(path, sorted(set(info.get("missing_keys") or ()) - tied))
+    return model
+
+
+def _refuse_missing(path: Path, missing: list[str]) -> None:
+    """A GGUF lacking tensors the model needs is refused: transformers would fill them with random values."""
+    if missing:
+        from pos_geometry.errors import MissingTensorError
+
+        shown = ", ".join(missing[:4]) + (f" and {len(missing) - 4} more" if len(missing) > 4 else "")
+        raise MissingTensorError(
+            f"{path.name!r} lacks {len(missing)} tensor(s) the model needs ({shown}); transformers "
+            "would fill them with random initial values. Running the model needs a complete GGUF file; the atlas "
+            "and load read what a partial file holds.",
+            keys=tuple(missing),
+        )
 
 
 def gguf_model(path: str | os.PathLike[str], *, dtype: torch.dtype = torch.float32) -> Any:
@@ -68,11 +85,14 @@ def gguf_model(path: str | os.PathLike[str], *, dtype: torch.dtype = torch.float
     with no_init_weights():
         model = transformers.AutoModelForCausalLM.from_config(config, dtype=dtype)
     state: dict[str, torch.Tensor] = {}
+    missing = []
     for key in model.state_dict():
         if weights.has(key):
             state[key] = weights.read(key).to(dtype)
         elif not (config.tie_word_embeddings and key.endswith("lm_head.weight")):
-            return _transformers_load(path, dtype).eval()  # a tensor we cannot place: the reference loader
+            missing.append(key)
+    if missing:  # a tensor the name table does not place: the reference loader decides (and refuses a gap)
+        return _transformers_load(path, dtype).eval()
     model.load_state_dict(state, strict=False, assign=True)
     if config.tie_word_embeddings:
         model.tie_weights()

@@ -33,7 +33,12 @@ from pos_geometry.encodings.rotary import (
     layer_type_groups,
     rotary_params,
 )
-from pos_geometry.errors import CheckpointFormatError, InvalidArgumentError, MissingTensorError
+from pos_geometry.errors import (
+    CheckpointFormatError,
+    InvalidArgumentError,
+    MissingTensorError,
+    NonFiniteError,
+)
 from pos_geometry.registry.architecture import attention_of
 from pos_geometry.registry.attention import AttentionLayout
 from pos_geometry.registry.derived_layout import DerivedLayout, RotationGroup
@@ -384,6 +389,10 @@ class QKReader:
             raise InvalidArgumentError(f"the {self.layout.model_type} layout names no query/key norms.")
         key = self._key(index, f"{which}_norm")
         gain = self.checkpoint.read([key])[key].float().reshape(-1) + self.layout.qk_norm_offset
+        if not bool(torch.isfinite(gain).all()):
+            raise NonFiniteError(
+                f"the {which} norm gain {key!r} (layer {index}) holds NaN or infinite values."
+            )
         heads, head_dim = (self.n_heads if which == "q" else self.n_kv_heads), self.rotary.head_dim
         if gain.numel() == head_dim:
             gain = gain.expand(heads, head_dim)

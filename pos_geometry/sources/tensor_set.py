@@ -242,6 +242,11 @@ class Checkpoint:
         would collide with those of the repo's other weight files at the same commit)."""
         return self._directory is None and self._single is None and self.commit is not None
 
+    def stored_name(self, key: str) -> str:
+        """``key`` as the file names it: a GGUF file's own tensor name (``blk.0.attn_q.weight``), else ``key``."""
+        name = getattr(self._single, "gguf_name", None)
+        return (name(key) or key) if callable(name) else key
+
     def knows_keys(self) -> bool:
         """Whether :meth:`has` can answer without a request: a local checkpoint, or a hub one whose weight file
         header has already been read."""

@@ -189,6 +189,17 @@ def test_a_partial_checkpoint_or_no_corpus_is_refused(real_data_dir, tiny_gpt2, 
         (lambda: ScaleFrequencies(0), "factor must be a number > 0"),
         (lambda: RopeScaling({"rope_type": "dynamic", "factor": 2}), "not a fixed edit"),
         (lambda: Shift(-1), "offset must be an int >= 0"),
+        # edit parameters meet the rules a config's rope parameters meet
+        (lambda: ScaleFrequencies(float("nan")), "factor must be a number > 0"),
+        (lambda: ScaleFrequencies(1e-300), r"factor .* between 1e-06 and 1e\+06"),
+        (lambda: ScaleFrequencies(float("inf")), "finite number"),
+        (lambda: RopeScaling({"rope_type": "linear", "factor": 0.0}), "factor"),
+        (lambda: RopeScaling({"rope_type": "yarn", "factor": float("nan")}), "finite number"),
+        (lambda: RopeScaling({"rope_type": "default", "rope_theta": 1e-300}), "rope_theta"),
+        (
+            lambda: RopeScaling({"rope_type": "yarn", "factor": 2, "beta_fast": 1, "beta_slow": 32}),
+            "greater than",
+        ),
     ],
 )
 def test_bad_edits_are_refused_with_the_rule(edit, words):

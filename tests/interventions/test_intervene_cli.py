@@ -54,7 +54,9 @@ def test_bad_edit_specs_suggest_and_state_the_rule(tiny_gpt2, tmp_path):
     out = tmp_path / "out"
     base = ["intervene", str(tiny_gpt2), "--corpus", str(tmp_path / "x.npy"), "--out", str(out), "--edit"]
     for spec, words in (("rnak:2", "Did you mean rank"), ("rank", "needs values"), ("swap:3", "takes no value"),
-                        ("rank:two", "rank:K")):  # fmt: skip
+                        ("rank:two", "rank:K"), ("scale:1e-300", "between 1e-06"), ("scale:nan", "number > 0"),
+                        ("rope:linear:0", "between 1e-06"), ("rebase:inf", "rope_theta"),
+                        ("scale:2@", "a scope is")):  # fmt: skip
         result = CliRunner().invoke(app, [*base, spec])
         assert result.exit_code == 1 and words in result.output, (spec, result.output)
     assert not out.exists()  # nothing written for a failed command

@@ -5,6 +5,9 @@ converter does (``convert_hf_to_gguf.py``): the tensor names of gguf's table, an
 rows of every head permuted from rotate-half order into adjacent pairs. The permutation is written
 here from the converter's formula (``LlamaModel.permute``), not taken from pos_geometry.
 
+``poke(src, path, tensor, offset, raw)`` copies a GGUF file with ``raw`` bytes written ``offset`` bytes
+into the data of ``tensor`` (a NaN weight, a NaN quantisation scale).
+
 ``cut_gguf(src, path, layers)`` copies the metadata (tokenizer left out) and the raw, still
 quantised bytes of the tensors of the first ``layers`` blocks and the non-block tensors of a real
 GGUF file into a smaller one: the weights are bit-identical, and transformers loads it in seconds.
@@ -94,8 +97,9 @@ def llama_to_gguf(model, path: Path, qtype: str = "F32") -> Path:
     return path
 
 
-def cut_gguf(src: Path, path: Path, layers: int) -> Path:
-    """A copy of the llama GGUF ``src`` with its first ``layers`` blocks (see the module docstring)."""
+def cut_gguf(src: Path, path: Path, layers: int, drop: tuple[str, ...] = ()) -> Path:
+    """A copy of the llama GGUF ``src`` with its first ``layers`` blocks (see the module docstring), without the
+    tensors named in ``drop``."""
     from gguf.constants import GGMLQuantizationType
 
     from pos_geometry.sources.byte_source import FileByteSource
@@ -118,7 +122,7 @@ def cut_gguf(src: Path, path: Path, layers: int) -> Path:
     writer = _writer(path, "llama", config)
     with open(src, "rb") as fh:
         for name, info in header.tensors.items():
-            if name.startswith("blk.") and int(name.split(".")[1]) >= layers:
+            if (name.startswith("blk.") and int(name.split(".")[1]) >= layers) or name in drop:
                 continue
             fh.seek(info.offset)
             raw = np.frombuffer(fh.read(info.n_bytes), dtype=np.uint8)
@@ -129,3 +133,15 @@ def cut_gguf(src: Path, path: Path, layers: int) -> Path:
                 writer.add_tensor(name, raw.reshape(info.shape[0], -1), raw_dtype=qtype)
     _finish(writer)
     return path
+
+
+def poke(src: Path, path: Path, tensor: str, offset: int, raw: bytes) -> Path:
+    """A copy of ``src`` with ``raw`` written ``offset`` bytes into ``tensor``'s stored bytes (module docstring)."""
+    from pos_geometry.sources.byte_source import FileByteSource
+    from pos_geometry.sources.gguf_format import read_header
+
+    info = read_header(FileByteSource(src)).tensors[tensor]
+    data = bytearray(Path(src).read_bytes())
+    data[info.offset + offset : info.offset + offset + len(raw)] = raw
+    Path(path).write_bytes(bytes(data))
+    return Path(path)
