@@ -26,13 +26,19 @@ from pos_geometry.errors import InvalidArgumentError
 
 __all__ = [
     "CONFIG_CAPS", "MAX_CONFIG_BYTES", "MAX_ELEMENTS", "check_config_int", "MAX_INFLATE", "MAX_POSITIONS", "check_elements", "check_inflate",
-    "check_positions", "limit", "read_config_json",
+    "check_positions", "limit", "read_config_json", "MAX_CORPUS_BYTES", "check_regular_file",
 ]  # fmt: skip
 
 MAX_ELEMENTS = "POS_GEOMETRY_MAX_ELEMENTS"
 MAX_POSITIONS = "POS_GEOMETRY_MAX_POSITIONS"
 MAX_INFLATE = "POS_GEOMETRY_MAX_INFLATE"
-_DEFAULTS = {MAX_ELEMENTS: 2**30, MAX_POSITIONS: 16384, MAX_INFLATE: 256 * 2**20}
+MAX_CORPUS_BYTES = "POS_GEOMETRY_MAX_CORPUS_BYTES"
+_DEFAULTS = {
+    MAX_ELEMENTS: 2**30,
+    MAX_POSITIONS: 16384,
+    MAX_INFLATE: 256 * 2**20,
+    MAX_CORPUS_BYTES: 64 * 2**20,
+}
 
 
 def limit(name: str) -> int:
@@ -83,6 +89,32 @@ def check_positions(what: str, n_positions: int) -> None:
         )
 
 
+def check_regular_file(path: str | os.PathLike[str], what: str = "") -> None:
+    """Refuse anything but a regular file (a FIFO, a device or a socket would block a read, or never end):
+    :class:`~pos_geometry.errors.CheckpointFormatError` naming the path and what it is. A missing path is left
+    to the caller's own error."""
+    import stat
+
+    from pos_geometry.errors import CheckpointFormatError
+
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return
+    if stat.S_ISREG(mode) or stat.S_ISDIR(mode):
+        return
+    kind = (
+        "a named pipe (FIFO)" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode)
+        else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "not a regular file"
+    )  # fmt: skip
+    from pos_geometry._describe import printable
+
+    raise CheckpointFormatError(
+        f"{what or printable(os.fspath(path))} is {kind}; pos_geometry reads only regular files (a pipe or a device "
+        "could block the read forever). Copy the data to a file and pass that."
+    )
+
+
 MAX_CONFIG_BYTES = 16 * 2**20
 """Largest ``config.json`` read (real configs are a few KB; a multimodal one under 100 KB)."""
 
@@ -92,6 +124,7 @@ def read_config_json(path: Path, where: str) -> dict:
     and malformed text refused as :class:`~pos_geometry.errors.CheckpointFormatError`, never a RecursionError."""
     from pos_geometry.errors import CheckpointFormatError
 
+    check_regular_file(path, where)
     try:
         size = path.stat().st_size
         if size > MAX_CONFIG_BYTES:

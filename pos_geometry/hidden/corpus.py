@@ -80,24 +80,66 @@ def _check_ids(ids: np.ndarray, vocab_size: int | None, where: str, min_sequence
     return ids
 
 
+def _check_count(name: str, value: Any, minimum: int) -> None:
+    """``value`` None or an int ≥ ``minimum``; else :class:`InvalidArgumentError` stating the rule."""
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < minimum:
+        raise InvalidArgumentError(
+            f"{name} must be an int >= {minimum} (or None for the default); got {value!r}."
+        )
+
+
 def _fingerprint(ids: np.ndarray) -> str:
     return hashlib.sha256(np.ascontiguousarray(ids).tobytes()).hexdigest()[:12]
 
 
-def _from_text(path: Path, tokenizer: Any, seq_len: int, n_sequences: int | None) -> np.ndarray:
+_CHUNK = 1 << 20
+
+
+def _read_text(path: Path, tokens_needed: int | None) -> str:
+    """The UTF-8 text of ``path``: all of it (at most ``POS_GEOMETRY_MAX_CORPUS_BYTES``) or, when only
+    ``tokens_needed`` tokens are used, enough of it (a token is at least one character: that many characters,
+    read in 1 MiB pieces, suffice). Bytes that are not UTF-8 are refused with their offset."""
+    from pos_geometry._limits import MAX_CORPUS_BYTES, limit
+
+    cap = limit(MAX_CORPUS_BYTES)
+    size = path.stat().st_size
+    wanted = size if tokens_needed is None else min(size, 8 * tokens_needed + 4)  # ≤ 4 bytes per character
+    if wanted > cap:
+        raise InvalidArgumentError(
+            f"the corpus {str(path)!r} is {size:,} bytes, over the limit of {cap:,} set by {MAX_CORPUS_BYTES}; pass "
+            f"n_sequences (only the text those contexts need is read), or raise the limit: {MAX_CORPUS_BYTES}=<bytes>."
+        )
+    with open(path, "rb") as fh:
+        data = fh.read(wanted)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        if exc.start >= len(data) - 3 and wanted < size:  # a character cut at the end of what was read
+            return data[: exc.start].decode("utf-8")
+        raise InvalidArgumentError(
+            f"the corpus {str(path)!r} is not UTF-8 text (byte {exc.start:,}: {data[exc.start : exc.start + 4]!r}); "
+            "pass a UTF-8 text file, or token ids as a .npy of shape (n_sequences, seq_len)."
+        ) from None
+
+
+def _from_text(
+    path: Path, tokenizer: Any, seq_len: int, n_sequences: int | None, min_sequences: int = 2
+) -> np.ndarray:
     if tokenizer is None:
         raise NotApplicableError(
             f"{str(path)!r} is text, but no tokenizer is available for this model (its folder has none). "
             "Pass tokenizer=..., or token ids as a .npy file of shape (n_sequences, seq_len)."
         )
-    text = path.read_text(encoding="utf-8")
+    text = _read_text(path, None if n_sequences is None else n_sequences * seq_len)
     ids = np.asarray(tokenizer(text, add_special_tokens=False)["input_ids"], dtype=np.int64)
     n = len(ids) // seq_len
     if n_sequences is not None:
         n = min(n, n_sequences)
-    if n < 2:
+    if n < min_sequences:
         raise InvalidArgumentError(
-            f"{str(path)!r} tokenises to {len(ids)} tokens: fewer than 2 contexts of seq_len={seq_len}. "
+            f"{str(path)!r} tokenises to {len(ids)} tokens: fewer than {min_sequences} context(s) of seq_len={seq_len}. "
             "Use a longer text or a smaller seq_len."
         )
     return ids[: n * seq_len].reshape(n, seq_len)
@@ -125,6 +167,8 @@ def make_corpus(
     ``min_sequences``: the fewest contexts the caller can use (2 for a decomposition, 1 for a loss).
     """
     default_len = min(context_length or MAX_DEFAULT_SEQ_LEN, MAX_DEFAULT_SEQ_LEN)
+    _check_count("seq_len", seq_len, 2)
+    _check_count("n_sequences", n_sequences, min_sequences)
     if tokens is None:
         n = DEFAULT_N_SEQUENCES if n_sequences is None else int(n_sequences)
         length = default_len if seq_len is None else int(seq_len)
@@ -132,6 +176,10 @@ def make_corpus(
             raise InvalidArgumentError(
                 "the random default needs the model's vocab_size; pass tokens instead."
             )
+        from pos_geometry._limits import check_elements
+
+        check_elements("the random default corpus (n_sequences × seq_len)", (n, length),
+                       "Pass a smaller n_sequences or seq_len.")  # fmt: skip
         rng = np.random.default_rng(random_state)
         ids = _check_ids(
             rng.integers(0, vocab_size, size=(n, length), dtype=np.int64),
@@ -145,7 +193,10 @@ def make_corpus(
         )
         corpus = Corpus(ids, description, "random")
     elif isinstance(tokens, str | os.PathLike):
+        from pos_geometry._limits import check_regular_file
+
         path = Path(tokens).expanduser()
+        check_regular_file(path, f"the corpus {str(path)!r}")
         if not path.is_file():
             raise InvalidArgumentError(f"corpus file {str(path)!r} does not exist (or is not a file).")
         if path.suffix.lower() == ".npy":
@@ -164,7 +215,10 @@ def make_corpus(
         else:
             length = default_len if seq_len is None else int(seq_len)
             ids = _check_ids(
-                _from_text(path, tokenizer, length, n_sequences), vocab_size, repr(str(path)), min_sequences
+                _from_text(path, tokenizer, length, n_sequences, min_sequences),
+                vocab_size,
+                repr(str(path)),
+                min_sequences,
             )
             kind, what = "text", f"text {path.name}, tokenised, cut into consecutive contexts"
         corpus = Corpus(ids, f"{what}: {ids.shape[0]} x {ids.shape[1]} (sha256 {_fingerprint(ids)})", kind)

@@ -54,8 +54,11 @@ class FileByteSource:
     bytes_read: int = field(default=0)
 
     def __post_init__(self) -> None:
+        from pos_geometry._limits import check_regular_file
+
         self.path = os.fspath(self.path)
         self.name = self.name or self.path
+        check_regular_file(self.path, repr(self.name))
         self.size = os.path.getsize(self.path)
 
     def read(self, offset: int, length: int) -> bytes:

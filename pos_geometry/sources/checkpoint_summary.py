@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from pos_geometry._limits import check_regular_file
 from pos_geometry.errors import InvalidArgumentError, MissingTensorError, NoLearnedTableError
 from pos_geometry.sources import numpy_format
 from pos_geometry.sources.byte_source import FileByteSource
@@ -201,6 +202,7 @@ def describe_checkpoint(path: str | os.PathLike[str]) -> CheckpointSummary:
         raise InvalidArgumentError(
             f"No file or folder at {str(p)!r}. Check the path; `pos-geometry info NAME` describes a model-table name."
         )
+    check_regular_file(p)
     target = p
     if p.is_dir():
         gguf = sorted(q for q in p.iterdir() if q.suffix.lower() == ".gguf" and q.is_file())

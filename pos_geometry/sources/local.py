@@ -14,6 +14,7 @@ import struct
 from pathlib import Path
 from typing import Literal
 
+from pos_geometry._limits import check_regular_file
 from pos_geometry.errors import CheckpointFormatError, InvalidArgumentError
 from pos_geometry.sources import numpy_format, safetensors_format, torch_zip
 from pos_geometry.sources.byte_source import ByteSource, FileByteSource
@@ -132,6 +133,7 @@ def read_checkpoint_tensor(
 
 def load_index(path: Path) -> dict:
     """A local shard index (``*.index.json``), its size checked before it is read."""
+    check_regular_file(path)
     size = path.stat().st_size
     if size > MAX_INDEX_BYTES:
         raise CheckpointFormatError(
@@ -184,6 +186,7 @@ def read_local(
     """
     check_which(which)
     p = Path(path)
+    check_regular_file(p)
     if p.is_dir():
         p = _weights_in(p)
     elif not p.is_file():

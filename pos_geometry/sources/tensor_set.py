@@ -151,6 +151,9 @@ class Checkpoint:
     @timed
     def _fetch_small(self, name: str) -> bytes:
         if self._directory is not None:
+            from pos_geometry._limits import check_regular_file
+
+            check_regular_file(self._directory / name)
             return (self._directory / name).read_bytes()
         repo, commit = str(self._repo_id), str(self.commit)
         with _hub_errors(repo, self.revision, name):
