@@ -77,7 +77,7 @@ class RevisionNotFoundError(PosGeometryError, LookupError):
         return self.args[0] if self.args else ""
 
 
-class UnsafeCheckpointError(PosGeometryError, ValueError):
+class UnsafeCheckpointError(CheckpointFormatError):
     """A pickle inside a checkpoint asked to import or call something outside tensor storage.
 
     It is refused, never executed.

@@ -187,9 +187,11 @@ def read_scaling(config: Mapping[str, Any], max_positions: int) -> RopeScaling:
     if rope_type in ("yarn", "longrope", "llama3"):
         top = config.get("original_max_position_embeddings")
         original = top if top is not None else params.get("original_max_position_embeddings", max_positions)
-        if isinstance(original, bool) or not isinstance(original, int) or original < 1:
+        if isinstance(original, bool) or not isinstance(original, int) or not 2 <= original <= 2**24:
             raise InvalidArgumentError(
-                f"original_max_position_embeddings must be a positive int; got {original!r}. Fix the config."
+                f"original_max_position_embeddings (rope_type {rope_type!r}) must be an int between 2 and {2**24:,} "
+                f"(the pre-training context; its logarithm divides the scaling arithmetic); got {original!r}. "
+                "Fix the config."
             )
         params["original_max_position_embeddings"] = original
     return RopeScaling(rope_type, tuple(sorted(params.items())), key, original)

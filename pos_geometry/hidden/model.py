@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import pickle
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -270,6 +271,15 @@ def open_model(
         raise NotCachedError(
             f"{reason} the model {name!r} ({repo}) is not in the Hugging Face cache; running it needs the whole "
             f"model. {fetch_hint(repo, '', rev)}"
+        ) from None
+    except pickle.UnpicklingError as exc:  # torch's weights_only unpickler refused a global: nothing ran
+        from pos_geometry.errors import UnsafeCheckpointError
+
+        raise UnsafeCheckpointError(
+            f"{name!r} holds a PyTorch pickle (pytorch_model.bin) that asks to run code outside tensor storage; "
+            f"torch refused to unpickle it, and nothing was executed ({str(exc).splitlines()[0][:200]}). It is not a "
+            "safe checkpoint: convert it to safetensors in an environment you trust "
+            "(model.save_pretrained(folder, safe_serialization=True)), or use the publisher's safetensors files."
         ) from None
     except (ValueError, RuntimeError, KeyError, TypeError) as exc:  # a malformed config or state dict
         first = str(exc).splitlines()[0][:300] if str(exc) else type(exc).__name__

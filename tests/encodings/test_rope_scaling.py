@@ -11,6 +11,7 @@ from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
 
 from pos_geometry.encodings import inverse_frequencies, rotary_embedding, rotary_params
 from pos_geometry.encodings.rope_scaling import ROPE_TYPES
+from pos_geometry.errors import InvalidArgumentError
 
 BASE = {"hidden_size": 256, "num_attention_heads": 4, "max_position_embeddings": 4096}
 THETA = 500000.0
@@ -131,3 +132,29 @@ def test_load_builds_scaled_tables_from_a_model_folder(tmp_path):
     angles = torch.arange(64, dtype=torch.float64)[:, None] * ref[None, :]
     torch.testing.assert_close(pe.matrix[:, 0::2].double(), torch.cos(angles), rtol=0, atol=2e-5)
     assert pe.provenance.config_dict["rope_type"] == "llama3"
+
+
+_PHI = {"model_type": "phi3", "hidden_size": 64, "num_attention_heads": 4, "max_position_embeddings": 4096}
+_LONG = {"rope_type": "longrope", "short_factor": [1.0] * 8, "long_factor": [1.0] * 8, "factor": 2.0}
+
+
+@pytest.mark.parametrize(
+    "scaling, words",
+    [
+        ({**_LONG, "original_max_position_embeddings": 1}, "between 2 and"),  # log(1) = 0 divides
+        ({**_LONG, "original_max_position_embeddings": 2048, "short_factor": [1.0] * 3}, "one factor per rotation plane"),
+        ({**_LONG, "original_max_position_embeddings": 2048, "attention_factor": -1.0}, "attention_factor"),
+        ({"rope_type": "yarn", "factor": 2.0, "original_max_position_embeddings": 0}, "between 2 and"),
+        ({"rope_type": "yarn", "factor": 2.0, "original_max_position_embeddings": 10**30}, "between 2 and"),
+        ({"rope_type": "yarn", "factor": 2.0, "mscale": float("nan"), "mscale_all_dim": 1.0}, "mscale"),
+        ({"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 1.0,
+          "original_max_position_embeddings": 8192}, "greater than"),
+        ({"rope_type": "linear", "factor": "2"}, "finite number"),
+    ],
+)  # fmt: skip
+def test_every_rope_field_is_checked_before_any_arithmetic(scaling, words):
+    """A config whose rope fields would divide by zero or give NaN frequencies is a typed error naming the
+    field, for every rope type (never a ZeroDivisionError, a NaN table or a warning)."""
+    with pytest.raises(InvalidArgumentError, match=words):
+        params = rotary_params({**_PHI, "rope_scaling": scaling})
+        params.attention_factor  # noqa: B018

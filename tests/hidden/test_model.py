@@ -45,3 +45,46 @@ def test_a_malformed_config_is_a_typed_error(tmp_path: Path) -> None:
     (folder / "config.json").write_text(config)
     with pytest.raises(CheckpointFormatError, match="transformers could not build"):
         open_model(folder)
+
+
+def test_an_unsafe_pickle_is_refused_as_an_unsafe_checkpoint(tmp_path):
+    """A folder whose pytorch_model.bin pickle calls a function outside tensor storage: torch's weights_only
+    unpickler refuses it (nothing runs), and that is a typed refusal saying how to convert, not an internal
+    error; the CLI prints it and exits 1."""
+    import json
+    import pickle
+
+    import _pos_geometry_tests_torch_pickles as torch_pickles
+    from typer.testing import CliRunner
+
+    from pos_geometry.cli import app
+    from pos_geometry.errors import CheckpointFormatError, UnsafeCheckpointError
+    from pos_geometry.hidden.model import open_model
+
+    class Evil:
+        def __reduce__(self):
+            return (print, ("pos_geometry ran a pickle",))
+
+    config = {"model_type": "llama", "hidden_size": 16, "intermediate_size": 16, "num_attention_heads": 2,
+              "num_key_value_heads": 2, "num_hidden_layers": 1, "vocab_size": 32, "max_position_embeddings": 64}  # fmt: skip
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    import io
+    import zipfile
+
+    import torch
+
+    buf = io.BytesIO()
+    torch.save(
+        {"model.embed_tokens.weight": torch.zeros(2)}, buf
+    )  # a real torch zip, then its pickle replaced
+    with zipfile.ZipFile(io.BytesIO(buf.getvalue())) as zf:
+        members = {n: zf.read(n) for n in zf.namelist()}
+    pkl = next(n for n in members if n.endswith("data.pkl"))
+    members[pkl] = pickle.dumps({"model.embed_tokens.weight": Evil()}, protocol=2)
+    (tmp_path / "pytorch_model.bin").write_bytes(torch_pickles.zip_members(members))
+    with pytest.raises(UnsafeCheckpointError, match="not a safe checkpoint") as info:
+        open_model(tmp_path, device="cpu")
+    assert isinstance(info.value, CheckpointFormatError)
+    result = CliRunner().invoke(app, ["hidden", str(tmp_path), "--out", str(tmp_path / "out")])
+    assert result.exit_code == 1 and "not a safe checkpoint" in result.output
+    assert "internal error" not in result.output and "pos_geometry ran a pickle" not in result.output
