@@ -17,7 +17,6 @@ A ``config.json`` is bounded in size (:data:`MAX_CONFIG_BYTES`) and nesting befo
 
 from __future__ import annotations
 
-import json
 import math
 import os
 from pathlib import Path
@@ -127,21 +126,24 @@ def read_config_json(path: Path, where: str) -> dict:
     check_regular_file(path, where)
     try:
         size = path.stat().st_size
-        if size > MAX_CONFIG_BYTES:
-            raise CheckpointFormatError(
-                f"{where} is {size:,} bytes, more than the {MAX_CONFIG_BYTES:,} a config.json can plausibly be; "
-                "it is not a model config. Re-download it or fix the file."
-            )
-        config = json.loads(path.read_text(encoding="utf-8"))
-    except (
-        OSError,
-        ValueError,
-        RecursionError,
-    ) as exc:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
-        kind = (
-            "nested too deeply" if isinstance(exc, RecursionError) else f"not valid JSON ({str(exc)[:200]})"
+    except OSError as exc:
+        raise CheckpointFormatError(
+            f"{where} cannot be read ({exc}); re-download it or fix the file."
+        ) from None
+    if size > MAX_CONFIG_BYTES:
+        raise CheckpointFormatError(
+            f"{where} is {size:,} bytes, more than the {MAX_CONFIG_BYTES:,} a config.json can plausibly be; "
+            "it is not a model config. Re-download it or fix the file."
         )
-        raise CheckpointFormatError(f"{where} is {kind}; re-download it or fix the file.") from None
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, ValueError) as exc:  # UnicodeDecodeError is a ValueError
+        raise CheckpointFormatError(
+            f"{where} is not UTF-8 text ({str(exc)[:200]}); re-download it or fix the file."
+        ) from None
+    from pos_geometry._json import loads
+
+    config = loads(text, where, fix="Re-download it or fix the file.")
     if not isinstance(config, dict):
         raise CheckpointFormatError(
             f"{where} must be a JSON object; got a {type(config).__name__}. Fix the file."

@@ -223,7 +223,9 @@ class Provenance:
 
     @classmethod
     def from_json(cls, text: str) -> Provenance:
-        return cls.from_dict(json.loads(text))
+        from pos_geometry._json import loads
+
+        return cls.from_dict(loads(text, "the provenance JSON", fix="Export the table again."))
 
 
 @dataclass(frozen=True, eq=False)

@@ -8,7 +8,6 @@ here then answers None instead of failing.
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,12 +39,15 @@ def reference(name: str) -> dict[str, Any] | None:
     path = folder / f"{name}.json" if folder is not None else None
     if path is None or not path.is_file():
         return None
+    from pos_geometry._json import loads
+
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
     except (OSError, ValueError) as exc:
         raise CheckpointFormatError(
-            f"{str(path)!r} is not valid JSON ({exc}); fix it or restore it from git."
+            f"{str(path)!r} cannot be read ({exc}); fix it or restore it from git."
         ) from None
+    data = loads(text, repr(str(path)), fix="Fix it or restore it from git.")
     if not isinstance(data, dict) or not isinstance(data.get("citation"), dict):
         raise CheckpointFormatError(f"{str(path)!r} must be a JSON object with a 'citation' object; fix it.")
     return data

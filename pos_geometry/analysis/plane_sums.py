@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import math
 import threading
 
 import torch
@@ -307,7 +308,10 @@ def _compute(
                 int((~torch.isfinite(gain)).sum()),
             )
 
-    def run(job: _Job) -> str:
+    bad: dict[int, NonFiniteError] = {}  # job position -> its first non-finite head
+
+    def run(position: int) -> str:
+        job = jobs[position]
         work = local.__dict__.setdefault("work", _Workspace())
         norms = torch.empty(len(job.ranges), n_rot, dtype=torch.float64, device=device)
         cross = torch.empty(len(job.ranges), n_planes, dtype=torch.float64, device=device)
@@ -318,25 +322,32 @@ def _compute(
             dtypes.append(rows.dtype)
             try:
                 _head_sums(rows, reader.planes, gain, device, work, norms[i], cross[i])
-            except NonFiniteRows as exc:
-                which, head = job.heads[i]
-                stored = reader.checkpoint.stored_name(job.spelled)
-                named = f"{job.spelled!r}" + (f" (stored as {stored!r})" if stored != job.spelled else "")
-                raise _non_finite(
-                    f"{named} (layer {job.index}, {'query' if which == 'q' else 'key'} head {head})",
-                    exc.args[0],
-                ) from None
+            except NonFiniteRows as exc:  # kept, not raised: every tensor is read, the first bad one reported
+                norms[i], cross[i] = math.nan, math.nan
+                if position not in bad:
+                    which, head = job.heads[i]
+                    stored = reader.checkpoint.stored_name(job.spelled)
+                    named = f"{job.spelled!r}" + (f" (stored as {stored!r})" if stored != job.spelled else "")
+                    bad[position] = _non_finite(
+                        f"{named} (layer {job.index}, {'query' if which == 'q' else 'key'} head {head})",
+                        exc.args[0],
+                    )
 
         check_stop()
         ckpt.visit_rows(job.spelled, job.ranges, visit)
         kind = dtype_name(dtypes[0])
-        meta = {"stored_dtype": kind, "key": job.spelled, "norm_key": job.norm_key or ""}
-        ckpt.store_result(job.name, {"norms": norms, "cross": cross}, job.spec, meta)
+        if position not in bad:  # NaN sums are never kept
+            meta = {"stored_dtype": kind, "key": job.spelled, "norm_key": job.norm_key or ""}
+            ckpt.store_result(job.name, {"norms": norms, "cross": cross}, job.spec, meta)
         found[(job.index, job.key)] = (norms, cross)
         return kind
 
-    # one tensor per thread; a failure stops the others at their next head and is raised here
-    seen = parallel_map(run, jobs, max(1, min(workers, len(jobs))))
+    # one tensor per thread; a failure stops the others at their next head and is raised here. Non-finite
+    # weights are reported after every tensor is read, for the first tensor in layer order (whatever the
+    # threads' timing), so the same checkpoint always gives the same message.
+    seen = parallel_map(run, list(range(len(jobs))), max(1, min(workers, len(jobs))))
+    if bad:
+        raise bad[min(bad)]
     return seen[0] if seen else ""
 
 

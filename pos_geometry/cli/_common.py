@@ -12,6 +12,7 @@ import typer
 from rich.console import Console
 from rich.progress import Progress
 
+from pos_geometry._describe import printable
 from pos_geometry.errors import InvalidArgumentError, PosGeometryError
 
 T = TypeVar("T")
@@ -31,13 +32,31 @@ def out_console() -> Console:
     return console
 
 
+MESSAGE_LIMIT = 2000
+"""The most characters an error line prints (a message quoting user text can be megabytes long)."""
+
+
+def one_line(text: str, limit: int = MESSAGE_LIMIT) -> str:
+    """``text`` as one bounded terminal line: line breaks and tabs as spaces, every other control or
+    non-printable character escaped (``\\x1b``: a file name cannot clear the screen), cut to ``limit``
+    characters with the full length said."""
+    flat = " ".join(text.replace("\t", " ").splitlines())
+    return printable(flat, limit)
+
+
 def _message(exc: BaseException, *, hint: bool = False) -> str:
     """One line for a user error: an OSError as ``reason: file``, anything else as its message."""
     if isinstance(exc, OSError) and exc.filename is not None:
-        return f"{exc.strerror or exc}: {exc.filename}" + (
+        return one_line(f"{exc.strerror or exc}: {exc.filename}") + (
             " (run with --debug for the traceback)." if hint else ""
         )
-    return str(exc)
+    return one_line(str(exc))
+
+
+def _print_error(text: str) -> None:
+    """One error line on stderr, as written: no markup, no emoji codes (``:yarn:``), no highlighting, not
+    wrapped into several lines."""
+    err().print(text, markup=False, emoji=False, highlight=False, soft_wrap=True)
 
 
 def guard(fn: Callable[[], T]) -> T:
@@ -47,17 +66,16 @@ def guard(fn: Callable[[], T]) -> T:
     except (PosGeometryError, OSError) as exc:
         if STATE["debug"]:
             raise
-        err().print(f"error: {_message(exc, hint=True)}", markup=False)
+        _print_error(f"error: {_message(exc, hint=True)}")
         raise typer.Exit(1) from None
     except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort, typer.Exit):
         raise  # usage errors and exits: typer reports them itself
     except Exception as exc:  # a bug, not bad input: still one line, with the way to learn more
         if STATE["debug"]:
             raise
-        err().print(
-            f"error: internal error ({type(exc).__name__}: {str(exc)[:300]}). This is a bug in pos_geometry: "
-            "run with --debug for the traceback and please report it.",
-            markup=False,
+        _print_error(
+            f"error: internal error ({type(exc).__name__}: {one_line(str(exc), 300)}). This is a bug in "
+            "pos_geometry: run with --debug for the traceback and please report it."
         )
         raise typer.Exit(1) from None
 

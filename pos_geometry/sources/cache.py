@@ -42,6 +42,7 @@ from safetensors import SafetensorError, safe_open
 from safetensors.torch import save
 
 from pos_geometry._files import atomic_write, atomic_writer, remove_stale_temporaries
+from pos_geometry._json import loads
 from pos_geometry._names import inside
 from pos_geometry.errors import InvalidArgumentError
 from pos_geometry.sources.keys import select_key
@@ -146,8 +147,8 @@ def _load(path: Path, repo_id: str, commit: str, key: str | None) -> TensorRecor
             ):
                 return None
             tensor = fh.get_tensor(stored)
-        available = tuple(json.loads(meta.get("available_keys", "[]")))
-    except (SafetensorError, OSError, ValueError):
+        available = tuple(loads(meta.get("available_keys", "[]"), "a cached tensor's key list"))
+    except (SafetensorError, OSError, ValueError):  # a CheckpointFormatError is a ValueError
         with contextlib.suppress(OSError):
             path.unlink()  # unreadable: never trusted, refetched next time
         return None

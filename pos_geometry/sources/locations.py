@@ -19,7 +19,6 @@ substituted for a missing table.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -155,13 +154,14 @@ def _read_meta(path: Path) -> dict[str, Any]:
     meta_path = path.with_name(path.name[: -len(".npy")] + PROVENANCE_SUFFIX)
     if not meta_path.is_file():
         return {}
+    from pos_geometry._json import loads
+
+    fix = "Delete it and the table beside it, then export again with `pos-geometry fetch MODEL --export`."
     try:
-        meta = json.loads(meta_path.read_text(encoding="utf-8"))
+        text = meta_path.read_text(encoding="utf-8")
     except (OSError, ValueError) as exc:
-        raise CheckpointFormatError(
-            f"{str(meta_path)!r} is not valid JSON ({exc}); delete it and the table beside it, then export again "
-            "with `pos-geometry fetch MODEL --export`."
-        ) from None
+        raise CheckpointFormatError(f"{str(meta_path)!r} cannot be read ({exc}). {fix}") from None
+    meta = loads(text, repr(str(meta_path)), fix=fix)
     if not isinstance(meta, dict):
         raise CheckpointFormatError(f"{str(meta_path)!r} must hold a JSON object; got {type(meta).__name__}.")
     digest = meta.get("sha256")

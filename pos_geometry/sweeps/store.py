@@ -71,9 +71,15 @@ class SweepStore:
         found = self._open(revision)
         if found is None or found[0].get("fingerprint") != fingerprint:
             return None
+        from pos_geometry._json import loads
+
         try:
-            record = CheckpointRecord.from_dict(json.loads(found[0]["record"]))
-        except (KeyError, ValueError, TypeError):
+            record = CheckpointRecord.from_dict(loads(found[0]["record"], "a stored sweep record"))
+        except (
+            KeyError,
+            ValueError,
+            TypeError,
+        ):  # unreadable (a CheckpointFormatError is a ValueError): recompute
             return None
         if record.revision != revision or (commit is not None and record.commit != commit):
             return None
