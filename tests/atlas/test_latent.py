@@ -9,8 +9,7 @@ oscillate at the wavelength the atlas gives it.
 
 from __future__ import annotations
 
-import math
-
+import _pos_geometry_tests_planted as planted
 import numpy as np
 import pytest
 import torch
@@ -72,21 +71,6 @@ def test_latent_heads_are_read_as_the_model_forms_them(tmp_path, q_lora_rank):
             np.testing.assert_allclose(atlas.qk_share[row, h].numpy(), strength / strength.sum(), rtol=1e-5)
 
 
-def _logit_period(model, head: int, n: int) -> float:
-    with torch.no_grad():
-        out = model.double()(torch.full((1, n), 7), output_attentions=True)
-    y = torch.log(out.attentions[0][0, head, n - 1].double()).flip(0).numpy()
-    t, y = np.arange(n), y - y.mean()
-    best, period = -1.0, math.nan
-    for p in np.geomspace(3.0, 2.0 * n, 3000):
-        basis = np.stack([np.cos(2 * np.pi * t / p), np.sin(2 * np.pi * t / p)], 1)
-        coef, *_ = np.linalg.lstsq(basis, y, rcond=None)
-        share = 1 - np.sum((y - basis @ coef) ** 2) / np.sum(y**2)
-        if share > best:
-            best, period = share, p
-    return period
-
-
 @pytest.mark.parametrize("plane", [0, 1])
 def test_a_planted_latent_plane_oscillates_at_its_atlas_wavelength(tmp_path, plane):
     """Head 2's rotary plane ``plane`` (dims 2i, 2i+1: DeepSeek-V3 rotates interleaved pairs) made to
@@ -101,7 +85,7 @@ def test_a_planted_latent_plane_oscillates_at_its_atlas_wavelength(tmp_path, pla
     model.save_pretrained(tmp_path)
     atlas = pg.rotary_atlas(tmp_path, layers=[0], fold_norm=True)
     assert atlas.dominant_plane[0, 2] == plane and atlas.qk_share[0, 2, plane] > 0.9
-    assert _logit_period(model, 2, 256) == pytest.approx(float(atlas.wavelengths[plane]), rel=0.03)
+    assert planted.logit_period(model, 0, 2, 256) == pytest.approx(float(atlas.wavelengths[plane]), rel=0.03)
 
 
 def test_mla_with_biases_is_refused_with_the_reason():

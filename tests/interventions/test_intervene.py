@@ -8,6 +8,7 @@ rotary edit, where every rotation is the identity).
 
 from __future__ import annotations
 
+import _pos_geometry_tests_planted as planted
 import numpy as np
 import pytest
 import torch
@@ -265,12 +266,7 @@ def test_the_pairing_swap_needs_two_planes(tmp_path, tokens):
 def test_the_pairing_swap_leaves_a_gated_querys_gate_alone(tmp_path):
     """Qwen3-Next's q_proj holds ``[query | gate]`` per head: the swap reorders the query half as the keys,
     so each head's unrotated ``q·k`` form is unchanged, and leaves the gate rows where they are."""
-    config = transformers.AutoConfig.for_model(
-        "qwen3_next", hidden_size=64, intermediate_size=64, num_attention_heads=4, num_key_value_heads=2,
-        head_dim=16, num_hidden_layers=4, vocab_size=61, partial_rotary_factor=0.5, linear_num_value_heads=2,
-        linear_num_key_heads=2, linear_key_head_dim=16, linear_value_head_dim=16, num_experts=2,
-        num_experts_per_tok=2, moe_intermediate_size=32, shared_expert_intermediate_size=32,
-    )  # fmt: skip
+    config = planted.qwen3_next_config(vocab_size=61)
     torch.manual_seed(0)
     transformers.AutoModelForCausalLM.from_config(config).save_pretrained(tmp_path)
     loaded = open_model(tmp_path, device="cpu", causal_lm=True)

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import importlib
 import json
-import math
 
+import _pos_geometry_tests_planted as planted
 import numpy as np
 import pytest
 import torch
@@ -92,18 +92,7 @@ def test_llama4_nope_layers_are_marked_and_left_out(tmp_path):
 
 
 def _logit_period(model, layer: int, head: int, n: int, dtype: torch.dtype = torch.float64) -> float:
-    with torch.no_grad():
-        out = model.to(dtype)(torch.full((1, n), 7), output_attentions=True)
-    y = torch.log(out.attentions[layer][0, head, n - 1]).flip(0).numpy()
-    t, y = np.arange(n), y - y.mean()
-    best, period = -1.0, math.nan
-    for p in np.geomspace(3.0, 2.0 * n, 3000):
-        basis = np.stack([np.cos(2 * np.pi * t / p), np.sin(2 * np.pi * t / p)], 1)
-        coef, *_ = np.linalg.lstsq(basis, y, rcond=None)
-        share = 1 - np.sum((y - basis @ coef) ** 2) / np.sum(y**2)
-        if share > best:
-            best, period = share, p
-    return period
+    return planted.logit_period(model, layer, head, n, dtype)
 
 
 @pytest.mark.parametrize("layer, plane", [(0, 2), (5, 3)])
@@ -244,12 +233,7 @@ def test_deriving_leaves_the_callers_random_stream_alone():
 def test_gated_queries_are_read_from_the_query_half_of_each_head(tmp_path, plane):
     """Qwen3-Next's q_proj gives each head ``[query | gate]``: a plane planted in head 2's query half is the
     atlas's dominant plane for that head, and transformers' own logits oscillate at its wavelength."""
-    config = transformers.AutoConfig.for_model(
-        "qwen3_next", hidden_size=64, intermediate_size=64, num_attention_heads=4, num_key_value_heads=2,
-        head_dim=16, num_hidden_layers=4, vocab_size=64, partial_rotary_factor=0.5, linear_num_value_heads=2,
-        linear_num_key_heads=2, linear_key_head_dim=16, linear_value_head_dim=16, num_experts=2,
-        num_experts_per_tok=2, moe_intermediate_size=32, shared_expert_intermediate_size=32,
-    )  # fmt: skip
+    config = planted.qwen3_next_config()
     config._attn_implementation = "eager"
     derived = derive_layout(config.to_dict())
     assert derived.layout.q_gate and derived.unrotated == (0, 1, 2)  # linear-attention layers do not rotate
