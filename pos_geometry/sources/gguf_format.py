@@ -206,6 +206,11 @@ def read_header(src: ByteSource) -> GGUFHeader:
                 f"{src.name!r}: tensor {name[:200]!r} has {n_dims} dimensions (1..4 allowed)."
             )
         dims = [cur.unpack("Q") for _ in range(n_dims)]
+        if 0 in dims:
+            raise CheckpointFormatError(
+                f"{src.name!r}: tensor {name[:200]!r} has a dimension of 0 ({tuple(reversed(dims))}); no weight of a "
+                "model is empty. The file is corrupt."
+            )
         records.append((name, tuple(reversed(dims)), cur.unpack("I"), cur.unpack("Q")))
     alignment = fields.get("general.alignment", 32)
     if not isinstance(alignment, int) or alignment < 1 or alignment & (alignment - 1):

@@ -160,9 +160,16 @@ def _split(
 
 
 def _check_shape(
-    layout: AttentionLayout, shape: tuple[int, ...], which: str, n_heads: int, n_kv: int, head_dim: int
+    layout: AttentionLayout,
+    shape: tuple[int, ...],
+    which: str,
+    n_heads: int,
+    n_kv: int,
+    head_dim: int,
+    d_model: int | None = None,
 ) -> None:
-    """The stored shape of the tensor holding ``which`` must be what the config implies."""
+    """The stored shape of the tensor holding ``which`` must be what the config implies: its rows from the head
+    counts and head size, its columns ``d_model`` (when the config gives it)."""
     if layout.qkv_key is None:
         rows = (n_heads if which == "q" else n_kv) * head_dim * (2 if which == "q" and layout.q_gate else 1)
         what = f"the {which} projection"
@@ -171,9 +178,10 @@ def _check_shape(
         what = "the fused qkv projection"
         if layout.fused == "per_head" and n_kv != n_heads:
             raise CheckpointFormatError("a per-head fused qkv layout has as many key heads as query heads.")
-    if len(shape) != 2 or shape[0] != rows:
+    if len(shape) != 2 or shape[0] != rows or (d_model is not None and shape[1] != d_model):
+        cols = "d_model" if d_model is None else str(d_model)
         raise CheckpointFormatError(
-            f"{what} has shape {tuple(shape)}; the config implies ({rows}, d_model). The checkpoint and its "
+            f"{what} has shape {tuple(shape)}; the config implies ({rows}, {cols}). The checkpoint and its "
             "config.json disagree."
         )
 
@@ -257,6 +265,12 @@ class QKReader:
         if self.layout.latent is not None:
             self.n_kv_heads = 1
         self.planes = rotation_planes(self.layout.pairing, self.rotary.rotary_dim)
+        hidden = next(
+            (config.get(k) for k in ("hidden_size", "n_embd", "d_model") if config.get(k) is not None), None
+        )
+        self.d_model: int | None = (
+            hidden if isinstance(hidden, int) and not isinstance(hidden, bool) else None
+        )
         self._drop_prefix: bool | None = None
         self._fused: tuple[str, torch.Tensor] | None = None
         self._checked: set[str] = set()
@@ -325,6 +339,7 @@ class QKReader:
                 self.n_heads,
                 self.n_kv_heads,
                 self.rotary.head_dim,
+                self.d_model,
             )
             self._checked.add(key)
         return key
@@ -374,7 +389,13 @@ class QKReader:
     def gain(self, index: int) -> tuple[torch.Tensor, str]:
         """``(gain, key)``: the norm gain feeding attention in layer ``index``, float32, offset applied."""
         key = self.norm_key(index)
-        return self.checkpoint.read([key])[key].float() + self.layout.norm_offset, key
+        gain = self.checkpoint.read([key])[key].float()
+        if gain.ndim != 1 or (self.d_model is not None and gain.shape[0] != self.d_model):
+            raise CheckpointFormatError(
+                f"the norm gain {key!r} has shape {tuple(gain.shape)}; the config implies ({self.d_model},). The "
+                "checkpoint and its config.json disagree."
+            )
+        return gain + self.layout.norm_offset, key
 
     def qk_norm_gain(self, index: int, which: str) -> tuple[torch.Tensor, str]:
         """``(gain, key)``: the gain of layer ``index``'s ``which`` (``"q"``/``"k"``) norm applied after the

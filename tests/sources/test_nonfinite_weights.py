@@ -118,3 +118,35 @@ def test_a_gguf_lacking_a_tensor_the_model_needs_is_not_run(tmp_path):
     assert pg.rotary_atlas(partial).shape[0] == 2
     with pytest.raises(MissingTensorError, match=r"lacks 1 (weight|tensor).*up_proj"):
         pg.hidden_positions(partial, TOKENS, seq_len=16, device="cpu")
+
+
+def test_shapes_are_checked_against_the_config_in_every_dimension(tmp_path):
+    """A q/k projection whose columns are not hidden_size cannot exist in the model the config describes: a
+    typed error, not a form; a norm gain of the wrong length with fold_norm likewise; a GGUF tensor with a
+    zero dimension is refused in the header."""
+    from pos_geometry.errors import CheckpointFormatError
+
+    folder = _folder_with(
+        tmp_path, "llama", "model.layers.0.self_attn.k_proj.weight", lambda t: t[:, :16].clone()
+    )
+    with pytest.raises(
+        CheckpointFormatError, match=r"k projection has shape \(16, 16\); the config implies \(16, 32\)"
+    ):
+        pg.rotary_atlas(folder)
+    gain = _folder_with(
+        tmp_path / "g", "llama", "model.layers.0.input_layernorm.weight", lambda t: t[:8].clone()
+    )
+    with pytest.raises(CheckpointFormatError, match="norm gain"):
+        pg.rotary_atlas(gain, fold_norm=True)
+    # the first dimension of blk.0.attn_q.weight's record set to 0 (GGUF lists dimensions fastest first)
+    from pos_geometry.sources.byte_source import FileByteSource
+    from pos_geometry.sources.gguf_format import read_header
+
+    src = DATA / "llama-f32.gguf"
+    data = bytearray(src.read_bytes())
+    name = b"blk.0.attn_q.weight"
+    at = data.index(struct.pack("<Q", len(name)) + name) + 8 + len(name) + 4  # past the name and n_dims
+    data[at : at + 8] = struct.pack("<Q", 0)
+    (tmp_path / "zero.gguf").write_bytes(bytes(data))
+    with pytest.raises(CheckpointFormatError, match="dimension of 0"):
+        read_header(FileByteSource(tmp_path / "zero.gguf"))
