@@ -98,7 +98,9 @@ def run_batches(
         tokens = torch.from_numpy(corpus.tokens)
         total = corpus.n_sequences
         # no callback: a bar of its own in a terminal or Jupyter (the CLI passes its bar's callback)
-        bar = _progress.task("contexts", total) if progress is None else contextlib.nullcontext()
+        bar = (
+            _progress.task("contexts", total, show=run.show) if progress is None else contextlib.nullcontext()
+        )
         with torch.inference_mode(), bar as step:
             for start in range(0, total, batch_size):
                 ids = tokens[start : start + batch_size].to(loaded.device)

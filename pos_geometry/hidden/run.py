@@ -36,7 +36,9 @@ class RunOptions(TypedDict, total=False):
     * ``random_state``: seed of the random-token default (0);
     * ``tokenizer``: tokenises a text corpus (default: the model folder's own, when it has one);
     * ``revision``: the revision of a model named by the model table or a hub repo id;
-    * ``progress``: called with ``(contexts done, total)`` after each batch.
+    * ``progress``: as everywhere in pos_geometry: ``None`` (the default) shows a bar in a terminal or
+      Jupyter, ``True`` always, ``False`` never; or a callable, called with ``(contexts done, total)``
+      after each batch.
     """
 
     seq_len: int | None
@@ -44,17 +46,19 @@ class RunOptions(TypedDict, total=False):
     random_state: int
     tokenizer: Any
     revision: str | None
-    progress: Callable[[int, int], None] | None
+    progress: bool | Callable[[int, int], None] | None
 
 
 @dataclass(frozen=True, eq=False)
 class Run:
-    """A model ready to run over its corpus, ``batch_size`` contexts at a time."""
+    """A model ready to run over its corpus, ``batch_size`` contexts at a time. ``progress``: the caller's
+    callable, or None for a bar shown as ``show`` says (:func:`pos_geometry._progress.shown`)."""
 
     loaded: LoadedModel
     corpus: Corpus
     batch_size: int
     progress: Callable[[int, int], None] | None
+    show: bool | None = None
 
     def config(self) -> dict[str, Any]:
         """The provenance config fields every hidden-state result shares."""
@@ -126,6 +130,11 @@ def start(
             f"batch_size, device, {', '.join(RunOptions.__annotations__)}."
         )
     _check_int("batch_size", batch_size, minimum=1, optional=True)
+    progress = options.get("progress")
+    if not (progress is None or isinstance(progress, bool) or callable(progress)):
+        raise InvalidArgumentError(
+            f"progress must be True, False, None (a bar in a terminal) or a callable (done, total); got {progress!r}."
+        )
     _check_int("random_state", options.get("random_state", 0), minimum=0, optional=False)
     loaded = open_model(model, device=device, revision=options.get("revision"), causal_lm=causal_lm)
     tokenizer = options.get("tokenizer")
@@ -162,7 +171,10 @@ def start(
     if batch_size is None:
         budget = TOKENS_PER_BATCH["cpu" if torch.device(loaded.device).type == "cpu" else "other"]
         batch_size = max(1, min(corpus.n_sequences, budget // corpus.seq_len))
-    return Run(loaded, corpus, batch_size, options.get("progress"))
+    progress = options.get("progress")
+    if progress is None or isinstance(progress, bool):
+        return Run(loaded, corpus, batch_size, None, progress)
+    return Run(loaded, corpus, batch_size, progress)
 
 
 def _is_text(tokens: Any) -> bool:

@@ -25,6 +25,7 @@ from typing import Any, Unpack
 import numpy as np
 import torch
 
+from pos_geometry import _progress
 from pos_geometry.analysis._results import Result
 from pos_geometry.embedding import Provenance
 from pos_geometry.errors import InvalidArgumentError
@@ -160,7 +161,12 @@ def _run_pass(run: Run, target: EditTarget, blocks: tuple[int, ...], max_offset:
     per_position = np.zeros(t - 1, dtype=np.float64)
     collector = OffsetCollector(loaded, blocks) if blocks else None
     tokens = torch.from_numpy(corpus.tokens)
-    with collector.probing() if collector is not None else contextlib.nullcontext(), torch.inference_mode():
+    bar = _progress.task("contexts", n, show=run.show) if run.progress is None else contextlib.nullcontext()
+    with (
+        collector.probing() if collector is not None else contextlib.nullcontext(),
+        torch.inference_mode(),
+        bar as step,
+    ):
         for first in range(0, n, run.batch_size):
             ids = tokens[first : first + run.batch_size].to(loaded.device)
             kwargs: dict[str, Any] = {"input_ids": ids, "use_cache": False}
@@ -176,6 +182,8 @@ def _run_pass(run: Run, target: EditTarget, blocks: tuple[int, ...], max_offset:
             per_position += loss.sum(0).numpy()
             if run.progress is not None:
                 run.progress(min(first + run.batch_size, n), n)
+            else:
+                step(int(ids.shape[0]))
     attention = collector.result(run, max_offset) if collector is not None else None
     return _Pass(per_sequence, per_position / n, attention)
 

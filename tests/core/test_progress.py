@@ -121,3 +121,27 @@ def test_the_cli_json_output_has_no_bar(tmp_path):
     assert result.exit_code == 0, result.output
     assert result.stdout.lstrip().startswith("[") and "nulls of" not in result.output
     assert _progress.shown(None) is False
+
+
+def test_hidden_states_and_interventions_take_progress_like_every_other_function():
+    """``progress`` means the same everywhere: True/False/None for the bar (forced, off, automatic) or a
+    callable; ``progress=False`` on ``hidden_positions``/``intervene`` was a TypeError."""
+    from pathlib import Path
+
+    import numpy as np
+
+    import pos_geometry as pg
+    from pos_geometry.errors import InvalidArgumentError
+    from pos_geometry.interventions import SwapPairing
+
+    model = Path(__file__).resolve().parents[1] / "data" / "gguf_parity" / "llama"
+    tokens = np.random.default_rng(0).integers(0, 256, size=(2, 16))
+    calls = []
+    for progress in (False, True, None, lambda done, total: calls.append((done, total))):
+        pg.hidden_positions(model, tokens, seq_len=16, device="cpu", progress=progress)
+        pg.intervene(
+            model, tokens, SwapPairing(), attention=False, device="cpu", n_bootstrap=5, progress=progress
+        )
+    assert calls and all(total == 2 for _, total in calls)
+    with pytest.raises(InvalidArgumentError, match="progress must be True, False, None"):
+        pg.hidden_positions(model, tokens, seq_len=16, device="cpu", progress="yes")
