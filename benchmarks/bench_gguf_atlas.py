@@ -46,7 +46,7 @@ def _method(name: str) -> Any:
     """Import what ``name`` needs; return ``path -> (total ‖W_q‖², bytes read or None)``."""
     if name == "pos_geometry":
         import pos_geometry
-        from pos_geometry.sources.tensor_set import open_checkpoint
+        from pos_geometry.sources.opening import open_checkpoint
 
         rotary_atlas = pos_geometry.rotary_atlas
 

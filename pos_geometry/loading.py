@@ -101,7 +101,7 @@ def load(
     check_dtype(dtype)
     with deadline():  # one overall network deadline for the whole load
         if gguf_file is not None:
-            from pos_geometry.sources.tensor_set import open_checkpoint
+            from pos_geometry.sources.opening import open_checkpoint
 
             checkpoint = open_checkpoint(
                 name_or_path, revision=revision, offline=offline, model_id=model_id, gguf_file=gguf_file
@@ -139,7 +139,7 @@ def _load_path(
 ) -> PositionalEmbedding:
     """A local file or folder; with ``spec`` (``NAME=PATH``) the row names it and gives its row offset."""
     if path.is_file() and path.suffix.lower() == ".gguf":
-        from pos_geometry.sources.tensor_set import open_checkpoint
+        from pos_geometry.sources.opening import open_checkpoint
 
         checkpoint = open_checkpoint(path)
         return _load_gguf(checkpoint, model_id=spec.name if spec is not None else model_id, revision=revision,

@@ -78,8 +78,8 @@ from pos_geometry.analysis.qk_table_model import TableQKModel, atlas_provenance,
 from pos_geometry.embedding import Provenance
 from pos_geometry.errors import InvalidArgumentError
 from pos_geometry.sources.network import needs_weights
+from pos_geometry.sources.opening import open_checkpoint
 from pos_geometry.sources.roles import _layers
-from pos_geometry.sources.tensor_set import open_checkpoint
 
 if TYPE_CHECKING:
     from pos_geometry.hidden.decomposition import HiddenPositions

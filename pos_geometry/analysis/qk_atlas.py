@@ -46,7 +46,7 @@ def qk_atlas(
     from pos_geometry.analysis.position_qk_atlas import position_qk_atlas
     from pos_geometry.analysis.rotary_atlas import rotary_atlas
     from pos_geometry.registry.attention import table_qk_layout
-    from pos_geometry.sources.tensor_set import open_checkpoint
+    from pos_geometry.sources.opening import open_checkpoint
 
     common = {
         "layers": layers,

@@ -45,8 +45,9 @@ from pos_geometry.errors import InvalidArgumentError, NoLearnedTableError, NotAp
 from pos_geometry.registry import kind_from_config
 from pos_geometry.registry.derived_layout import RotationGroup
 from pos_geometry.sources.network import needs_weights
+from pos_geometry.sources.opening import open_checkpoint
 from pos_geometry.sources.roles import QKReader
-from pos_geometry.sources.tensor_set import Checkpoint, open_checkpoint
+from pos_geometry.sources.tensor_set import Checkpoint
 
 __all__ = ["RotaryAtlas", "rotary_atlas", "plane_statistics", "usage_summaries"]
 

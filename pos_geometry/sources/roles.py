@@ -3,7 +3,7 @@
 :func:`read_qk` looks the architecture up in the attention-layout table
 (:mod:`pos_geometry.registry.attention`), reads only the tensors that play the roles
 "query projection", "key projection" (and, when asked, "norm gain") of the requested layers
-through :func:`~pos_geometry.sources.tensor_set.open_checkpoint`, and splits them into heads:
+through :func:`~pos_geometry.sources.opening.open_checkpoint`, and splits them into heads:
 
 * separate ``q_proj``/``k_proj`` (Llama, Mistral, Qwen2, GPT-J): rows ``h*head_dim + j``;
 * fused, per head (GPT-NeoX/Pythia ``query_key_value``): rows ``(h, [q|k|v], j)``;
@@ -42,7 +42,8 @@ from pos_geometry.errors import (
 from pos_geometry.registry.architecture import attention_of
 from pos_geometry.registry.attention import AttentionLayout
 from pos_geometry.registry.derived_layout import DerivedLayout, RotationGroup
-from pos_geometry.sources.tensor_set import Checkpoint, open_checkpoint
+from pos_geometry.sources.opening import open_checkpoint
+from pos_geometry.sources.tensor_set import Checkpoint
 
 __all__ = ["QKReader", "QKWeights", "open_qk", "read_qk", "rotation_planes", "head_counts"]
 

@@ -52,9 +52,11 @@ ATLAS_ARRAYS = ("q_norm", "k_norm", "qk_share", "q_pair_cosine", "k_pair_cosine"
 
 def rotary_config(cls: type, analyses: Any, *, layers: Any, fold_norm: Any) -> Any:
     """The :class:`~pos_geometry.sweeps.metrics.SweepConfig` of a rotary sweep (validated)."""
-    from pos_geometry.sweeps.metrics import _named
+    from pos_geometry.sweeps.columns import analysis_names
 
-    named = _named(analyses, ROTARY_ANALYSES, ROTARY_ANALYSES, " (a rotary model's: it has no learned table)")
+    named = analysis_names(
+        analyses, ROTARY_ANALYSES, ROTARY_ANALYSES, " (a rotary model's: it has no learned table)"
+    )
     chosen = set(named) | {"atlas"}
     if layers is not None:
         picked = (layers,) if isinstance(layers, int) else layers
@@ -154,7 +156,7 @@ def usage_drift(a: np.ndarray, b: np.ndarray) -> float | None:
 def add_usage_drift(shares: Sequence[np.ndarray | None], names: Sequence[str]) -> list[dict[str, Any]]:
     """``usage_drift_previous``/``usage_drift_final`` (and the revisions compared) per checkpoint, in sweep
     order; ``shares[i]``: checkpoint ``i``'s ``qk_share`` ``(n_layers, n_heads, n_planes)`` or None (failed)."""
-    from pos_geometry.sweeps.metrics import drift_walk
+    from pos_geometry.sweeps.columns import drift_walk
 
     return drift_walk(shares, names, lambda a, b: {"usage_drift": usage_drift(a, b)})
 
@@ -179,7 +181,7 @@ def read_atlas(task: Any) -> Any:
     checkpoints keeps only its results), so the cache holds at most the checkpoints in flight.
     """
     from pos_geometry.analysis.rotary_atlas import rotary_atlas
-    from pos_geometry.sources.tensor_set import open_checkpoint
+    from pos_geometry.sources.opening import open_checkpoint
     from pos_geometry.sweeps.store import remove_stale_temporaries
 
     config = task.config

@@ -86,7 +86,7 @@ def _from_config(model: _Model, revision: str, commit: str | None, gguf_file: st
         return model
     from pos_geometry.registry import kind_from_config, row_offset_from_config
     from pos_geometry.sources.hub import read_config
-    from pos_geometry.sources.tensor_set import open_checkpoint
+    from pos_geometry.sources.opening import open_checkpoint
 
     if gguf_file is not None:
         config = open_checkpoint(model.repo_id, revision=commit or revision, gguf_file=gguf_file).config

@@ -122,7 +122,7 @@ def test_a_second_atlas_reads_nothing_and_no_tensor_is_kept(hub, monkeypatch):
 
 
 def test_visit_rows_streams_one_request_from_the_first_range_to_the_last(hub):
-    from pos_geometry.sources.tensor_set import open_checkpoint
+    from pos_geometry.sources.opening import open_checkpoint
 
     server, _, tensors = hub
     key = LAYER + "self_attn.q_proj.weight"
