@@ -14,8 +14,8 @@ import torch
 from pos_geometry._version import __version__
 from pos_geometry.analysis._results import to_jsonable
 from pos_geometry.reproduction.claims import Claim
+from pos_geometry.reproduction.located import Located
 from pos_geometry.reproduction.published import Comparison
-from pos_geometry.sources.locations import Located
 
 __all__ = ["PARAPHRASED", "POST", "FigureEntry", "post_reading", "render_json", "render_markdown"]
 

@@ -28,10 +28,11 @@ from pos_geometry.loading import load_token_embedding
 from pos_geometry.plotting.export import find_browser, save_figure
 from pos_geometry.reproduction import claims as C
 from pos_geometry.reproduction.figures import blog_figures
+from pos_geometry.reproduction.located import Located, locate
 from pos_geometry.reproduction.published import published_vs_measured
 from pos_geometry.reproduction.report import FigureEntry, render_json, render_markdown
 from pos_geometry.reproduction.uncertainty import column_sine_nulls, top3_intervals
-from pos_geometry.sources.locations import Located, find_data_dir, locate, parse_named_path
+from pos_geometry.sources.locations import find_data_dir, parse_named_path
 
 __all__ = [
     "COMPARISON_MODELS",

@@ -26,13 +26,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
-from pos_geometry.errors import CheckpointFormatError, InvalidArgumentError, NotCachedError
+from pos_geometry.errors import CheckpointFormatError, InvalidArgumentError
 from pos_geometry.registry import ModelSpec, check_revision, find_spec, get_spec
 
 if TYPE_CHECKING:
-    import torch
-
-    from pos_geometry.embedding import PositionalEmbedding
+    pass
 
 __all__ = [
     "DATA_ENV",
@@ -40,7 +38,6 @@ __all__ = [
     "PROVENANCE_SUFFIX",
     "REAL_TABLES",
     "CacheStatus",
-    "Located",
     "Location",
     "LocalTable",
     "cache_status",
@@ -49,7 +46,6 @@ __all__ = [
     "fetch_command",
     "find_data_dir",
     "find_local_table",
-    "locate",
     "parse_named_path",
     "table_locations",
     "tables_dir",
@@ -333,60 +329,3 @@ def parse_named_path(text: str, *, known: bool = False) -> tuple[str, Path] | No
             f"{text!r}: {str(target)!r} does not exist; give an existing checkpoint file or folder after '='."
         )
     return (spec.name if spec is not None else name), target
-
-
-# --- the reproduction's view: one table found, or named as missing ---------------------------------
-@dataclass(frozen=True)
-class Located:
-    """The outcome of looking for one model's table.
-
-    ``table`` is the loaded table, or None when it is missing; ``where`` says where it came
-    from (or where it was looked for); ``fetch`` is the command that would fetch a missing one.
-    """
-
-    name: str
-    table: PositionalEmbedding | None
-    where: str
-    fetch: str | None = None
-
-    @property
-    def found(self) -> bool:
-        return self.table is not None
-
-
-def locate(
-    name: str,
-    *,
-    revision: str | None = None,
-    paths: Mapping[str, Path] | None = None,
-    data_dir: Path | None = None,
-    online: bool = False,
-    device: str | torch.device = "cpu",
-    n_positions: int | None = None,
-) -> Located:
-    """Find ``name``'s positional table: a given path, then everywhere :func:`pos_geometry.load`
-    looks (the caches, ``data/tables``, the real tables; the hub only when ``online``), then the real
-    table in ``data_dir``. Rotary rows are computed (``n_positions`` rows). Errors other than
-    "not cached" propagate: a broken file is never silently skipped.
-    """
-    from pos_geometry.loading import load
-
-    spec = get_spec(name)
-    given = (paths or {}).get(spec.name)
-    if given is not None:
-        table = load(f"{spec.name}={given}", revision=revision, device=device)
-        return Located(spec.name, table, f"{given} (given with --model)")
-    if spec.kind == "rotary":
-        table = load(spec.name, revision=revision, device=device, n_positions=n_positions)
-        return Located(spec.name, table, "computed from the model table's config fields (no download)")
-    try:
-        table = load(spec.name, revision=revision, device=device, offline=not online)
-        return Located(spec.name, table, table.provenance.source)
-    except NotCachedError:
-        pass
-    local = find_local_table(spec, revision, data_dir=data_dir) if data_dir is not None else None
-    if local is not None:
-        table = load(f"{spec.name}={local.path}", revision=revision, device=device)
-        return Located(spec.name, table, table.provenance.source)
-    looked = ", ".join(loc.label for loc in table_locations(spec, revision, data_dir=data_dir))
-    return Located(spec.name, None, f"not found in {looked}", fetch_command(spec, revision))

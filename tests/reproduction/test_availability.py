@@ -6,13 +6,13 @@ from pathlib import Path
 
 import numpy as np
 
+from pos_geometry.reproduction.located import locate
 from pos_geometry.sources.locations import (
     DATA_ENV,
     REAL_TABLES,
     cache_status,
     fetch_command,
     find_data_dir,
-    locate,
 )
 
 
