@@ -72,7 +72,7 @@ def _null_tables(x: torch.Tensor, count: int, gen: torch.Generator) -> torch.Ten
     products)."""
     from pos_geometry.analysis._mode_surrogates import gp_factors
     from pos_geometry.analysis._null_basis import null_basis
-    from pos_geometry.analysis._nulls import smooth_gp
+    from pos_geometry.analysis._samplers import smooth_gp
 
     factors = gp_factors(x, 0)
     if factors is not None:

@@ -166,7 +166,7 @@ def _surrogate_variance(dec: dict, null: str, ell: float | None = None) -> torch
         return dec["evals"].clamp_min(0)
 
     def walk_variance() -> torch.Tensor:
-        from pos_geometry.analysis._nulls import step_walks
+        from pos_geometry.analysis._samplers import step_walks
 
         draw = step_walks(dec["coords"].to(torch.float32), *dec["length_scale"])
         gen = torch.Generator(device="cpu").manual_seed(0)
