@@ -229,13 +229,17 @@ def finish(failed: list[str], total: int) -> None:
 
 
 def parse_analyses(text: str) -> tuple[str, ...]:
+    import difflib
+
     from pos_geometry.analysis.pipeline import ANALYSES
 
     chosen = tuple(a.strip().lower() for a in text.split(",") if a.strip())
     bad = [a for a in chosen if a not in ANALYSES]
     if bad:
+        close = [m for b in bad for m in difflib.get_close_matches(b, ANALYSES, n=1)]
+        hint = f" Did you mean {', '.join(close)}?" if close else ""
         raise InvalidArgumentError(
-            f"--analyses takes a comma-separated subset of {', '.join(ANALYSES)}; got {text!r}."
+            f"--analyses takes a comma-separated subset of {', '.join(ANALYSES)}; got {text!r}.{hint}"
         )
     return chosen
 

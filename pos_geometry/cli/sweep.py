@@ -148,5 +148,18 @@ def sweep(
                 plot_sweep_metrics([r for r in results if r.ok]), out / "metrics.html", plotlyjs=plotlyjs
             )
         err().print(f"wrote {out}", markup=False)
+        empty = [r for r in results if r.records and not r.ok]
+        if empty:  # nothing succeeded: a failure, with the first reason, not a quiet "wrote"
+            from pos_geometry.cli._common import one_line
+
+            for r in empty:
+                first = r.failures[0]
+                err().print(
+                    f"error: no checkpoint of {r.model} could be read: {first.status} ({one_line(first.reason, 300)})"
+                    + (f", and {len(r.failures) - 1} more" if len(r.failures) > 1 else "")
+                    + "; every reason is in metrics.csv.",
+                    markup=False, emoji=False, highlight=False, soft_wrap=True,
+                )  # fmt: skip
+            raise typer.Exit(1)
 
     guard(run)

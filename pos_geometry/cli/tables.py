@@ -135,10 +135,29 @@ def info(
     def run() -> None:
         if Path(model).expanduser().exists():
             _info_path(model, tensors)
+        elif _looks_like_a_path(model):
+            from pos_geometry.errors import InvalidArgumentError
+
+            raise InvalidArgumentError(
+                f"No file or folder at {model!r}: it looks like a path (it has a file extension or a leading ./, ~ "
+                "or /), and nothing is there. Check the path; `pos-geometry models` lists the names of the model table."
+            )
         else:
             _info_name(model, revision)
 
     guard(run)
+
+
+_FILE_SUFFIXES = (".npy", ".npz", ".safetensors", ".bin", ".pt", ".pth", ".gguf", ".json")
+
+
+def _looks_like_a_path(text: str) -> bool:
+    """A name the model table and the hub could not mean: a file extension, or a relative/absolute path start."""
+    return (
+        text.lower().endswith(_FILE_SUFFIXES)
+        or text.startswith(("./", "../", "/", "~"))
+        or text.count("/") > 1
+    )
 
 
 def _info_path(path: str, all_tensors: bool) -> None:
