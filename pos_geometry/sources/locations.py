@@ -37,6 +37,8 @@ __all__ = [
     "TABLES_ENV",
     "PROVENANCE_SUFFIX",
     "REAL_TABLES",
+    "REAL_WEIGHTS",
+    "find_real_weights",
     "CacheStatus",
     "Location",
     "LocalTable",
@@ -61,6 +63,9 @@ REAL_TABLES: Mapping[str, str] = {
     "gpt2": "gpt2_small_wpe.npy",
     "openai-gpt": "gpt1_openai_positions_embed.npy",
 }
+REAL_WEIGHTS: Mapping[str, str] = {"gpt2": "gpt2_small_attention"}
+"""Model-table name -> a folder of real weights beside :data:`REAL_TABLES` (its table, attention weights and
+config, not the whole model), read by the functions that read weights as ``load`` reads the real tables."""
 """Model-table name -> file name of the real table in the data folder (``<file>.source.txt`` beside it)."""
 
 PROVENANCE_SUFFIX = ".provenance.json"
@@ -106,6 +111,17 @@ def find_data_dir(explicit: str | os.PathLike[str] | None = None) -> Path | None
         ),
         None,
     )
+
+
+def find_real_weights(spec: ModelSpec, revision: str | None = None) -> Path | None:
+    """The real weights folder of ``spec`` (:data:`REAL_WEIGHTS`) in the data folder beside the checkout, at its
+    default revision only; None when there is none."""
+    name = REAL_WEIGHTS.get(spec.name)
+    folder = find_data_dir()
+    if name is None or folder is None or (revision is not None and revision != spec.default_revision):
+        return None
+    path = folder / name
+    return path if (path / "config.json").is_file() else None
 
 
 def find_real_model(file_name: str) -> Path | None:

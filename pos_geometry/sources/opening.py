@@ -111,6 +111,11 @@ def open_checkpoint(
         return _local(path, revision, model_id)
     spec = find_spec(name)
     if spec is not None:
+        from pos_geometry.sources.locations import find_real_weights
+
+        real = find_real_weights(spec, revision) if gguf_file is None else None
+        if real is not None:  # the real weights beside the checkout, as load() finds the real tables
+            return _local(real, revision, model_id or spec.name)
         return _hub(spec.repo_id, check_revision(spec, revision), model_id or spec.name, offline, gguf_file)
     parts = name.split("/")
     if len(parts) != 2 or not all(parts):

@@ -154,3 +154,18 @@ def test_a_headless_checkpoint_reads_the_same(tiny_gpt2, tmp_path):
     bare, full = position_qk_atlas(tmp_path / "bare", layers=[1]), position_qk_atlas(folder, layers=[1])
     torch.testing.assert_close(bare.form_share, full.form_share, rtol=0, atol=0)
     assert dict(bare.provenance.config)["tensor_keys"][0] == "wpe.weight"
+
+
+def test_a_model_table_name_finds_the_real_weights_beside_the_checkout_offline(real_data_dir, monkeypatch):
+    """``position_qk_atlas("gpt2")`` and ``qk_atlas("gpt2")`` read ``../shared/data/real/gpt2_small_attention``
+    offline, as ``load("gpt2")`` reads the real table there (they raised NotCachedError)."""
+    import pos_geometry as pg
+
+    folder = real_data_dir / "gpt2_small_attention"
+    if not (folder / "config.json").is_file():
+        pytest.skip(f"the real GPT-2 attention folder is not at {folder}")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    atlas = pg.position_qk_atlas("gpt2", layers=[0])
+    assert atlas.provenance.model_id == "gpt2" and "gpt2_small_attention" in atlas.provenance.source
+    both = pg.qk_atlas("gpt2", layers=[0])
+    assert both.provenance.model_id == "gpt2"
