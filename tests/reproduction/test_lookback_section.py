@@ -54,6 +54,9 @@ def test_missing_weights_are_not_measured(tmp_path, monkeypatch):
     assert claim_lookback(None, None).verdict == "not measured"
     monkeypatch.setenv("POS_GEOMETRY_CACHE", str(tmp_path / "pg"))
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hf"))
+    monkeypatch.setenv(
+        "POS_GEOMETRY_DATA", str(tmp_path)
+    )  # no real tables or weights beside the checkout either
     section = lookback_section(tmp_path, online=False)
     assert section.claim.verdict == "not measured" and section.view is None and not section.figures
     assert "pos-geometry atlas gpt2 --out atlas --online" in section.markdown

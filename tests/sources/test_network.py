@@ -75,9 +75,10 @@ def test_running_a_model_without_network_fails_at_once_and_says_why(no_hub: str,
     assert "Retrying" not in capfd.readouterr().err
 
 
-def test_the_atlases_say_which_weights_are_missing(no_hub: str) -> None:
+def test_the_atlases_say_which_weights_are_missing(no_hub: str, monkeypatch, tmp_path) -> None:
     import pos_geometry as pg
 
+    monkeypatch.setenv("POS_GEOMETRY_DATA", str(tmp_path))  # no real weights beside the checkout either
     with pytest.raises(
         NotCachedError, match=r"^position_qk_atlas reads every layer's attention \(query/key\) weights"
     ):
