@@ -50,12 +50,12 @@ def layer_biases(
     biased = _has_biases(reader, index)
     if biased is False:
         return None, []
-    names = reader.layout.keys(index, norm=True)
     out: dict[str, torch.Tensor] = {}
     keys: list[str] = []
     for which in ("q", "k"):
-        key = names["qkv" if reader.layout.qkv_key is not None else which].removesuffix("weight") + "bias"
-        found = _rotating_entries(reader, key, reader.head_starts(which), biased is None)
+        found = _rotating_entries(
+            reader, _bias_key(reader, index, which), reader.head_starts(which), biased is None
+        )
         if found is None:
             return None, []
         rows, spelled = found
@@ -73,10 +73,15 @@ def _has_biases(reader: QKReader, index: int) -> bool | None:
     from pos_geometry.registry.architecture import qk_biases
 
     if reader.checkpoint.knows_keys():
-        names = reader.layout.keys(index, norm=False)
-        key = names["qkv" if reader.layout.qkv_key is not None else "q"].removesuffix("weight") + "bias"
-        return reader.checkpoint.has(reader.spelled(key))
+        return reader.checkpoint.has(reader.spelled(_bias_key(reader, index, "q")))
     return qk_biases(reader.config)
+
+
+def _bias_key(reader: QKReader, index: int, which: str) -> str:
+    """The bias beside the weight holding layer ``index``'s ``which`` rows (the fused one's for a qkv layout),
+    as the layout names it."""
+    role = "qkv" if reader.layout.qkv_key is not None else which
+    return reader.layout.keys(index, norm=False)[role].removesuffix("weight") + "bias"
 
 
 def _rotating_entries(
@@ -112,9 +117,14 @@ def _rotating_entries(
     return rows, spelled
 
 
+def _pairs(bias: torch.Tensor, planes: torch.Tensor) -> torch.Tensor:
+    """``(n, n_planes, 2)``: each plane's two entries of ``bias`` ``(n, rotary_dim)``."""
+    return torch.stack((bias[:, planes[:, 0]], bias[:, planes[:, 1]]), dim=-1)
+
+
 def augmented(gram: torch.Tensor, bias: torch.Tensor, planes: torch.Tensor) -> torch.Tensor:
     """``G + b bᵀ`` per head and plane: ``gram`` ``(n, n_planes, 2, 2)``, ``bias`` ``(n, rotary_dim)``."""
-    pair = torch.stack((bias[:, planes[:, 0]], bias[:, planes[:, 1]]), dim=-1)  # (n, n_planes, 2)
+    pair = _pairs(bias, planes)
     return gram + pair[..., :, None] * pair[..., None, :]
 
 
@@ -124,8 +134,7 @@ def bias_terms(
     """``(n_heads, n_planes, 4)`` the :data:`TERMS` of each plane (module docstring): ``gq``/``gk``
     ``(n_heads, n_planes, 2, 2)`` plane Grams (keys matched to queries), ``bq``/``bk`` ``(n_heads,
     rotary_dim)`` biases (keys matched)."""
-    a = torch.stack((bq[:, planes[:, 0]], bq[:, planes[:, 1]]), dim=-1)
-    c = torch.stack((bk[:, planes[:, 0]], bk[:, planes[:, 1]]), dim=-1)
+    a, c = _pairs(bq, planes), _pairs(bk, planes)
     weights = (gq * gk).sum(dim=(-1, -2))
     query_bias = torch.einsum("hpi,hpij,hpj->hp", a, gk, a)
     key_bias = torch.einsum("hpi,hpij,hpj->hp", c, gq, c)

@@ -137,15 +137,27 @@ def plane_grams(
     """``(n, n_planes, 2, 2)`` float64 Gram matrices of each plane's two rows, for each of ``w``'s heads
     (``w``: ``(n, ≥ rotary_dim, d_model)`` in memory)."""
     where = device if device is not None else torch.device("cpu")
-    work = _Workspace()
-    norms = torch.empty(w.shape[:2], dtype=torch.float64, device=where)
-    cross = torch.empty(w.shape[0], planes.shape[0], dtype=torch.float64, device=where)
+    return grams(*_tensor_sums(w, planes, gain, where, _Workspace(), "the weights given"), planes)
+
+
+def _tensor_sums(
+    w: torch.Tensor,
+    planes: torch.Tensor,
+    gain: torch.Tensor | None,
+    device: torch.device,
+    work: _Workspace,
+    what: str,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(norms, cross)`` float64 of every head of ``w`` ``(n, ≥ rotary_dim, d_model)`` in memory
+    (:func:`_head_sums`); NaN or inf is a :class:`NonFiniteError` naming head ``h`` of ``what``."""
+    norms = torch.empty(w.shape[:2], dtype=torch.float64, device=device)
+    cross = torch.empty(w.shape[0], planes.shape[0], dtype=torch.float64, device=device)
     for h in range(w.shape[0]):
         try:
-            _head_sums(w[h], planes, gain, where, work, norms[h], cross[h])
+            _head_sums(w[h], planes, gain, device, work, norms[h], cross[h])
         except NonFiniteRows as exc:
-            raise _non_finite(f"head {h} of the weights given", exc.args[0]) from None
-    return grams(norms, cross, planes)
+            raise _non_finite(f"head {h} of {what}", exc.args[0]) from None
+    return norms, cross
 
 
 def _spec(reader: QKReader, heads: tuple, ranges: tuple, norm_key: str | None) -> str:
@@ -242,18 +254,10 @@ def _latent_sums(
             gain, gain_key = reader.gain(index)
             keys.append(gain_key)
         q, k, _ = latent_rows(reader.layout.latent, read, index, reader.n_heads)
-        layer: LayerSums = {}
-        for which, rows in (("q", q), ("k", k)):
-            norms = torch.empty(rows.shape[:2], dtype=torch.float64, device=device)
-            cross = torch.empty(rows.shape[0], reader.planes.shape[0], dtype=torch.float64, device=device)
-            for h in range(rows.shape[0]):
-                try:
-                    _head_sums(rows[h], reader.planes, gain, device, work, norms[h], cross[h])
-                except NonFiniteRows as exc:
-                    what = f"layer {index}'s latent {'query' if which == 'q' else 'key'} head {h}"
-                    raise _non_finite(what, exc.args[0]) from None
-            layer[which] = (norms, cross)
-        out.append(layer)
+        out.append({
+            which: _tensor_sums(rows, reader.planes, gain, device, work, f"layer {index}'s latent {role}")
+            for which, role, rows in (("q", "queries", q), ("k", "rotary key", k))
+        })  # fmt: skip
     return out, list(dict.fromkeys(keys)), stored[0] if stored else ""
 
 
@@ -301,12 +305,6 @@ def _compute(
     # the norm gains: small reads, concurrent (each item runs in a copy of the caller's context, so the
     # load's deadline applies there too)
     gains = dict(zip(needed, (g[0] for g in parallel_map(reader.gain, needed, workers)), strict=True))
-    for index, gain in gains.items():
-        if not bool(torch.isfinite(gain).all()):
-            raise _non_finite(
-                f"the norm gain {reader.norm_key(index)!r} (layer {index})",
-                int((~torch.isfinite(gain)).sum()),
-            )
 
     bad: dict[int, NonFiniteError] = {}  # job position -> its first non-finite head
 

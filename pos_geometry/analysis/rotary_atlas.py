@@ -49,7 +49,7 @@ from pos_geometry.sources.opening import open_checkpoint
 from pos_geometry.sources.roles import QKReader
 from pos_geometry.sources.tensor_set import Checkpoint
 
-__all__ = ["RotaryAtlas", "rotary_atlas", "plane_statistics", "usage_summaries"]
+__all__ = ["RotaryAtlas", "rotary_atlas", "plane_statistics", "span_critical", "usage_summaries"]
 
 _NEEDS = "rotary_atlas reads every layer's attention (query/key) weights, and they are not on this machine."
 
@@ -124,8 +124,7 @@ class RotaryAtlas(Result):
     @property
     def layer_critical(self) -> torch.Tensor:
         """``(n_layers, n_planes)`` bool: the plane completes a cycle within that layer's span."""
-        spans = self.spans or (self.context_length,) * self.qk_share.shape[0]
-        return self.wavelengths[None, :] <= torch.tensor(spans, dtype=torch.float64)[:, None]
+        return span_critical(self.wavelengths, self.spans or (self.context_length,) * self.qk_share.shape[0])
 
     @property
     def layer_short_share(self) -> torch.Tensor:
@@ -249,6 +248,11 @@ def _stored_as(checkpoint: Checkpoint, keys: Sequence[str]) -> dict[str, object]
     return {"gguf": checkpoint.config["gguf"], "quantization": tuple(types)}
 
 
+def span_critical(wavelengths: torch.Tensor, spans: Sequence[int]) -> torch.Tensor:
+    """``(len(spans), n_planes)`` bool: plane ``i`` completes a cycle within each layer's span."""
+    return wavelengths[None, :] <= torch.tensor(spans, dtype=torch.float64)[:, None]
+
+
 def usage_summaries(share: torch.Tensor, critical: torch.Tensor) -> dict[str, torch.Tensor]:
     """The atlas's summaries of ``qk_share`` ``(n_layers, n_heads, n_planes)``: ``short_share``
     ``(n_layers, n_heads)``, the share held by the ``critical`` planes (``(n_planes,)`` bool, or
@@ -368,7 +372,7 @@ def rotary_atlas(
     wavelengths = 2 * math.pi / theta
     context = reader.rotary.context_length
     spans = _spans(reader, chosen, context)
-    layer_critical = wavelengths[None, :] <= torch.tensor(spans, dtype=torch.float64)[:, None]
+    layer_critical = span_critical(wavelengths, spans)
     critical = wavelengths <= (spans[0] if len(set(spans)) == 1 else context)
     provenance = Provenance(
         model_id=checkpoint.model_id,

@@ -266,28 +266,23 @@ class _RotaryEdit(Edit):
 
     def where(self, target: EditTarget) -> tuple[list[Any], tuple[int, ...] | None]:
         """``(slots, layers)``: the rotary buffers to change and, when only some layers change, which."""
-        layers = self.layers
+        layers, kinds = self.layers, target.layer_types()
         try:
             slots = target.rotary_slots(self.layer_type)
-            kinds = target._layer_types()
-            if self.layer_type is not None and layers is not None and kinds:
-                outside = [i for i in layers if i < len(kinds) and kinds[i] != self.layer_type]
-                if outside:
-                    raise InvalidArgumentError(f"layers {outside} are not of type {self.layer_type!r}.")
         except NotApplicableError:
-            kinds = target._layer_types()
-            if self.layer_type is None or not kinds or self.layer_type not in kinds:
-                if self.layer_type is not None and kinds:
-                    raise NotApplicableError(
-                        f"layer_type={self.layer_type!r}: this model's layer types are {sorted(set(kinds))}."
-                    ) from None
+            if self.layer_type is None or not kinds:
                 raise
+            if self.layer_type not in kinds:
+                raise NotApplicableError(
+                    f"layer_type={self.layer_type!r}: this model's layer types are {sorted(set(kinds))}."
+                ) from None
             slots = target.rotary_slots()  # one shared buffer: change that type's layers only
-            of_type = tuple(i for i, k in enumerate(kinds) if k == self.layer_type)
-            outside = [i for i in layers or () if i not in of_type]
+            if layers is None:
+                layers = tuple(i for i, k in enumerate(kinds) if k == self.layer_type)
+        if self.layer_type is not None and layers is not None and kinds:
+            outside = [i for i in layers if i < len(kinds) and kinds[i] != self.layer_type]
             if outside:
-                raise InvalidArgumentError(f"layers {outside} are not of type {self.layer_type!r}.") from None
-            layers = of_type if layers is None else layers
+                raise InvalidArgumentError(f"layers {outside} are not of type {self.layer_type!r}.")
         n = target.loaded.n_layers
         if layers is not None and any(i >= n for i in layers):
             raise InvalidArgumentError(f"layers must be in [0, {n}); got {list(layers)}.")
@@ -375,7 +370,7 @@ def _layers_of(target: EditTarget, slot: Any, layers: tuple[int, ...] | None) ->
     """Of ``layers``, those ``slot`` serves (all of them for a shared buffer); None when ``layers`` is None."""
     if layers is None or slot.layer_type is None:
         return layers
-    kinds = target._layer_types() or []
+    kinds = target.layer_types() or []
     return tuple(i for i in layers if i < len(kinds) and kinds[i] == slot.layer_type)
 
 

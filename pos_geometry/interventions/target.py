@@ -218,7 +218,7 @@ class EditTarget:
         layers: tuple[int, ...],
     ) -> None:
         blocks = self.blocks()
-        kinds = self._layer_types()
+        kinds = self.layer_types()
         for layer in layers:
             kind = kinds[layer] if kinds is not None else None
             slot = next((s for s in slots if s.layer_type in (None, kind)), None)
@@ -247,7 +247,8 @@ class EditTarget:
             handle = blocks[layer].register_forward_pre_hook(hook, with_kwargs=True)
             self._undo.append(handle.remove)
 
-    def _layer_types(self) -> list[str] | None:
+    def layer_types(self) -> list[str] | None:
+        """Each decoder layer's type (the config's ``layer_types``), or None when the config names none."""
         kinds = getattr(self.loaded.module.config, "layer_types", None)
         return list(kinds) if kinds is not None and len(kinds) == self.loaded.n_layers else None
 

@@ -396,6 +396,11 @@ class QKReader:
                 f"the norm gain {key!r} has shape {tuple(gain.shape)}; the config implies ({self.d_model},). The "
                 "checkpoint and its config.json disagree."
             )
+        if not bool(torch.isfinite(gain).all()):
+            raise NonFiniteError(
+                f"the norm gain {key!r} (layer {index}) holds {int((~torch.isfinite(gain)).sum())} NaN or infinite "
+                "value(s); the atlas of such weights would be NaN. Check or re-export the checkpoint."
+            )
         return gain + self.layout.norm_offset, key
 
     def qk_norm_gain(self, index: int, which: str) -> tuple[torch.Tensor, str]:

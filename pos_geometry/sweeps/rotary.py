@@ -212,14 +212,12 @@ def rebuild_atlas(arrays: dict[str, np.ndarray], metrics: dict[str, Any], proven
     """A :class:`~pos_geometry.analysis.rotary_atlas.RotaryAtlas` from a stored checkpoint's arrays."""
     import torch
 
-    from pos_geometry.analysis.rotary_atlas import RotaryAtlas, usage_summaries
+    from pos_geometry.analysis.rotary_atlas import RotaryAtlas, span_critical, usage_summaries
 
     t = {name: torch.from_numpy(arrays[name]) for name in ATLAS_ARRAYS}
     critical = torch.from_numpy(arrays["critical"].astype(bool))
     spans = tuple(int(s) for s in arrays["spans"]) if "spans" in arrays else ()
-    per_layer = (
-        t["wavelengths"][None, :] <= torch.tensor(spans, dtype=torch.float64)[:, None] if spans else critical
-    )
+    per_layer = span_critical(t["wavelengths"], spans) if spans else critical
     return RotaryAtlas(
         **t, critical=critical, **usage_summaries(t["qk_share"], per_layer), spans=spans,
         layers=tuple(int(i) for i in arrays["layers"]), kv_heads=tuple(int(i) for i in arrays["kv_heads"]),
