@@ -102,7 +102,7 @@ def _qk_bytes(path: Path) -> tuple[int, int]:
     """``(bytes of every attn_q/attn_k tensor, header bytes)`` of the file."""
     sys.path.insert(0, str(REPO))
     from pos_geometry.sources.byte_source import FileByteSource
-    from pos_geometry.sources.gguf_format import read_header
+    from pos_geometry.sources.gguf.header import read_header
 
     header = read_header(FileByteSource(path))
     qk = sum(t.n_bytes for n, t in header.tensors.items() if n.endswith(("attn_q.weight", "attn_k.weight")))

@@ -93,7 +93,7 @@ args = json.loads(sys.argv[1])
 import pos_geometry as pg
 from pos_geometry.sweeps import sweep
 import pos_geometry.sweeps.run, pos_geometry.analysis.pca, scipy.spatial, pandas  # imports outside the timing
-import pos_geometry.analysis.rotary_atlas, pos_geometry.sweeps.rotary
+import pos_geometry.atlas.rotary, pos_geometry.sweeps.rotary
 t0 = time.perf_counter()
 if args["mode"] == "load":
     for r in args["revisions"]:

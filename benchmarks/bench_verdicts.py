@@ -41,7 +41,8 @@ CLI = [str(Path(sys.executable).with_name("pos-geometry"))]
 
 def _fresh() -> None:
     """Forget what a previous call on the same table left behind (a first call on a new table)."""
-    from pos_geometry.analysis import _helix_test, _null_basis
+    from pos_geometry.analysis.nulls import basis as _null_basis
+    from pos_geometry.analysis.nulls import helix_test as _helix_test
 
     _null_basis._memory.set(None)
     _helix_test.rotation_scan.cache_clear()

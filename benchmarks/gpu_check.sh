@@ -19,7 +19,7 @@ mkdir -p ../shared/data/real && cp .devdata/real/* ../shared/data/real/
 python3 -c "import torch, numpy, pos_geometry; print('torch', torch.__version__, 'numpy', numpy.__version__, torch.cuda.get_device_name())" | tee -a "$OUT/gpu.txt"
 
 timeout 150 python3 -m pytest -q -p no:cacheprovider -m "slow or not slow" \
-    tests/analysis/test_null_device.py tests/hidden/test_device.py tests/analysis/test_results_contract.py \
+    tests/analysis/nulls/test_null_device.py tests/hidden/test_device.py tests/analysis/test_results_contract.py \
     tests/atlas/test_position_qk.py -k "cuda or device or gpu or Device" 2>&1 | tee "$OUT/pytest.log"
 
 timeout 200 python3 benchmarks/bench_verdicts.py --device cuda --repeats 5 --no-write 2>&1 | tee "$OUT/bench.log"
@@ -28,7 +28,7 @@ timeout 120 python3 - <<'EOF' 2>&1 | tee "$OUT/profile.txt"
 import cProfile, pstats, time
 import numpy as np, torch
 import pos_geometry as pg
-from pos_geometry.analysis import _helix_test, _null_basis
+from pos_geometry.analysis.nulls import helix_test as _helix_test, basis as _null_basis
 x = torch.from_numpy(np.load("../shared/data/real/gpt2_small_wpe.npy")).cuda()
 pg.analyze(x[:128], n_surrogates=9, alpha=0.1, progress=False)
 for i in range(3):

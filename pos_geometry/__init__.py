@@ -28,7 +28,7 @@ _EXPORTS: dict[str, str] = {
     "Analysis": "pos_geometry.analysis.pipeline",
     "analyze": "pos_geometry.analysis.pipeline",
     "BatchResult": "pos_geometry.analysis._batch",
-    "NullTest": "pos_geometry.analysis._monte_carlo",
+    "NullTest": "pos_geometry.analysis.nulls.monte_carlo",
     "HelixFit": "pos_geometry.analysis.helix",
     "fit_helix": "pos_geometry.analysis.helix",
     "PCAResult": "pos_geometry.analysis.pca",
@@ -41,11 +41,11 @@ _EXPORTS: dict[str, str] = {
     "Identification": "pos_geometry.analysis.identify",
     "identify": "pos_geometry.analysis.identify",
     "fit_recurrence": "pos_geometry.analysis.recurrence",
-    "RotaryAtlas": "pos_geometry.analysis.rotary_atlas",
-    "rotary_atlas": "pos_geometry.analysis.rotary_atlas",
-    "PositionQKAtlas": "pos_geometry.analysis.position_qk_atlas",
-    "position_qk_atlas": "pos_geometry.analysis.position_qk_atlas",
-    "qk_atlas": "pos_geometry.analysis.qk_atlas",
+    "RotaryAtlas": "pos_geometry.atlas.rotary",
+    "rotary_atlas": "pos_geometry.atlas.rotary",
+    "PositionQKAtlas": "pos_geometry.atlas.position_qk",
+    "position_qk_atlas": "pos_geometry.atlas.position_qk",
+    "qk_atlas": "pos_geometry.atlas.qk",
     "SubspaceOverlap": "pos_geometry.analysis.subspace",
     "subspace_overlap": "pos_geometry.analysis.subspace",
     "PositionalEmbedding": "pos_geometry.embedding",
@@ -178,17 +178,17 @@ def __dir__() -> list[str]:
 
 if TYPE_CHECKING:  # static tools see the real imports
     from pos_geometry.analysis._batch import BatchResult
-    from pos_geometry.analysis._monte_carlo import NullTest
     from pos_geometry.analysis.helix import HelixFit, fit_helix
+    from pos_geometry.analysis.nulls.monte_carlo import NullTest
     from pos_geometry.analysis.pca import PCAResult, pca
     from pos_geometry.analysis.periodicity import PeriodicityResult, PeriodPeak, periodicity
     from pos_geometry.analysis.pipeline import Analysis, analyze
-    from pos_geometry.analysis.position_qk_atlas import PositionQKAtlas, position_qk_atlas
     from pos_geometry.analysis.procrustes import align_bases
-    from pos_geometry.analysis.qk_atlas import qk_atlas
     from pos_geometry.analysis.recurrence import RecurrenceFit, fit_recurrence
-    from pos_geometry.analysis.rotary_atlas import RotaryAtlas, rotary_atlas
     from pos_geometry.analysis.subspace import SubspaceOverlap, subspace_overlap
+    from pos_geometry.atlas.position_qk import PositionQKAtlas, position_qk_atlas
+    from pos_geometry.atlas.qk import qk_atlas
+    from pos_geometry.atlas.rotary import RotaryAtlas, rotary_atlas
     from pos_geometry.embedding import PositionalEmbedding, Provenance, TokenEmbedding
     from pos_geometry.encodings.sinusoidal import sinusoidal
     from pos_geometry.errors import (

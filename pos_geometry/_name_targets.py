@@ -6,16 +6,14 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from pos_geometry._describe import describe
-from pos_geometry._limits import read_config_json
 from pos_geometry.errors import InvalidArgumentError, UnknownModelError
 from pos_geometry.registry import ModelSpec, find_spec, get_spec
 from pos_geometry.sources.local import CHECKPOINT_SUFFIXES
 from pos_geometry.sources.locations import parse_named_path
 
-__all__ = ["Target", "check_args", "local_config", "looks_like_repo_id", "resolve"]
+__all__ = ["Target", "check_args", "looks_like_repo_id", "resolve"]
 
 
 def looks_like_repo_id(name: str) -> bool:
@@ -31,14 +29,6 @@ def looks_like_path(name: str) -> bool:
         or "\\" in name
         or Path(name).suffix.lower() in CHECKPOINT_SUFFIXES
     )
-
-
-def local_config(path: Path) -> dict[str, Any] | None:
-    folder = path if path.is_dir() else path.parent
-    cfg = folder / "config.json"
-    if not cfg.is_file():
-        return None
-    return read_config_json(cfg, repr(str(cfg)))
 
 
 def check_args(name_or_path: object, **optional: object) -> None:

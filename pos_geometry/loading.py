@@ -21,7 +21,7 @@ from typing import Any
 import torch
 
 from pos_geometry._device import resolve_device
-from pos_geometry._name_targets import check_args, local_config, resolve
+from pos_geometry._name_targets import check_args, resolve
 from pos_geometry._record_tables import check_dtype, embedding_from_record, finish, to_table
 from pos_geometry.embedding import PositionalEmbedding, Provenance, TokenEmbedding
 from pos_geometry.encodings.rotary import rotary_embedding
@@ -39,7 +39,7 @@ from pos_geometry.registry import (
 )
 from pos_geometry.sources._deadline import deadline
 from pos_geometry.sources.hub import read_config, read_hub_tensor
-from pos_geometry.sources.local import read_local
+from pos_geometry.sources.local import local_config, read_local
 from pos_geometry.sources.locations import LocalTable, find_local_table
 from pos_geometry.sources.network import offline_reason
 from pos_geometry.sources.tensor_record import TensorRecord
@@ -190,7 +190,7 @@ def _load_gguf(
 ) -> PositionalEmbedding:
     """A GGUF checkpoint (local, HF cache or hub): the rotary table built from its metadata, or its learned
     table (``position_embd``) decoded."""
-    from pos_geometry.sources.gguf_checkpoint import POSITION_TENSOR
+    from pos_geometry.sources.gguf.checkpoint import POSITION_TENSOR
 
     config = checkpoint.config
     if key is None and kind_from_config(config) == "rotary":

@@ -4,7 +4,7 @@ llama.cpp's own converter (``convert_hf_to_gguf.py``).
 For every architecture in :data:`ARCHITECTURES`, a tiny model is built with transformers from its own
 config class (seeded, random weights), saved as a folder (``config.json`` + ``model.safetensors``), and
 converted by llama.cpp's converter at F32 (so the GGUF holds the same numbers) and at Q8_0. The tests in
-``tests/sources/test_gguf_parity.py`` then ask every path of pos_geometry to give the same answer on the
+``tests/sources/gguf/test_gguf_parity.py`` then ask every path of pos_geometry to give the same answer on the
 folder and on its GGUF.
 
 llama.cpp's code is run, never copied: point ``--llama-cpp`` at a llama.cpp tree, for example the one

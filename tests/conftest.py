@@ -6,7 +6,7 @@ names before any test module is imported: ``import _pos_geometry_tests_hub_serve
 loopback hub, ``tests/sources/hub_server.py``) and ``import _pos_geometry_tests_torch_pickles`` (hand-made
 torch checkpoints, ``tests/sources/torch_pickles.py``) and ``import _pos_geometry_tests_rotary_run`` (a
 rotary training run, ``tests/sweeps/rotary_run.py``) and ``import _pos_geometry_tests_gguf_files`` (GGUF files
-written with the gguf package, ``tests/sources/gguf_files.py``) and ``import _pos_geometry_tests_planted`` (planted-plane
+written with the gguf package, ``tests/sources/gguf/gguf_files.py``) and ``import _pos_geometry_tests_planted`` (planted-plane
 helpers, ``tests/registry/planted.py``) work in every test folder.
 """
 
@@ -27,7 +27,7 @@ HELPER_MODULES = {
     "_pos_geometry_tests_hub_server": REPO_ROOT / "tests" / "sources" / "hub_server.py",
     "_pos_geometry_tests_torch_pickles": REPO_ROOT / "tests" / "sources" / "torch_pickles.py",
     "_pos_geometry_tests_rotary_run": REPO_ROOT / "tests" / "sweeps" / "rotary_run.py",
-    "_pos_geometry_tests_gguf_files": REPO_ROOT / "tests" / "sources" / "gguf_files.py",
+    "_pos_geometry_tests_gguf_files": REPO_ROOT / "tests" / "sources" / "gguf" / "gguf_files.py",
     "_pos_geometry_tests_planted": REPO_ROOT / "tests" / "registry" / "planted.py",
 }
 

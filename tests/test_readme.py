@@ -43,7 +43,7 @@ NOT_RUN = {
 # Python blocks by their first line: the Quick start is run; the others need the network or a model.
 PYTHON_NOT_RUN = {
     "atlas = pg.rotary_atlas": "reads Pythia's q/k weights from the hub",
-    "# SmolLM2's real atlas": "reads ../shared/data/real_models (tests/sources/test_gguf.py checks this atlas)",
+    "# SmolLM2's real atlas": "reads ../shared/data/real_models (tests/sources/gguf/test_gguf.py checks this atlas)",
     "view = pg.position_qk_atlas": "reads GPT-2's c_attn weights from the hub",
     "res = pg.hidden_positions": "path/to/model is a placeholder",
     "res = pg.sweep": "reads 61 checkpoints from the hub",

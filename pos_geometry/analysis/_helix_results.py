@@ -6,8 +6,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pos_geometry.analysis._monte_carlo import NullTest
 from pos_geometry.analysis._results import Result
+from pos_geometry.analysis.nulls.monte_carlo import NullTest
 from pos_geometry.embedding import Provenance
 
 __all__ = ["SHAPES", "VERDICTS", "HelixFit"]
@@ -33,7 +33,7 @@ class HelixFit(Result):
     to win by ΔBIC > 10 *and* its ``rotation_share`` (the share of the trajectory's variance in its
     strongest planar rotation, turning at ``rotation_period``) to beat every null in ``tests`` (random walks
     of the table's own steps, smooth Gaussian-process curves of its length scale, stationary curves with its
-    own spectrum; each a :class:`~pos_geometry.analysis._monte_carlo.NullTest`, sequential or not). ``"does not apply"``:
+    own spectrum; each a :class:`~pos_geometry.analysis.nulls.monte_carlo.NullTest`, sequential or not). ``"does not apply"``:
     a line, or a leading harmonic on the search boundary; the harmonic arrays are then empty and
     ``period`` is None. ``dct_correlation`` ``(k,)``: ``|corr(PC j, cos(π j t / n))|``, near 1 for the
     PCA of a random walk.

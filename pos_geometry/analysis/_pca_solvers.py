@@ -42,7 +42,7 @@ SUBSPACE_ITERATIONS = (3, 20)
 recurrence's statistic is the same for any orthonormal basis of it): 3 power iterations on ``k + 20``
 vectors instead of scikit-learn's 7 on ``k + 10``. On GPT-2's surrogates (``k = 27``) the recurrence's gain
 then differs from the exact eigendecomposition's by at most about 1e-4, against a null spread of ~0.03
-(``tests/analysis/test_null_methods.py``), at about 60% of the products."""
+(``tests/analysis/nulls/test_null_methods.py``), at about 60% of the products."""
 
 
 def resolve_n_iter(n_iter: int | str, n_components: int, n: int, d: int) -> int:

@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from pos_geometry.analysis._monte_carlo import NULL_DESCRIPTIONS
 from pos_geometry.analysis._results import Result
+from pos_geometry.analysis.nulls.monte_carlo import NULL_DESCRIPTIONS
 from pos_geometry.embedding import Provenance
 
 __all__ = ["LINE_BINS", "SERIES_LABELS", "PeriodPeak", "PeriodicityResult"]

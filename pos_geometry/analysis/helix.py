@@ -59,10 +59,15 @@ from pos_geometry import _progress
 from pos_geometry.analysis._batch import BatchResult, PCAItem, pca_items, renamed
 from pos_geometry.analysis._helix_model import Fitter, design, rss_of, solve
 from pos_geometry.analysis._helix_results import SHAPES, VERDICTS, HelixFit
-from pos_geometry.analysis._helix_test import HELIX_NULLS, dct_correlation, helix_null_tests, rotation_scan
 from pos_geometry.analysis._inputs import check_int, check_level
-from pos_geometry.analysis._monte_carlo import NullTest, check_sequential
-from pos_geometry.analysis._null_basis import check_null_method
+from pos_geometry.analysis.nulls.basis import check_null_method
+from pos_geometry.analysis.nulls.helix_test import (
+    HELIX_NULLS,
+    dct_correlation,
+    helix_null_tests,
+    rotation_scan,
+)
+from pos_geometry.analysis.nulls.monte_carlo import NullTest, check_sequential
 from pos_geometry.errors import InvalidArgumentError
 
 __all__ = ["SHAPES", "VERDICTS", "HelixFit", "fit_helix"]
@@ -256,12 +261,12 @@ def fit_helix(
     ``(start, stop)`` positions to fit (PCA is fitted on the same rows). ``max_harmonics``: most harmonics
     the greedy BIC search may add (≥ 1). ``min_turns``: the longest period searched is ``window length /
     min_turns``. ``n_surrogates``, ``alpha``, ``random_state``: the null test (see
-    :mod:`pos_geometry.analysis._helix_test`): the verdict is ``"helix"`` only when the helix shape wins by
+    :mod:`pos_geometry.analysis.nulls.helix_test`): the verdict is ``"helix"`` only when the helix shape wins by
     ΔBIC > 10 and its rotation share beats ``n_surrogates`` random walks of the table's own steps *and*
     as many smooth Gaussian-process curves of its length scale at level ``alpha``.
     ``n_surrogates=0`` skips the null (verdict ``"untested"``). ``null_method``: ``"fast"`` draws and
     decomposes the surrogates in the table's leading principal subspace (99.9% of its variance), ``"exact"``
-    as whole tables (the reference; same null, see :mod:`pos_geometry.analysis._null_basis`). ``sequential``:
+    as whole tables (the reference; same null, see :mod:`pos_geometry.analysis.nulls.basis`). ``sequential``:
     each null stops once 10 of its surrogates reach the table's rotation share (Besag & Clifford; p = 10/l
     after ``l`` surrogates): the verdict is the one all ``n_surrogates`` would give, and a curve the null
     explains costs a few dozen surrogates instead of ``n_surrogates``; False draws them all (for the whole

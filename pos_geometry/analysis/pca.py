@@ -209,7 +209,7 @@ def surrogate_coordinates(
 
     The same solver rule and signs as :func:`pca`, without its input checks, scaling and bookkeeping: for
     the surrogate tables of the analyses' nulls, which are finite by construction and already in units of
-    their table's largest entry (:func:`~pos_geometry.analysis._nulls.surrogate_values` divides by it), so
+    their table's largest entry (:func:`~pos_geometry.analysis.nulls.surrogates.surrogate_values` divides by it), so
     their float32 squares cannot overflow; the coordinates are in the tables' own units. ``subspace``: the
     caller's statistic depends only on the subspace the coordinates span, so the randomized solver runs
     :data:`~pos_geometry.analysis._pca_solvers.SUBSPACE_ITERATIONS` (fewer products, the subspace as accurate).

@@ -22,7 +22,7 @@ device ``X`` lives on:
 
 **The nulls are red noise, random walks and smooth curves, not exchangeability.** A row permutation only
 tests "is there any order"; a smooth curve without any period passes it, and PCA turns such a curve into
-sinusoids. So the surrogates are whole tables of three families (:mod:`pos_geometry.analysis._nulls`), each
+sinusoids. So the surrogates are whole tables of three families (:mod:`pos_geometry.analysis.nulls.surrogates`), each
 pushed through the same pipeline (row normalisation, similarity by offset, PCA, tapered spectra):
 AR(1)-plus-white red noise fitted to each principal axis (the red-noise background of spectral peak tests,
 as in REDFIT), random walks made of the table's own steps, and smooth Gaussian-process curves with the
@@ -68,10 +68,10 @@ from pos_geometry.analysis._fourier import (
     work_dtype,
 )
 from pos_geometry.analysis._inputs import as_batch, check_int, check_level, parse_window
-from pos_geometry.analysis._null_basis import check_null_method
-from pos_geometry.analysis._nulls import surrogate_values
-from pos_geometry.analysis._period_nulls import against_nulls, whitened
 from pos_geometry.analysis._period_results import LINE_BINS, PeriodicityResult, PeriodPeak
+from pos_geometry.analysis.nulls.basis import check_null_method
+from pos_geometry.analysis.nulls.period import against_nulls, whitened
+from pos_geometry.analysis.nulls.surrogates import surrogate_values
 from pos_geometry.analysis.pca import PCAResult, surrogate_coordinates
 from pos_geometry.embedding import Provenance
 from pos_geometry.errors import InvalidArgumentError
@@ -282,7 +282,7 @@ def periodicity(
     (``alpha >= 1 / (n_surrogates + 1)``). ``min_cycles``: the longest period considered is series length /
     ``min_cycles`` (also the longest column period searched). ``null_method``: ``"fast"`` (the null
     tables in the table's leading principal subspace) or ``"exact"`` (whole tables, the reference; see
-    :mod:`pos_geometry.analysis._null_basis`). ``progress``: a bar of the surrogates done, on stderr (None:
+    :mod:`pos_geometry.analysis.nulls.basis`). ``progress``: a bar of the surrogates done, on stderr (None:
     in a terminal or Jupyter). ``n_pcs=`` and ``seed=`` are deprecated
     aliases of ``n_components`` and ``random_state``.
     Returns a :class:`PeriodicityResult`, or a ``BatchResult`` of them for a batch.

@@ -22,13 +22,13 @@ from typing import Any
 from pos_geometry import _progress
 from pos_geometry._limits import check_positions
 from pos_geometry._threads import cpu_workers, parallel_map
-from pos_geometry.analysis._helix_test import HELIX_NULLS
 from pos_geometry.analysis._inputs import check_int, parse_window
-from pos_geometry.analysis._monte_carlo import check_sequential
-from pos_geometry.analysis._null_basis import _decomposition, check_null_method
 from pos_geometry.analysis._results import Result
 from pos_geometry.analysis.helix import HelixFit, fit_helix
 from pos_geometry.analysis.identify import Identification, identify
+from pos_geometry.analysis.nulls.basis import _decomposition, check_null_method
+from pos_geometry.analysis.nulls.helix_test import HELIX_NULLS
+from pos_geometry.analysis.nulls.monte_carlo import check_sequential
 from pos_geometry.analysis.pca import PCAResult, pca
 from pos_geometry.analysis.periodicity import PERIODICITY_NULLS, PeriodicityResult, periodicity
 from pos_geometry.analysis.recurrence import AUTO_CAP, RECURRENCE_NULLS, RecurrenceFit, fit_recurrence
@@ -238,7 +238,7 @@ def analyze(
         helix_max_positions: longer windows get no helix fit (the note says how to narrow it).
         null_method: ``"fast"`` (every null's surrogates drawn and decomposed in the table's leading
             principal subspace, 99.9% of its variance) or ``"exact"`` (whole tables, the reference; the
-            same nulls, see :mod:`pos_geometry.analysis._null_basis`).
+            same nulls, see :mod:`pos_geometry.analysis.nulls.basis`).
         sequential: the helix and recurrence nulls stop once 10 of their surrogates reach the table's
             statistic (Besag & Clifford: the decision all ``n_surrogates`` would give, at a fraction of the
             cost where the null explains the table); False draws them all. The periodicity test always
@@ -337,7 +337,7 @@ def _run_side_by_side(jobs: dict[str, Callable[[], Any]], res: PCAResult) -> dic
     :func:`~pos_geometry._threads.cpu_workers` threads, each kernel single-threaded (torch's own threads meet
     at a barrier in every one of the nulls' many small kernels and gain little); a thread whose analysis is
     done takes chunks of the others' nulls. The decomposition their nulls share is computed first, here, so
-    that every thread reuses it (:mod:`pos_geometry.analysis._null_basis`). The results do not depend on the
+    that every thread reuses it (:mod:`pos_geometry.analysis.nulls.basis`). The results do not depend on the
     number of threads."""
     rows = res.fitted_rows
     workers = cpu_workers(rows.device) if rows is not None else 1

@@ -74,8 +74,6 @@ import torch
 from pos_geometry import _progress
 from pos_geometry.analysis._batch import BatchResult, PCAItem, pca_items, renamed
 from pos_geometry.analysis._inputs import as_batch, check_int, check_level, parse_window
-from pos_geometry.analysis._monte_carlo import NullTest, check_sequential
-from pos_geometry.analysis._null_basis import check_null_method
 from pos_geometry.analysis._recurrence_map import fit_map, predict, real_log
 from pos_geometry.analysis._recurrence_pairs import (
     AUTO_CAP,
@@ -92,8 +90,10 @@ from pos_geometry.analysis._recurrence_pairs import (
     spread,
     status_before_null,
 )
-from pos_geometry.analysis._recurrence_test import RECURRENCE_NULLS, recurrence_null_tests
 from pos_geometry.analysis._results import Result
+from pos_geometry.analysis.nulls.basis import check_null_method
+from pos_geometry.analysis.nulls.monte_carlo import NullTest, check_sequential
+from pos_geometry.analysis.nulls.recurrence_test import RECURRENCE_NULLS, recurrence_null_tests
 from pos_geometry.analysis.pca import PCAResult
 from pos_geometry.embedding import Provenance
 from pos_geometry.errors import InvalidArgumentError
@@ -346,7 +346,7 @@ def fit_recurrence(
     steps and of smooth GP curves of its length scale (same PCA, same fit; ``n_surrogates`` each);
     ``n_surrogates=0`` skips them. ``null_method``: ``"fast"`` (the
     walks in the table's leading principal subspace) or ``"exact"`` (whole tables, the reference; see
-    :mod:`pos_geometry.analysis._null_basis`). ``sequential``: each null stops once 10 of its surrogates
+    :mod:`pos_geometry.analysis.nulls.basis`). ``sequential``: each null stops once 10 of its surrogates
     reach the table's gain (Besag & Clifford; the decision is the one all ``n_surrogates`` would give);
     False draws them all. ``progress``: a bar of the surrogates done, on stderr (None: in
     a terminal or Jupyter). ``k=`` is a deprecated alias of ``n_components``.

@@ -101,8 +101,8 @@ def atlas(
     circuit reads the position table: ``<name>_offsets.<fmt>`` and ``<name>_shares.<fmt>``. Both
     write ``<name>_atlas.json``. Other models get a clear "does not apply".
     """
-    from pos_geometry.analysis.qk_atlas import qk_atlas
-    from pos_geometry.analysis.rotary_atlas import RotaryAtlas
+    from pos_geometry.atlas.qk import qk_atlas
+    from pos_geometry.atlas.rotary import RotaryAtlas
     from pos_geometry.plotting.atlas import plot_atlas_heatmap, plot_atlas_usage
     from pos_geometry.plotting.export import check_plotlyjs, save_figure
     from pos_geometry.plotting.position_qk import plot_position_qk_offsets, plot_position_qk_shares

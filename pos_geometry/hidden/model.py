@@ -180,7 +180,7 @@ def open_model(
 ) -> LoadedModel:
     """A :class:`LoadedModel` from a model-table name, a hub repo id, a local folder, or a loaded model.
 
-    A ``.gguf`` file is dequantised to float32 by :func:`~pos_geometry.sources.gguf_model.gguf_model`
+    A ``.gguf`` file is dequantised to float32 by :func:`~pos_geometry.sources.gguf.model.gguf_model`
     (transformers' own GGUF loader where pos_geometry's fast path does not apply).
     A model already in memory (a ``transformers.PreTrainedModel``) stays where it is: ``device``
     must then be ``"auto"`` or its own device (pos_geometry never moves a model silently). Names and
@@ -220,8 +220,8 @@ def open_model(
 
     name = os.fspath(model)
     path = Path(name).expanduser()
-    if path.is_file() and path.suffix.lower() == ".gguf":  # dequantised (pos_geometry.sources.gguf_model)
-        from pos_geometry.sources.gguf_model import gguf_model
+    if path.is_file() and path.suffix.lower() == ".gguf":  # dequantised (pos_geometry.sources.gguf.model)
+        from pos_geometry.sources.gguf.model import gguf_model
 
         module = gguf_model(path)
         module.to(resolve_device(device))

@@ -1,4 +1,4 @@
-"""Figures of the rotary frequency atlas (:class:`~pos_geometry.analysis.rotary_atlas.RotaryAtlas`).
+"""Figures of the rotary frequency atlas (:class:`~pos_geometry.atlas.rotary.RotaryAtlas`).
 
 * :func:`plot_atlas_heatmap`: one row per (layer, head), one column per rotation plane placed at
   its wavelength on a log axis; colour is the plane's share of the head's QK form (or any other
@@ -16,7 +16,7 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from pos_geometry.analysis.rotary_atlas import RotaryAtlas
+from pos_geometry.atlas.rotary import RotaryAtlas
 from pos_geometry.errors import InvalidArgumentError
 from pos_geometry.plotting._style import FIT_COLOR, POSITION_BLUE, TOKEN_RED, base_layout, model_label
 

@@ -1,4 +1,4 @@
-"""Figures of the learned-table QK view (:class:`~pos_geometry.analysis.position_qk_atlas.PositionQKAtlas`).
+"""Figures of the learned-table QK view (:class:`~pos_geometry.atlas.position_qk.PositionQKAtlas`).
 
 * :func:`plot_position_qk_offsets`: one row per (layer, head), one column per offset Δ; colour is the
   head's mean position logit at that offset, minus its mean over offsets (how the head's
@@ -17,7 +17,7 @@ from __future__ import annotations
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from pos_geometry.analysis.position_qk_atlas import PositionQKAtlas
+from pos_geometry.atlas.position_qk import PositionQKAtlas
 from pos_geometry.errors import InvalidArgumentError
 from pos_geometry.plotting._style import base_layout, model_label
 

@@ -1,7 +1,7 @@
 """One description of a rotary model's attention, for every path and every source.
 
 :func:`describe_architecture` turns a config (a folder's ``config.json``, or a GGUF's metadata already built
-by transformers' config class, :mod:`pos_geometry.sources.gguf_config`) into an :class:`Architecture`:
+by transformers' config class, :mod:`pos_geometry.sources.gguf.config`) into an :class:`Architecture`:
 
 * **layer types**: each type with its layers, its rotation (the rope parameters of that type, read as
   transformers reads them: per-type ``rope_parameters`` for Gemma-2/3-style configs, the one set

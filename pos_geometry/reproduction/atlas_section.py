@@ -2,7 +2,7 @@
 
 The rotary tables the report shows are textbook cos/sin tables, the same for every model of a
 head size; how a rotary model *uses* position lives in its query/key weights. :func:`atlas_section`
-computes :func:`~pos_geometry.analysis.rotary_atlas.rotary_atlas` for every rotary model it can
+computes :func:`~pos_geometry.atlas.rotary.rotary_atlas` for every rotary model it can
 read without the network (a path given with ``--model``, else the pos_geometry and Hugging Face
 caches; the hub only when ``online``) and returns its figures, in the ``{stem: (figure, caption)}``
 form of :func:`~pos_geometry.reproduction.figures.blog_figures`, and a markdown block for the
@@ -24,7 +24,7 @@ from pos_geometry.sources.locations import find_real_model
 if TYPE_CHECKING:
     import torch
 
-    from pos_geometry.analysis.rotary_atlas import RotaryAtlas
+    from pos_geometry.atlas.rotary import RotaryAtlas
 
 __all__ = ["AtlasSection", "atlas_section", "atlas_fetch_command"]
 
@@ -123,7 +123,7 @@ def atlas_section(
         an :class:`AtlasSection`; models that cannot be read offline are in ``missing`` with the
         command that would fetch them. Other errors (a broken file, a model that is not rotary) propagate.
     """
-    from pos_geometry.analysis.rotary_atlas import rotary_atlas
+    from pos_geometry.atlas.rotary import rotary_atlas
     from pos_geometry.plotting.atlas import plot_atlas_heatmap, plot_atlas_short_share, plot_atlas_usage
 
     atlases: dict[str, RotaryAtlas] = {}

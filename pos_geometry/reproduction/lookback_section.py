@@ -4,7 +4,7 @@ The helix post's comments propose that the helix lets a head attend a fixed numb
 through a position-independent rotation of the positional subspace. :func:`lookback_section` measures
 it per head on GPT-2 small's real attention weights (``../shared/data/real/gpt2_small_attention``,
 else the caches; the hub only when ``online``) with
-:func:`~pos_geometry.analysis.position_qk_atlas.position_qk_atlas` on the direct path, against the
+:func:`~pos_geometry.atlas.position_qk.position_qk_atlas` on the direct path, against the
 null of the same heads with ``W_k``'s rows permuted (``permute_key_rows=True``), and returns a
 :class:`~pos_geometry.reproduction.claims.Claim`, a figure and a markdown block with the per-head table.
 Nothing is substituted when the weights are not here: the claim is ``"not measured"``.
@@ -23,7 +23,7 @@ from pos_geometry.errors import MissingTensorError, NotCachedError
 from pos_geometry.reproduction.claims import Claim
 
 if TYPE_CHECKING:
-    from pos_geometry.analysis.position_qk_atlas import PositionQKAtlas
+    from pos_geometry.atlas.position_qk import PositionQKAtlas
 
 __all__ = ["ATTENTION_FOLDER", "LookbackSection", "claim_lookback", "lookback_section"]
 
@@ -160,7 +160,7 @@ def claim_lookback(view: PositionQKAtlas | None, null: PositionQKAtlas | None) -
 def _read(
     data_dir: Path | None, online: bool, device: Any
 ) -> tuple[PositionQKAtlas | None, PositionQKAtlas | None, str]:
-    from pos_geometry.analysis.position_qk_atlas import position_qk_atlas
+    from pos_geometry.atlas.position_qk import position_qk_atlas
 
     folder = data_dir / ATTENTION_FOLDER if data_dir is not None else None
     if folder is not None and (folder / "model.safetensors").is_file():

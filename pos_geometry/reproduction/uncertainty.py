@@ -23,7 +23,7 @@ import numpy as np
 import torch
 
 from pos_geometry.analysis._fourier import best_sinusoid
-from pos_geometry.analysis._nulls import surrogate_values
+from pos_geometry.analysis.nulls.surrogates import surrogate_values
 from pos_geometry.embedding import PositionalEmbedding
 
 __all__ = ["Interval", "column_sine_nulls", "top3_intervals"]

@@ -19,9 +19,9 @@ from pos_geometry._limits import check_regular_file
 from pos_geometry.errors import InvalidArgumentError, MissingTensorError, NoLearnedTableError
 from pos_geometry.sources import numpy_format
 from pos_geometry.sources.byte_source import FileByteSource
-from pos_geometry.sources.gguf_format import is_gguf
+from pos_geometry.sources.gguf.header import is_gguf
 from pos_geometry.sources.keys import find_key
-from pos_geometry.sources.local import _weights_in, detect_format, load_index
+from pos_geometry.sources.local import _weights_in, detect_format, load_index, local_config
 from pos_geometry.sources.sharded import INDEX_SUFFIX
 from pos_geometry.sources.tensor_record import dtype_name
 
@@ -105,8 +105,6 @@ def _shape(shape: tuple[int, ...] | None) -> str:
 
 
 def _config(path: Path) -> tuple[dict[str, Any] | None, str | None]:
-    from pos_geometry._name_targets import local_config
-
     directory = path if path.is_dir() else path.parent
     config = local_config(directory)
     return config, (str(directory / "config.json") if config is not None else None)
@@ -153,7 +151,7 @@ def _index_tensors(path: Path) -> tuple[TensorInfo, ...]:
 
 
 def _gguf(path: Path) -> tuple[tuple[TensorInfo, ...], dict[str, Any]]:
-    from pos_geometry.sources.gguf_checkpoint import GGUFWeights
+    from pos_geometry.sources.gguf.checkpoint import GGUFWeights
 
     weights = GGUFWeights(FileByteSource(path))
     infos = tuple(

@@ -12,9 +12,9 @@ import dataclasses
 import os
 import struct
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
-from pos_geometry._limits import check_regular_file
+from pos_geometry._limits import check_regular_file, read_config_json
 from pos_geometry.errors import CheckpointFormatError, InvalidArgumentError
 from pos_geometry.sources import numpy_format, safetensors_format, torch_zip
 from pos_geometry.sources.byte_source import ByteSource, FileByteSource
@@ -28,6 +28,7 @@ __all__ = [
     "CHECKPOINT_SUFFIXES",
     "detect_format",
     "read_checkpoint_tensor",
+    "local_config",
     "read_local",
 ]
 
@@ -196,3 +197,13 @@ def read_local(
     if p.name.endswith(INDEX_SUFFIX):
         return _read_index_file(p, which, key)
     return read_checkpoint_tensor(FileByteSource(p), which=which, key=key)
+
+
+def local_config(path: Path) -> dict[str, Any] | None:
+    """The ``config.json`` beside ``path`` (a folder, or a file in one), read with the JSON bounds; ``None``
+    where there is none."""
+    folder = path if path.is_dir() else path.parent
+    cfg = folder / "config.json"
+    if not cfg.is_file():
+        return None
+    return read_config_json(cfg, repr(str(cfg)))

@@ -2,7 +2,7 @@
 name, or a hub repo id, as a :class:`~pos_geometry.sources.tensor_set.Checkpoint`.
 
 It sits above both :mod:`~pos_geometry.sources.tensor_set` (what a checkpoint is) and
-:mod:`~pos_geometry.sources.gguf_open` (a GGUF file as one), which therefore never import each other.
+:mod:`~pos_geometry.sources.gguf.opening` (a GGUF file as one), which therefore never import each other.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from pos_geometry.errors import (
 )
 from pos_geometry.sources._deadline import timed
 from pos_geometry.sources.byte_source import FileByteSource
-from pos_geometry.sources.gguf_format import is_gguf
+from pos_geometry.sources.gguf.header import is_gguf
 from pos_geometry.sources.hub import (
     _local_commit,
     _model_info,
@@ -36,7 +36,7 @@ def _local(path: Path, revision: str | None, model_id: str | None) -> Checkpoint
     if path.is_file():
         src = FileByteSource(path)
         if is_gguf(src):
-            from pos_geometry.sources.gguf_open import gguf_checkpoint
+            from pos_geometry.sources.gguf.opening import gguf_checkpoint
 
             return gguf_checkpoint(src, revision, model_id or os.fspath(path), str(path), path.parent)
     directory = path if path.is_dir() else path.parent
@@ -73,7 +73,7 @@ def _hub(
         commit, files = _model_info(repo_id, rev)
         _remember(repo_id, rev, commit, None)
     if gguf_file is not None:
-        from pos_geometry.sources.gguf_open import hub_gguf_checkpoint
+        from pos_geometry.sources.gguf.opening import hub_gguf_checkpoint
 
         return hub_gguf_checkpoint(repo_id, commit, gguf_file, revision, model_id or repo_id, off)
     config, _ = read_config(repo_id, commit, offline=off)
@@ -102,7 +102,7 @@ def open_checkpoint(
     name = os.fspath(name_or_path)
     path = Path(name).expanduser()
     if gguf_file is not None:
-        from pos_geometry.sources.gguf_open import check_gguf_name
+        from pos_geometry.sources.gguf.opening import check_gguf_name
 
         check_gguf_name(gguf_file)
         if path.is_dir():

@@ -70,7 +70,7 @@ class SweepConfig:
     (``sequential``: the helix nulls stop once 10 surrogates reach the table, as in
     :func:`~pos_geometry.analysis.helix.fit_helix`); ``window``:
     ``(start, stop)`` positions analysed (None: all). Rotary: ``layers`` (None: all) and ``fold_norm``, as in
-    :func:`~pos_geometry.analysis.rotary_atlas.rotary_atlas`, and ``gguf_file``: the ``.gguf`` file of each
+    :func:`~pos_geometry.atlas.rotary.rotary_atlas`, and ``gguf_file``: the ``.gguf`` file of each
     checkpoint that is read instead of its transformers weights (None: those).
     """
 
@@ -106,7 +106,7 @@ class SweepConfig:
     ) -> SweepConfig:
         """Validate the arguments of :func:`~pos_geometry.sweeps.sweep` into a config."""
         if gguf_file is not None:
-            from pos_geometry.sources.gguf_open import check_gguf_name
+            from pos_geometry.sources.gguf.opening import check_gguf_name
 
             check_gguf_name(gguf_file)
         if kind == "rotary":
@@ -144,8 +144,8 @@ class SweepConfig:
             except (TypeError, ValueError):
                 raise InvalidArgumentError(f"window must be a pair (start, stop); got {window!r}.") from None
             window = (start, stop)
-        from pos_geometry.analysis._monte_carlo import check_sequential
-        from pos_geometry.analysis._null_basis import check_null_method
+        from pos_geometry.analysis.nulls.basis import check_null_method
+        from pos_geometry.analysis.nulls.monte_carlo import check_sequential
 
         return cls(
             tuple(a for a in ANALYSES if a in chosen), n_components, n_surrogates, float(alpha), random_state,

@@ -183,7 +183,7 @@ class SweepResult(Result):
         return PCAResult.stack(fits)
 
     def atlas(self, revision: str) -> Any:
-        """The :class:`~pos_geometry.analysis.rotary_atlas.RotaryAtlas` of one ok checkpoint of a rotary
+        """The :class:`~pos_geometry.atlas.rotary.RotaryAtlas` of one ok checkpoint of a rotary
         sweep, rebuilt from the store without reading any weight (e.g. for
         :func:`~pos_geometry.plotting.plot_atlas_heatmap`)."""
         from pos_geometry.sweeps.rotary import ATLAS_ARRAYS, rebuild_atlas

@@ -2,9 +2,9 @@
 
 A rotary model has no positional table; position enters attention through the rotation of each
 query/key plane, and how a head uses each plane is written in its ``W_q``/``W_k`` rows
-(:mod:`pos_geometry.analysis.rotary_atlas`). Per checkpoint the sweep reads those rows (and the norm gain
+(:mod:`pos_geometry.atlas.rotary`). Per checkpoint the sweep reads those rows (and the norm gain
 with ``fold_norm``) pinned to the checkpoint's commit, by range requests, computes
-:func:`~pos_geometry.analysis.rotary_atlas.rotary_atlas` and keeps (see :data:`ROTARY_ANALYSES`):
+:func:`~pos_geometry.atlas.rotary.rotary_atlas` and keeps (see :data:`ROTARY_ANALYSES`):
 
 * ``atlas``: ``short_share`` (mean over layers × heads of the share of the QK form held by the planes that
   complete a cycle within the training context; ``long_share`` is the rest) with its ``_min``/``_max`` over
@@ -96,7 +96,7 @@ def _finite(x: np.ndarray, how: Any = np.mean) -> float | None:
 
 
 def atlas_metrics(atlas: Any) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
-    """``(metrics, arrays)`` of one checkpoint's :class:`~pos_geometry.analysis.rotary_atlas.RotaryAtlas`
+    """``(metrics, arrays)`` of one checkpoint's :class:`~pos_geometry.atlas.rotary.RotaryAtlas`
     (the module docstring defines the metrics; arrays: ``(n_layers, n_heads, n_planes)`` statistics,
     wavelengths, critical flags, layers and key heads).
 
@@ -172,7 +172,7 @@ def _cache_folder(repo_id: str, commit: str | None) -> Path | None:
 
 
 def read_atlas(task: Any) -> Any:
-    """The :class:`~pos_geometry.analysis.rotary_atlas.RotaryAtlas` of ``task``'s checkpoint, read from the Hub
+    """The :class:`~pos_geometry.atlas.rotary.RotaryAtlas` of ``task``'s checkpoint, read from the Hub
     at its commit (its ``revision`` recorded), as ``rotary_atlas(repo, revision=...)`` computes it.
 
     The atlas reduces each q/k tensor as it streams in (one range request each) and keeps only small
@@ -180,7 +180,7 @@ def read_atlas(task: Any) -> Any:
     ``task.keep_tables``, the entries this call added are removed afterwards (a sweep of hundreds of
     checkpoints keeps only its results), so the cache holds at most the checkpoints in flight.
     """
-    from pos_geometry.analysis.rotary_atlas import rotary_atlas
+    from pos_geometry.atlas.rotary import rotary_atlas
     from pos_geometry.sources.opening import open_checkpoint
     from pos_geometry.sweeps.store import remove_stale_temporaries
 
@@ -209,10 +209,10 @@ def read_atlas(task: Any) -> Any:
 
 
 def rebuild_atlas(arrays: dict[str, np.ndarray], metrics: dict[str, Any], provenance: Any) -> Any:
-    """A :class:`~pos_geometry.analysis.rotary_atlas.RotaryAtlas` from a stored checkpoint's arrays."""
+    """A :class:`~pos_geometry.atlas.rotary.RotaryAtlas` from a stored checkpoint's arrays."""
     import torch
 
-    from pos_geometry.analysis.rotary_atlas import RotaryAtlas, span_critical, usage_summaries
+    from pos_geometry.atlas.rotary import RotaryAtlas, span_critical, usage_summaries
 
     t = {name: torch.from_numpy(arrays[name]) for name in ATLAS_ARRAYS}
     critical = torch.from_numpy(arrays["critical"].astype(bool))

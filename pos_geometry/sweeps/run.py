@@ -156,7 +156,7 @@ def sweep(
             :func:`~pos_geometry.analysis.pipeline.analyze`).
             A rotary model's analyses are ``"atlas"`` and ``"drift"`` (both cheap; ``"all"``/``"cheap"``).
         layers, fold_norm: a rotary model's atlas: the layers read (None: all) and whether the norm gain
-            is folded in (:func:`~pos_geometry.analysis.rotary_atlas.rotary_atlas`).
+            is folded in (:func:`~pos_geometry.atlas.rotary.rotary_atlas`).
         gguf_file: read each checkpoint's ``.gguf`` file of this name (rotary models; its header, then
             only the q/k tensors, at the checkpoint's commit) instead of its transformers weights.
         executor: ``"local"`` (a pool of ``n_workers`` threads, default 8), a Dask scheduler address

@@ -48,7 +48,7 @@ def test_family_levels_standardise_every_bin_and_leave_each_surrogate_out():
     # Bins whose null ratios are larger (a smooth family's shoulder) must not take over the max-T: once
     # each bin is put on its family's own 95th-percentile level, the surrogates' maxima fall on every bin
     # about equally often. And a surrogate is judged against the level of the other surrogates only.
-    from pos_geometry.analysis._period_nulls import QUANTILE, _family_backgrounds
+    from pos_geometry.analysis.nulls.period import QUANTILE, _family_backgrounds
 
     rng = np.random.default_rng(0)
     s, b = 199, 50

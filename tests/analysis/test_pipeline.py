@@ -113,7 +113,8 @@ def test_the_analyses_side_by_side_give_what_one_thread_gives(monkeypatch):
     # single-threaded) on one decomposition computed first; on one thread, one after the other. Same nulls.
     import torch
 
-    from pos_geometry.analysis import _null_basis, _smoothness
+    from pos_geometry.analysis.nulls import basis as _null_basis
+    from pos_geometry.analysis.nulls import smoothness as _smoothness
 
     table = PositionalEmbedding(_helix(noise=0.02, seed=4), Provenance("toy", "learned", "test"))
     before = torch.get_num_threads()

@@ -16,7 +16,7 @@ import torch
 import transformers
 
 import pos_geometry as pg
-from pos_geometry.analysis.plane_biases import TERMS
+from pos_geometry.atlas.plane_biases import TERMS
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "gguf_parity"
 

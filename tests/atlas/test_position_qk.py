@@ -16,7 +16,7 @@ import transformers
 from sklearn.decomposition import PCA
 
 from pos_geometry import position_qk_atlas, rotary_atlas
-from pos_geometry.analysis.position_qk_atlas import position_logits
+from pos_geometry.atlas.position_qk import position_logits
 from pos_geometry.errors import InvalidArgumentError, NotApplicableError
 
 N_POS, D, HEADS, DH = 96, 768, 12, 64

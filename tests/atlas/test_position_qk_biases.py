@@ -22,7 +22,7 @@ import torch
 from safetensors.numpy import load_file
 
 import pos_geometry as pg
-from pos_geometry.analysis.position_qk_atlas import TERMS
+from pos_geometry.atlas.position_qk import TERMS
 
 LAYERS = [0, 2]
 

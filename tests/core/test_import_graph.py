@@ -1,4 +1,4 @@
-"""The package's import graph has no circle: computed here from its own modules' source (every import,
+"""The package's import graph has no circle and no arrow back up: computed here from its own modules' source (every import,
 also those inside functions), so a new circle fails this test, with the modules that form it. A package's
 ``__init__`` (which re-exports its modules) is the module ``from package import name`` names, not a parent
 every submodule import passes through."""
@@ -99,9 +99,73 @@ def circles(graph: dict[str, set[str]]) -> list[list[str]]:
     return found
 
 
+# The floors of the package, lowest first: a module imports only from its own floor or a lower one. The
+# layout reads like the data flow: the data type, then the tables that are built and the architectures that
+# are described, then the readers, the loaders, the analyses of a table, the model-level views (hidden
+# states, the attention atlas, interventions), sweeps over many checkpoints, figures, the reproduction, the CLI.
+FLOORS: tuple[tuple[str, ...], ...] = (
+    (
+        "errors",
+        "_describe",
+        "_json",
+        "_limits",
+        "_names",
+        "_dtypes",
+        "_device",
+        "_files",
+        "_version",
+        "_progress",
+        "_threads",
+    ),
+    ("embedding",),
+    ("encodings",),
+    ("registry",),
+    ("sources",),
+    ("_name_targets", "_record_tables", "loading", "reference"),
+    ("analysis",),
+    ("hidden",),
+    ("atlas",),
+    ("interventions",),
+    ("sweeps",),
+    ("plotting",),
+    ("reproduction",),
+    ("cli", "__main__"),
+)
+
+
+def floor_of(module: str) -> int:
+    room = module.split(".")[1]
+    for level, rooms in enumerate(FLOORS):
+        if room in rooms:
+            return level
+    raise AssertionError(f"{module}: its room {room!r} has no floor in FLOORS; add it where it belongs")
+
+
+def upward_arrows(graph: dict[str, set[str]]) -> list[tuple[str, str]]:
+    """``(importer, imported)`` for every import from a lower floor to a higher one (the front door,
+    ``pos_geometry/__init__.py``, stands above every floor)."""
+    return sorted(
+        (a, b)
+        for a, targets in graph.items()
+        if a != "pos_geometry"
+        for b in targets
+        if floor_of(b) > floor_of(a)
+    )
+
+
+def test_every_room_has_a_floor_and_no_import_runs_back_up():
+    graph = import_graph()
+    assert upward_arrows(graph) == []
+
+
+def test_the_floor_check_finds_an_arrow_up():
+    graph = {"pos_geometry.sources.local": {"pos_geometry.analysis.pca", "pos_geometry.errors"}}
+    assert upward_arrows(graph) == [("pos_geometry.sources.local", "pos_geometry.analysis.pca")]
+
+
 def test_the_package_has_no_import_circle():
     graph = import_graph()
-    assert len(graph) > 100 and "pos_geometry.sources.opening" in graph["pos_geometry.analysis.rotary_atlas"]
+    assert len(graph) > 100 and "pos_geometry.sources.opening" in graph["pos_geometry.atlas.rotary"]
     assert circles(graph) == []
 
 

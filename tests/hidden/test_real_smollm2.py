@@ -28,7 +28,7 @@ DATA = Path(__file__).resolve().parents[1] / "data"
 
 @pytest.fixture(scope="module")
 def smollm2(smollm2_gguf):
-    from pos_geometry.sources.gguf_model import gguf_model
+    from pos_geometry.sources.gguf.model import gguf_model
 
     return gguf_model(smollm2_gguf)
 

@@ -140,7 +140,7 @@ def test_shapes_are_checked_against_the_config_in_every_dimension(tmp_path):
         pg.rotary_atlas(gain, fold_norm=True)
     # the first dimension of blk.0.attn_q.weight's record set to 0 (GGUF lists dimensions fastest first)
     from pos_geometry.sources.byte_source import FileByteSource
-    from pos_geometry.sources.gguf_format import read_header
+    from pos_geometry.sources.gguf.header import read_header
 
     src = DATA / "llama-f32.gguf"
     data = bytearray(src.read_bytes())

@@ -1,0 +1,96 @@
+"""The smooth-GP null's length scale is estimated, not known: its sampling spread, as a few nodes.
+
+The smooth-GP null (:func:`pos_geometry.analysis.nulls.surrogates.smooth_gp`) draws curves with the table's length
+scale ``ℓ̂`` (:func:`pos_geometry.analysis.nulls.smoothness.length_scale`). ``ℓ̂`` is itself a draw: on GP tables
+of 256 positions and true ``ℓ = 19.65`` it spreads by about ±5%. A table whose estimate fell short of its
+true length scale gets surrogates rougher than itself, so less predictable, and it beats them: with one
+plug-in ``ℓ̂``, GP tables got "rotations" at α = 0.01 in 15 of 800 (bound 1.7%), and given the true ``ℓ``
+the same tables fell within bounds (``benchmarks/RESULTS.md``, ``bench_calibration``).
+
+So the null carries the uncertainty of its own estimate (a parametric bootstrap of ``ℓ̂``):
+
+1. draw :data:`BOOTSTRAP` tables from the fitted null itself (``ℓ̂``, the noise share ``η̂``, the
+   likelihood's column covariance; fixed seed, so every method and analysis of one table gets the same
+   answer), and estimate the length scale of each as the table's was (given ``η̂``);
+2. ``s`` = the standard deviation of ``log ℓ̂*`` over them;
+3. the null's length scales are ``ℓ̂ · exp(s · z_k)`` for :data:`NODES` equal-probability quantiles ``z_k``
+   of the standard normal (rescaled to unit variance), and the surrogates are split evenly among them
+   (surrogate ``i`` to node ``i mod NODES``), each node with its own likelihood column covariance.
+
+That is the null averaged over a log-normal spread of ``ℓ`` around ``ℓ̂`` as wide as ``ℓ̂``'s own sampling
+spread: an unknown ``ℓ`` is integrated out instead of being plugged in.
+"""
+
+from __future__ import annotations
+
+import math
+from statistics import NormalDist
+
+import numpy as np
+import torch
+
+__all__ = ["BOOTSTRAP", "NODES", "length_scale_nodes", "length_scale_spread"]
+
+BOOTSTRAP = 16
+"""Tables drawn from the fitted null to measure the spread of ``ℓ̂`` (the spread's own relative error is
+about ``1/√(2·15)`` ≈ 18%)."""
+NODES = 5
+"""Length scales the smooth-GP null's surrogates are split among."""
+
+_Z = np.array([NormalDist().inv_cdf((k + 0.5) / NODES) for k in range(NODES)])
+_Z = _Z / math.sqrt(float(np.mean(_Z**2)))  # unit variance, so the nodes spread as far as ℓ̂ does
+
+
+def length_scale_spread(x: torch.Tensor) -> float:
+    """``s``: the standard deviation of ``log ℓ̂`` over :data:`BOOTSTRAP` tables drawn from the smooth-GP
+    null of ``x`` ``(n, d)`` at its own estimate (0 where there is no smooth length scale to spread: white
+    noise, a table whose autocorrelation never falls, or fewer than 8 positions). Computed once per table."""
+    from pos_geometry.analysis.nulls.basis import _decomposition, once
+
+    dec = _decomposition(x)
+    return once(dec, "gp_spread", lambda: _spread(x, dec))
+
+
+def _spread(x: torch.Tensor, dec: dict) -> float:
+    from pos_geometry.analysis.nulls.smoothness import _ell_given, autocorrelation
+
+    n = x.shape[0]
+    ell, nugget = dec["length_scale"]
+    if n < 8 or ell <= 0.5 or ell >= n or nugget >= 1:
+        return 0.0
+    gen = torch.Generator(device="cpu").manual_seed(0)
+    tables = _null_tables(x, BOOTSTRAP, gen)
+    estimates = np.array([_ell_given(autocorrelation(t).numpy(), nugget) for t in tables])
+    if not np.all(np.isfinite(estimates)) or np.any(estimates <= 0):
+        return 0.0
+    return float(np.std(np.log(estimates), ddof=1))
+
+
+def _null_tables(x: torch.Tensor, count: int, gen: torch.Generator) -> torch.Tensor:
+    """``count`` smooth-GP surrogates of ``x`` at its estimated length scale, float64 on the CPU, in the
+    narrowest coordinates isometric to whole tables (the autocorrelation reads only the rows' inner
+    products)."""
+    from pos_geometry.analysis.nulls.basis import null_basis
+    from pos_geometry.analysis.nulls.mode_surrogates import gp_factors
+    from pos_geometry.analysis.nulls.samplers import smooth_gp
+
+    factors = gp_factors(x, 0)
+    if factors is not None:
+        return factors.tables(count, gen, torch.empty(0, dtype=torch.float64))
+    basis = null_basis(x, "fast", "smooth_gp")
+    coords = basis.coords.to("cpu", torch.float64)
+    scales = basis.scales.to("cpu", torch.float64)
+    return basis.embed(smooth_gp(coords, *basis.length_scale, scales=scales)(count, gen))
+
+
+def length_scale_nodes(x: torch.Tensor) -> tuple[float, ...]:
+    """The smooth-GP null's length scales for ``x`` ``(n, d)``: ``ℓ̂ · exp(s · z_k)``, :data:`NODES` of them
+    (ascending), or ``(ℓ̂,)`` where the spread ``s`` is 0 (:func:`length_scale_spread`)."""
+    from pos_geometry.analysis.nulls.basis import _decomposition
+
+    ell = float(_decomposition(x)["length_scale"][0])
+    s = length_scale_spread(x)
+    if s <= 0:
+        return (ell,)
+    n = x.shape[0]
+    return tuple(float(min(max(ell * math.exp(s * z), 0.5), n)) for z in _Z)

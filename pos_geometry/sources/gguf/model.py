@@ -1,0 +1,100 @@
+"""A runnable transformers model from a GGUF file, for hidden states, attention and interventions.
+
+transformers can load a GGUF file itself (``from_pretrained(..., gguf_file=...)``), and that is the
+reference. It also parses the whole header with ``gguf.GGUFReader``, builds a random model and
+maps every tensor name once per submodule: 30 s for SmolLM2-135M on this machine. For the
+architectures whose GGUF tensors transformers converts one at a time (no tensor processor, or one
+of :data:`PER_TENSOR_PROCESSORS`), :func:`gguf_model` builds the transformers model from the GGUF's
+config (:func:`~pos_geometry.sources.gguf.config.gguf_config`: the same config every other path
+reads) without initialising its weights, and fills every parameter through
+:class:`~pos_geometry.sources.gguf.checkpoint.GGUFWeights`, which applies transformers' own processor
+to each tensor (a few seconds). Any other architecture (processors that merge experts), or a
+parameter the file does not hold, goes to transformers' own loader. Tests check on the real SmolLM2
+bytes and on files written by llama.cpp's converter that both give the same parameters.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from pos_geometry.sources.byte_source import FileByteSource
+from pos_geometry.sources.gguf.checkpoint import GGUFWeights
+
+__all__ = ["gguf_model", "fast_path_applies", "PER_TENSOR_PROCESSORS"]
+
+#: transformers' GGUF tensor processors that turn each GGUF tensor into one transformers tensor on its own
+#: (a permutation, a transpose, an offset): :class:`GGUFWeights` applies them tensor by tensor.
+PER_TENSOR_PROCESSORS = frozenset(
+    {"LlamaTensorProcessor", "Gemma2TensorProcessor", "NemotronTensorProcessor", "GPT2TensorProcessor",
+     "BloomTensorProcessor", "Lfm2TensorProcessor"}
+)  # fmt: skip
+
+
+def fast_path_applies(arch: str) -> bool:
+    """Whether transformers' GGUF loader converts ``arch``'s tensors one by one, as :class:`GGUFWeights` reads them."""
+    from transformers.modeling_gguf_pytorch_utils import TENSOR_PROCESSORS
+
+    return arch not in TENSOR_PROCESSORS or TENSOR_PROCESSORS[arch].__name__ in PER_TENSOR_PROCESSORS
+
+
+def _transformers_load(path: Path, dtype: torch.dtype) -> Any:
+    import transformers
+
+    model, info = transformers.AutoModelForCausalLM.from_pretrained(
+        str(path.parent), gguf_file=path.name, dtype=dtype, output_loading_info=True
+    )
+    tied = set(getattr(model, "_tied_weights_keys", None) or {})
+    _refuse_missing(path, sorted(set(info.get("missing_keys") or ()) - tied))
+    return model
+
+
+def _refuse_missing(path: Path, missing: list[str]) -> None:
+    """A GGUF lacking tensors the model needs is refused: transformers would fill them with random values."""
+    if missing:
+        from pos_geometry.errors import MissingTensorError
+
+        shown = ", ".join(missing[:4]) + (f" and {len(missing) - 4} more" if len(missing) > 4 else "")
+        raise MissingTensorError(
+            f"{path.name!r} lacks {len(missing)} tensor(s) the model needs ({shown}); transformers "
+            "would fill them with random initial values. Running the model needs a complete GGUF file; the atlas "
+            "and load read what a partial file holds.",
+            keys=tuple(missing),
+        )
+
+
+def gguf_model(path: str | os.PathLike[str], *, dtype: torch.dtype = torch.float32) -> Any:
+    """The ``AutoModelForCausalLM`` of the GGUF file ``path`` in eval mode, weights dequantised to ``dtype``.
+
+    Fast path (module docstring) where it applies, else transformers' ``from_pretrained(gguf_file=...)``.
+    """
+    import transformers
+
+    path = Path(path)
+    weights = GGUFWeights(FileByteSource(path))
+    if not fast_path_applies(weights.arch):
+        return _transformers_load(path, dtype).eval()
+    fields = {k: v for k, v in weights.config.items() if k != "gguf"}
+    config = transformers.AutoConfig.for_model(**fields)
+    from transformers.initialization import no_init_weights
+
+    # every parameter is overwritten below; buffers (the rotary inv_freq) are built as usual
+    with no_init_weights():
+        model = transformers.AutoModelForCausalLM.from_config(config, dtype=dtype)
+    state: dict[str, torch.Tensor] = {}
+    missing = []
+    for key in model.state_dict():
+        if weights.has(key):
+            state[key] = weights.read(key).to(dtype)
+        elif not (config.tie_word_embeddings and key.endswith("lm_head.weight")):
+            missing.append(key)
+    if missing:  # a tensor the name table does not place: the reference loader decides (and refuses a gap)
+        return _transformers_load(path, dtype).eval()
+    model.load_state_dict(state, strict=False, assign=True)
+    if config.tie_word_embeddings:
+        model.tie_weights()
+    model.name_or_path = str(path)
+    return model.eval()
