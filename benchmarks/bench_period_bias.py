@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _results_md import update_section
 
 import pos_geometry as pg
-from pos_geometry.analysis._fourier import tapered_power
+from pos_geometry.analysis._spectra import tapered_power
 
 PERIODS = (50, 100, 200, 256, 300, 400, 600, 900)
 PHASES = (0.0, math.pi / 4, math.pi / 2, 2.0)

@@ -6,10 +6,14 @@ import torch
 
 from pos_geometry.errors import InvalidArgumentError
 
-__all__ = ["resolve_device", "same_device"]
+__all__ = ["Device", "resolve_device", "same_device"]
+
+Device = str | torch.device | None
+"""What every ``device`` argument accepts: ``"auto"`` (or None: CUDA, then Apple MPS, else the CPU), a device
+name torch understands (``"cpu"``, ``"cuda:1"``), or a ``torch.device``."""
 
 
-def resolve_device(device: str | torch.device | None = "auto") -> torch.device:
+def resolve_device(device: Device = "auto") -> torch.device:
     """Return the ``torch.device`` meant by ``device``.
 
     ``"auto"`` (or ``None``) picks CUDA when available, then Apple MPS, else the CPU.

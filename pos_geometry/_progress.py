@@ -2,9 +2,12 @@
 
 One bar is live at a time (rich allows one live display): work that runs inside another's bar (the
 analyses of a CLI command, the nulls of :func:`pos_geometry.analyze`) adds its line to that bar instead
-of opening a second one. ``show``: True or False forces the bar on or off; None (the default
-everywhere) shows it when stderr is a terminal or the code runs in Jupyter, and never under the CLI's
-``--quiet`` or with ``--json``/``--csv`` output (:func:`set_quiet`).
+of opening a second one.
+
+The ``progress`` argument takes the same values everywhere (:data:`Progress`): True or False forces the bar
+on or off; None (the default everywhere) shows it when stderr is a terminal or the code runs in Jupyter, and
+never under the CLI's ``--quiet`` or with ``--json``/``--csv`` output (:func:`set_quiet`); a callable is
+called with ``(done, total)`` as the work advances instead of drawing a bar.
 
 Inner loops report with :func:`advance` (a no-op when no task is open), so they need no argument.
 """
@@ -16,7 +19,11 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any
 
-__all__ = ["advance", "new_bar", "set_quiet", "shown", "task"]
+__all__ = ["Progress", "advance", "check_progress", "new_bar", "set_quiet", "shown", "task"]
+
+Progress = bool | Callable[[int, int], None] | None
+"""What every ``progress`` argument accepts: True, False, None (a bar when stderr is a terminal or in Jupyter),
+or a callable ``(done, total)``."""
 
 _bar: ContextVar[Any] = ContextVar("pos_geometry_bar", default=None)
 _advance: ContextVar[Callable[[int], None] | None] = ContextVar("pos_geometry_advance", default=None)
@@ -28,8 +35,22 @@ def set_quiet(quiet: bool) -> None:
     _settings["quiet"] = bool(quiet)
 
 
-def shown(show: bool | None) -> bool:
-    """Whether a bar with this ``show`` setting appears (see the module docstring)."""
+def check_progress(progress: object) -> Progress:
+    """``progress`` itself when it is one of the values :data:`Progress` allows, else InvalidArgumentError."""
+    if progress is None or isinstance(progress, bool) or callable(progress):
+        return progress  # type: ignore[return-value]
+    from pos_geometry.errors import InvalidArgumentError
+
+    raise InvalidArgumentError(
+        f"progress must be True, False, None (a bar in a terminal or Jupyter) or a callable (done, total); "
+        f"got {progress!r:.80} ({type(progress).__name__})."
+    )
+
+
+def shown(show: Progress) -> bool:
+    """Whether a bar with this ``show`` setting appears (see the module docstring); never for a callable."""
+    if callable(show):
+        return False
     if show is not None:
         return bool(show)
     if _settings["quiet"]:
@@ -67,10 +88,25 @@ def new_bar(*columns: Any, show: bool | None = None, transient: bool = True, **k
 
 
 @contextmanager
-def task(description: str, total: float, *, show: bool | None = None) -> Iterator[Callable[[int], None]]:
+def task(description: str, total: float, *, show: Progress = None) -> Iterator[Callable[[int], None]]:
     """A line ``description`` on the live bar (a new bar when none is live and :func:`shown`); yields
     ``advance(n)``, which :func:`advance` also reaches from inner loops. The line is removed at the end.
-    Inside another task no line is added: the outer task's line counts the work."""
+    Inside another task no line is added: the outer task's line counts the work. With a callable ``show``
+    no bar is drawn: it is called with ``(done, total)`` at every advance."""
+    show = check_progress(show)
+    if callable(show):
+        done = [0]
+
+        def report(n: int = 1) -> None:
+            done[0] += n
+            show(int(done[0]), int(total))
+
+        token = _advance.set(report)
+        try:
+            yield report
+        finally:
+            _advance.reset(token)
+        return
     outer = _advance.get()
     if outer is not None:  # inside another task (the helix nulls of analyze): its line counts this work
         yield outer

@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 
 from pos_geometry._describe import describe
-from pos_geometry._device import resolve_device
+from pos_geometry._device import Device, resolve_device
 from pos_geometry.embedding import PositionalEmbedding, Provenance
 from pos_geometry.errors import CheckpointFormatError, InvalidArgumentError
 from pos_geometry.sources.tensor_record import TensorRecord, dtype_name
@@ -105,7 +105,7 @@ def embedding_from_record(
     revision: str | None,
     commit: str | None,
     row_offset: int = 0,
-    device: str | torch.device = "cpu",
+    device: Device = "cpu",
     dtype: torch.dtype = torch.float32,
 ) -> PositionalEmbedding:
     """The :class:`PositionalEmbedding` that :func:`load` makes of a tensor it has read: the same shape

@@ -20,7 +20,7 @@ from typing import Any
 
 import torch
 
-from pos_geometry._device import resolve_device
+from pos_geometry._device import Device, resolve_device
 from pos_geometry._name_targets import check_args, resolve
 from pos_geometry._record_tables import check_dtype, embedding_from_record, finish, to_table
 from pos_geometry.embedding import PositionalEmbedding, Provenance, TokenEmbedding
@@ -51,7 +51,7 @@ def load(
     name_or_path: str | os.PathLike[str],
     *,
     revision: str | None = None,
-    device: str | torch.device = "cpu",
+    device: Device = "cpu",
     dtype: torch.dtype = torch.float32,
     n_positions: int | None = None,
     key: str | None = None,
@@ -330,7 +330,7 @@ def load_token_embedding(
     name_or_path: str | os.PathLike[str],
     *,
     revision: str | None = None,
-    device: str | torch.device = "cpu",
+    device: Device = "cpu",
     dtype: torch.dtype = torch.float32,
     key: str | None = None,
     offline: bool | None = None,

@@ -371,7 +371,7 @@ def test_reproduce_forwards_its_options_and_prints_the_summary(
 
     def fake(out, **kwargs):
         seen.update(out=out, **kwargs)
-        kwargs["progress"]("looking for gpt2", 0, 2)
+        kwargs["on_stage"]("looking for gpt2", 0, 2)
         return Result()
 
     monkeypatch.setattr(runner_module, "reproduce_blog_post", fake)

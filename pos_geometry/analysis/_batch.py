@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from pos_geometry.analysis._inputs import Window
 from pos_geometry.analysis._results import Result
 from pos_geometry.analysis.pca import PCAResult, pca
 from pos_geometry.embedding import Provenance
@@ -87,7 +88,7 @@ def _items_of(res: PCAResult) -> list[PCAResult]:
     return [res[i] for i in range(len(res))]
 
 
-def pca_items(x: Any, k: int, *, window: Any = None, center: bool = True) -> tuple[list[PCAItem], bool]:
+def pca_items(x: Any, k: int, *, window: Window = None, center: bool = True) -> tuple[list[PCAItem], bool]:
     """Top-``k`` PCA coordinates of each matrix of ``x`` (anything ``pca`` accepts, or a ``PCAResult``).
 
     Returns ``(items, single)``. A ``PCAResult`` is used as it is (its own window and centring);

@@ -23,7 +23,7 @@ import torch
 from pos_geometry.embedding import PositionalEmbedding, Provenance
 from pos_geometry.errors import DeviceMismatchError, InvalidArgumentError, NonFiniteError
 
-__all__ = ["Batch", "as_batch", "anonymous_provenance", "parse_window", "check_int", "check_level"]
+__all__ = ["Window", "Batch", "as_batch", "anonymous_provenance", "parse_window", "check_int", "check_level"]
 
 
 def anonymous_provenance(shape: tuple[int, ...]) -> Provenance:
@@ -178,7 +178,12 @@ def refuse_non_finite(data: torch.Tensor, name: str = "x") -> None:
     )
 
 
-def parse_window(window, n_positions: int) -> tuple[int, int]:
+Window = tuple[int | None, int | None] | None
+"""What every ``window`` argument accepts: ``(start, stop)`` over positions (slice semantics; None is an open
+end), or None for every position."""
+
+
+def parse_window(window: Window, n_positions: int) -> tuple[int, int]:
     """Validate a position window ``(start, stop)`` (Python slice semantics, None = open end).
 
     Returns concrete ``(start, stop)`` with ``0 <= start < stop <= n_positions``. A bound past the table

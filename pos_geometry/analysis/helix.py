@@ -56,10 +56,11 @@ import numpy as np
 import torch
 
 from pos_geometry import _progress
+from pos_geometry._progress import Progress
 from pos_geometry.analysis._batch import BatchResult, PCAItem, pca_items, renamed
 from pos_geometry.analysis._helix_model import Fitter, design, rss_of, solve
 from pos_geometry.analysis._helix_results import SHAPES, VERDICTS, HelixFit
-from pos_geometry.analysis._inputs import check_int, check_level
+from pos_geometry.analysis._inputs import Window, check_int, check_level
 from pos_geometry.analysis.nulls.basis import check_null_method
 from pos_geometry.analysis.nulls.helix_test import (
     HELIX_NULLS,
@@ -242,7 +243,7 @@ def fit_helix(
     x: Any,
     n_components: int = 3,
     *,
-    window: Any = None,
+    window: Window = None,
     max_harmonics: int = 3,
     min_turns: float = 1.0,
     n_surrogates: int = 199,
@@ -250,7 +251,7 @@ def fit_helix(
     random_state: int = 0,
     null_method: str = "fast",
     sequential: bool = True,
-    progress: bool | None = None,
+    progress: Progress = None,
     **deprecated: Any,
 ) -> HelixFit | BatchResult:
     """Fit the helix model (and the line / ellipse / circular-helix baselines) to the top PCA trajectory,
@@ -271,7 +272,8 @@ def fit_helix(
     after ``l`` surrogates): the verdict is the one all ``n_surrogates`` would give, and a curve the null
     explains costs a few dozen surrogates instead of ``n_surrogates``; False draws them all (for the whole
     null distribution). ``progress``:
-    a bar of the surrogates done, on stderr (None: in a terminal or Jupyter). ``k=`` is a deprecated alias
+    a bar of the surrogates done, on stderr (None: in a terminal or Jupyter; True/False: always/never; a
+    callable: called with ``(done, total)`` instead). ``k=`` is a deprecated alias
     of ``n_components``.
 
     Returns a :class:`HelixFit` (``verdict``/``reason`` in words, ``tests`` with each null's p), or a

@@ -32,7 +32,7 @@ import numpy as np
 import torch
 
 from pos_geometry.analysis._batch import BatchResult
-from pos_geometry.analysis._inputs import as_batch, parse_window
+from pos_geometry.analysis._inputs import Window, as_batch, parse_window
 from pos_geometry.analysis._results import Result
 from pos_geometry.embedding import Provenance
 from pos_geometry.errors import InvalidArgumentError
@@ -166,7 +166,7 @@ def _fit(x: np.ndarray, positions: np.ndarray, layout: str, order: str) -> dict[
     }
 
 
-def identify(x: Any, *, window: Any = None) -> Identification | BatchResult:
+def identify(x: Any, *, window: Window = None) -> Identification | BatchResult:
     """Whether ``x`` ``(n, d)`` is a sinusoidal or rotary formula, and which; see the module docstring.
 
     ``x``: a ``PositionalEmbedding``, a list of them, or a tensor/array ``(n_positions, d_model)`` or

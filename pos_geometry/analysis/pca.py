@@ -34,7 +34,7 @@ import numpy as np
 import torch
 
 from pos_geometry._dtypes import dtype_name
-from pos_geometry.analysis._inputs import as_batch, check_int, parse_window, refuse_non_finite
+from pos_geometry.analysis._inputs import Window, as_batch, check_int, parse_window, refuse_non_finite
 from pos_geometry.analysis._pca_results import PCAResult, item_at
 from pos_geometry.analysis._pca_solvers import SUBSPACE_ITERATIONS, fit_batch, resolve_n_iter
 from pos_geometry.errors import InvalidArgumentError
@@ -71,7 +71,7 @@ def pca(
     x: Any,
     n_components: int = 10,
     *,
-    window: tuple[int | None, int | None] | None = None,
+    window: Window = None,
     center: bool = True,
     solver: Literal["auto", "exact", "randomized"] = "auto",
     n_oversamples: int = 10,

@@ -7,7 +7,7 @@ device ``X`` lives on:
 * ``mean_similarity`` ``(n,)``: the mean of each diagonal, i.e. the mean similarity at offset ``|i − j|``;
 * ``toeplitz_score``: the fraction of the off-diagonal similarities' variance explained by a function of
   the offset alone (1 = a purely relative-position code);
-* spectra: the normalised power (Hann taper, linear detrend, 8× zero padding; see ``_fourier.tapered_power``)
+* spectra: the normalised power (Hann taper, linear detrend, 8× zero padding; see ``_spectra.tapered_power``)
   of the mean-similarity curve over offsets ``1..n−1`` and of each of the top ``n_components`` PCA
   coordinates (from :func:`pos_geometry.analysis.pca.pca`);
 * ``peaks``: up to ``n_peaks`` spectral peaks per series, each **refined by a least-squares sinusoid fit**
@@ -35,7 +35,7 @@ had a "period" at α = 0.01), and a smooth curve's spectrum falls off far faster
 The statistic. Each series' power ``P(f)`` is first divided by its own background ``E(f)``: the larger of
 the AR(1)-plus-white spectrum fitted to it (which flattens red or white noise, whichever principal axis the
 series is) and a running median of its spectrum over ±8 to ±64 Fourier bins, wider at higher frequencies
-(``_fourier.local_background``: a line is a few bins wide, so the median passes under it, while the shoulder
+(``_spectra.local_background``: a line is a few bins wide, so the median passes under it, while the shoulder
 of a smooth curve's spectrum, which no AR(1) spectrum has, is followed). Each family's surrogates give the
 level of that ratio at every frequency, ``C_g(f)`` (their 95th percentile over that of a whitened bin; ≈ 1
 where ``E`` fits the family); the background is raised to ``max(1, C_g(f))`` over the families, and a
@@ -59,16 +59,17 @@ import torch
 
 from pos_geometry import _progress
 from pos_geometry._limits import check_positions
+from pos_geometry._progress import Progress
 from pos_geometry.analysis._batch import BatchResult, pca_items, renamed
 from pos_geometry.analysis._fourier import (
     best_sinusoid,
     mean_similarity_fft,
     refine_period,
-    tapered_power,
     work_dtype,
 )
-from pos_geometry.analysis._inputs import as_batch, check_int, check_level, parse_window
+from pos_geometry.analysis._inputs import Window, as_batch, check_int, check_level, parse_window
 from pos_geometry.analysis._period_results import LINE_BINS, PeriodicityResult, PeriodPeak
+from pos_geometry.analysis._spectra import tapered_power
 from pos_geometry.analysis.nulls.basis import check_null_method
 from pos_geometry.analysis.nulls.period import against_nulls, whitened
 from pos_geometry.analysis.nulls.surrogates import surrogate_values
@@ -261,7 +262,7 @@ def _fitted(res: PCAResult, window: Any) -> tuple[list[torch.Tensor], list[Prove
 def periodicity(
     x: Any,
     *,
-    window: Any = None,
+    window: Window = None,
     n_components: int = 3,
     n_surrogates: int = 199,
     random_state: int = 0,
@@ -270,7 +271,7 @@ def periodicity(
     min_cycles: float = 1.0,
     column_r2_threshold: float = 0.9,
     null_method: str = "fast",
-    progress: bool | None = None,
+    progress: Progress = None,
     **deprecated: Any,
 ) -> PeriodicityResult | BatchResult:
     """Similarity-by-offset, spectra, dominant periods tested against three null families, and sinusoidal columns.
@@ -283,7 +284,7 @@ def periodicity(
     ``min_cycles`` (also the longest column period searched). ``null_method``: ``"fast"`` (the null
     tables in the table's leading principal subspace) or ``"exact"`` (whole tables, the reference; see
     :mod:`pos_geometry.analysis.nulls.basis`). ``progress``: a bar of the surrogates done, on stderr (None:
-    in a terminal or Jupyter). ``n_pcs=`` and ``seed=`` are deprecated
+    in a terminal or Jupyter; True/False: always/never; a callable: called with ``(done, total)`` instead). ``n_pcs=`` and ``seed=`` are deprecated
     aliases of ``n_components`` and ``random_state``.
     Returns a :class:`PeriodicityResult`, or a ``BatchResult`` of them for a batch.
     """

@@ -21,8 +21,9 @@ from typing import Any
 
 from pos_geometry import _progress
 from pos_geometry._limits import check_positions
+from pos_geometry._progress import Progress
 from pos_geometry._threads import cpu_workers, parallel_map
-from pos_geometry.analysis._inputs import check_int, parse_window
+from pos_geometry.analysis._inputs import Window, check_int, parse_window
 from pos_geometry.analysis._results import Result
 from pos_geometry.analysis.helix import HelixFit, fit_helix
 from pos_geometry.analysis.identify import Identification, identify
@@ -215,7 +216,7 @@ def _check_analyses(analyses: Sequence[str] | str) -> tuple[str, ...]:
 def analyze(
     x: Any,
     *,
-    window: Any = None,
+    window: Window = None,
     analyses: Sequence[str] = ANALYSES,
     n_components: int = 10,
     n_surrogates: int = 199,
@@ -224,7 +225,7 @@ def analyze(
     helix_max_positions: int = HELIX_MAX_POSITIONS,
     null_method: str = "fast",
     sequential: bool = True,
-    progress: bool | None = None,
+    progress: Progress = None,
 ) -> Analysis:
     """PCA, helix, periodicity and recurrence of one ``(n, d)`` table over ``window``, on one decomposition.
 
@@ -243,7 +244,8 @@ def analyze(
             statistic (Besag & Clifford: the decision all ``n_surrogates`` would give, at a fraction of the
             cost where the null explains the table); False draws them all. The periodicity test always
             draws all: its background is made of every surrogate.
-        progress: a bar of the surrogates done, on stderr; None shows it in a terminal or Jupyter.
+        progress: a bar of the surrogates done, on stderr; None shows it in a terminal or Jupyter,
+            True/False always/never; a callable is called with ``(done, total)`` instead.
 
     Returns:
         a frozen :class:`Analysis`; each analysis that cannot run is None with its reason in ``notes``.

@@ -23,6 +23,7 @@ import numpy as np
 import torch
 
 from pos_geometry.analysis._batch import BatchResult, renamed
+from pos_geometry.analysis._inputs import Window
 from pos_geometry.analysis._results import Result
 from pos_geometry.analysis.pca import PCAResult, pca
 from pos_geometry.embedding import Provenance
@@ -195,7 +196,7 @@ def subspace_overlap(
     n_components: int = 3,
     *,
     center: bool = True,
-    window: tuple[int | None, int | None] | None = None,
+    window: Window = None,
     token_provenance: Provenance | None = None,
     **deprecated: Any,
 ) -> SubspaceOverlap | BatchResult:

@@ -68,7 +68,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from pos_geometry._device import resolve_device
+from pos_geometry._device import Device, resolve_device
 from pos_geometry._threads import cpu_workers, parallel_map
 from pos_geometry.analysis._pca_solvers import exact_pca
 from pos_geometry.analysis._results import Result
@@ -256,7 +256,7 @@ def position_qk_atlas(
     revision: str | None = None,
     offline: bool | None = None,
     model_id: str | None = None,
-    device: str | torch.device | None = "cpu",
+    device: Device = "auto",
     biases: bool = True,
     path: str = "direct",
     hidden: HiddenPositions | None = None,

@@ -12,11 +12,10 @@ import os
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from pos_geometry._device import Device
 from pos_geometry.errors import NotApplicableError
 
 if TYPE_CHECKING:
-    import torch
-
     from pos_geometry.atlas.position_qk import PositionQKAtlas
     from pos_geometry.atlas.rotary import RotaryAtlas
 
@@ -32,7 +31,7 @@ def qk_atlas(
     n_components: int = 8,
     offline: bool | None = None,
     model_id: str | None = None,
-    device: str | torch.device | None = "cpu",
+    device: Device = "auto",
 ) -> RotaryAtlas | PositionQKAtlas:
     """The atlas of ``name_or_path``'s query/key weights: a :class:`RotaryAtlas` for a rotary model,
     a :class:`PositionQKAtlas` for a learned-table model with a QK layout row (GPT-2).

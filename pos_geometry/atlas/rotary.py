@@ -31,14 +31,14 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import torch
 
-from pos_geometry._device import resolve_device
+from pos_geometry._device import Device, resolve_device
 from pos_geometry._threads import one_thread_per_kernel
-from pos_geometry.analysis._results import Result
-from pos_geometry.atlas.plane_sums import grams, layer_sums, plane_grams
+from pos_geometry.atlas.plane_statistics import _plane_stats, plane_statistics, span_critical, usage_summaries
+from pos_geometry.atlas.plane_sums import grams, layer_sums
+from pos_geometry.atlas.rotary_result import RotaryAtlas
 from pos_geometry.embedding import Provenance
 from pos_geometry.encodings.rotary import rotary_params, scaling_fields
 from pos_geometry.errors import InvalidArgumentError, NoLearnedTableError, NotApplicableError
@@ -55,177 +55,6 @@ _NEEDS = "rotary_atlas reads every layer's attention (query/key) weights, and th
 
 MIN_STREAMS = 2
 """A hub atlas runs at least this many range requests at once (one q/k tensor each), however few cores."""
-
-
-@dataclass(frozen=True, eq=False, repr=False)
-class RotaryAtlas(Result):
-    """Per layer × head × rotation plane statistics of a rotary model's query/key weights.
-
-    Attributes:
-        q_norm, k_norm: ``(n_layers, n_heads, n_planes)`` Frobenius norms of the plane's 2 rows.
-        qk_share: ``(n_layers, n_heads, n_planes)`` the plane's share of the head's QK form (rows sum to 1).
-        q_pair_cosine, k_pair_cosine: ``(n_layers, n_heads, n_planes)`` cosine between the plane's 2 rows.
-        wavelengths: ``(n_planes,)`` ``2π/θ_i`` in positions (scaled frequencies for scaled rope types).
-        critical: ``(n_planes,)`` bool, the plane completes a cycle within the layers' attention span
-            (``context_length``, or the sliding window when every layer read slides; see ``spans``).
-        short_share: ``(n_layers, n_heads)`` summed ``qk_share`` of the planes that complete a cycle within
-            that layer's span (:attr:`layer_critical`); the rest is long-range.
-        layer_usage: ``(n_layers, n_planes)`` mean ``qk_share`` over the heads of each layer.
-        layers: the layer indices, in order.
-        kv_heads: ``(n_heads,)`` the key head each query head reads.
-        context_length: the training context ``T`` (``original_max_position_embeddings`` when set).
-        critical_dimension: ``2 × (number of critical planes)``: Liu et al.'s critical dimension, for the span
-            of ``critical``.
-        fold_norm: whether the norm gain was folded into the weights.
-        pairing: ``"rotate_half"`` or ``"interleaved"``.
-        provenance: model, revision, commit, checkpoint keys, rotary config.
-        layer_type: the layer type whose layers were read when a model rotates its layer types with
-            different frequencies (Gemma-2/3 ``"sliding_attention"``/``"full_attention"``), else None.
-        unrotated_layers: requested layers whose attention does not rotate at all (Llama-4's NoPE
-            layers): they have no planes and are left out of the arrays.
-        spans: per layer of ``layers``, the largest query-key offset its attention sees: the training
-            context, or its sliding window (Gemma-2/3's local layers, Mistral); empty: every layer sees
-            ``context_length``.
-        includes: what the plane shares are of: ``"weights and q/k biases"`` (the biases as an
-            always-on input, :mod:`~pos_geometry.atlas.plane_biases`), or the weights alone (the
-            model has no biases, or ``biases=False``).
-        term_share: ``(n_layers, n_heads, 4)`` each head's expected squared QK logit split into
-            :data:`~pos_geometry.atlas.plane_biases.TERMS` (weights, query bias, key bias, constant),
-            or None when biases are not included.
-    """
-
-    q_norm: torch.Tensor
-    k_norm: torch.Tensor
-    qk_share: torch.Tensor
-    q_pair_cosine: torch.Tensor
-    k_pair_cosine: torch.Tensor
-    wavelengths: torch.Tensor
-    critical: torch.Tensor
-    short_share: torch.Tensor
-    layer_usage: torch.Tensor
-    layers: tuple[int, ...]
-    kv_heads: tuple[int, ...]
-    context_length: int
-    critical_dimension: int
-    fold_norm: bool
-    pairing: str
-    provenance: Provenance
-    layer_type: str | None = None
-    unrotated_layers: tuple[int, ...] = ()
-    spans: tuple[int, ...] = ()
-    includes: str = "weights"
-    term_share: torch.Tensor | None = None
-
-    @property
-    def shape(self) -> tuple[int, int, int]:
-        """``(n_layers, n_heads, n_planes)``."""
-        return tuple(self.qk_share.shape)  # type: ignore[return-value]
-
-    @property
-    def layer_critical(self) -> torch.Tensor:
-        """``(n_layers, n_planes)`` bool: the plane completes a cycle within that layer's span."""
-        return span_critical(self.wavelengths, self.spans or (self.context_length,) * self.qk_share.shape[0])
-
-    @property
-    def layer_short_share(self) -> torch.Tensor:
-        """``(n_layers,)`` the share of each layer's QK form in its short-wavelength (critical) planes,
-        averaged over heads; ``1 - layer_short_share`` is held by the long-wavelength planes."""
-        return (self.layer_usage * self.layer_critical).sum(-1)
-
-    @property
-    def dominant_plane(self) -> torch.Tensor:
-        """``(n_layers, n_heads)`` long: the plane with the largest ``qk_share`` in each head."""
-        return self.qk_share.argmax(dim=-1)
-
-    def summary_rows(self) -> list[tuple[str, str]]:
-        n_layers, n_heads, n_planes = self.shape
-        n_crit = int(self.critical.sum())
-        short = self.short_share
-        usage = self.layer_usage.mean(dim=0)
-        top = torch.argsort(usage, descending=True)[:3].tolist()
-        return [
-            ("layers × heads × planes", f"{n_layers} × {n_heads} × {n_planes}"),
-            ("pairing", self.pairing + (", norm gain folded" if self.fold_norm else "")),
-            ("shares of", self.includes),
-            *(
-                [
-                    (
-                        "QK form: weights / q bias / k bias / constant",
-                        " / ".join(f"{v:.3f}" for v in self.term_share.mean(dim=(0, 1)).tolist()),
-                    )
-                ]
-                if self.term_share is not None
-                else []
-            ),
-            *([("layer type", str(self.layer_type))] if self.layer_type else []),
-            *(
-                [("layers with no rotation (left out)", ", ".join(map(str, self.unrotated_layers)))]
-                if self.unrotated_layers
-                else []
-            ),
-            ("wavelengths", f"{self.wavelengths.min():.3g} .. {self.wavelengths.max():.4g} positions"),
-            (
-                "training context",
-                f"{self.context_length} ({n_crit} planes complete a cycle in {self._span_words()})",
-            ),
-            ("critical dimension", str(self.critical_dimension)),
-            (
-                "share in short-wavelength planes",
-                f"mean {short.mean():.3f} (heads from {short.min():.3f} to {short.max():.3f})",
-            ),
-            (
-                "most used planes",
-                ", ".join(f"{i} (λ={self.wavelengths[i]:.4g}, {usage[i]:.3f})" for i in top),
-            ),
-        ]
-
-    def _span_words(self) -> str:
-        spans = set(self.spans) or {self.context_length}
-        if spans == {self.context_length}:
-            return "it"
-        if len(spans) == 1:
-            return f"the sliding window of {spans.pop()}"
-        return f"it; layers with a window of {min(spans)} count their own"
-
-
-def plane_statistics(
-    q: torch.Tensor,
-    k: torch.Tensor,
-    planes: torch.Tensor,
-    *,
-    kv_heads: torch.Tensor | None = None,
-    gain: torch.Tensor | None = None,
-    device: str | torch.device | None = "cpu",
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """``(q_norm, k_norm, qk_share, q_pair_cosine, k_pair_cosine)``, each ``(n_heads, n_planes)`` float64.
-
-    ``q``: ``(n_heads, head_dim, d_model)``; ``k``: ``(n_kv_heads, head_dim, d_model)`` (any float
-    dtype); ``planes``: ``(n_planes, 2)`` head dimensions; ``kv_heads``: ``(n_heads,)`` the key head
-    of each query head (default: ``k`` has one per query head); ``gain``: ``(d_model,)`` multiplied
-    into every column first (the folded norm); ``device``: where the dot products run (``"auto"``
-    resolves it; results come back on the CPU). Definitions in the module docstring; computed in
-    float64 through the ``2 × 2`` Gram matrices of each plane's rows.
-    """
-    where = resolve_device(device)
-    gq = plane_grams(q, planes, gain, where)
-    gk = plane_grams(k, planes, gain, where)
-    return _plane_stats(gq, gk[kv_heads] if kv_heads is not None else gk)
-
-
-def _plane_stats(
-    gq: torch.Tensor, gk: torch.Tensor
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """The statistics of :func:`plane_statistics` from the ``(n_heads, n_planes, 2, 2)`` Grams (k matched to q)."""
-    q_norm = gq.diagonal(dim1=-2, dim2=-1).sum(-1).sqrt()
-    k_norm = gk.diagonal(dim1=-2, dim2=-1).sum(-1).sqrt()
-    strength = (gq * gk).sum(dim=(-1, -2)).clamp_min(0).sqrt()
-    total = strength.sum(-1, keepdim=True)
-    share = torch.where(total > 0, strength / total.clamp_min(torch.finfo(torch.float64).tiny), math.nan)
-
-    def pair_cosine(g: torch.Tensor) -> torch.Tensor:
-        return g[..., 0, 1] / (g[..., 0, 0] * g[..., 1, 1]).sqrt()
-
-    return q_norm, k_norm, share, pair_cosine(gq), pair_cosine(gk)
 
 
 def _does_not_apply(config: dict, model_id: str) -> NotApplicableError:
@@ -248,21 +77,6 @@ def _stored_as(checkpoint: Checkpoint, keys: Sequence[str]) -> dict[str, object]
     return {"gguf": checkpoint.config["gguf"], "quantization": tuple(types)}
 
 
-def span_critical(wavelengths: torch.Tensor, spans: Sequence[int]) -> torch.Tensor:
-    """``(len(spans), n_planes)`` bool: plane ``i`` completes a cycle within each layer's span."""
-    return wavelengths[None, :] <= torch.tensor(spans, dtype=torch.float64)[:, None]
-
-
-def usage_summaries(share: torch.Tensor, critical: torch.Tensor) -> dict[str, torch.Tensor]:
-    """The atlas's summaries of ``qk_share`` ``(n_layers, n_heads, n_planes)``: ``short_share``
-    ``(n_layers, n_heads)``, the share held by the ``critical`` planes (``(n_planes,)`` bool, or
-    ``(n_layers, n_planes)`` for a span per layer), and ``layer_usage`` ``(n_layers, n_planes)``, the
-    mean share over each layer's heads."""
-    mask = critical if critical.dim() == 2 else critical.expand(share.shape[0], -1)
-    short = torch.where(mask[:, None, :], share, torch.zeros((), dtype=share.dtype)).sum(-1)
-    return {"short_share": short, "layer_usage": share.mean(dim=1)}
-
-
 @needs_weights(_NEEDS)
 def rotary_atlas(
     name_or_path: str | os.PathLike[str] | Checkpoint,
@@ -272,7 +86,7 @@ def rotary_atlas(
     fold_norm: bool = False,
     offline: bool | None = None,
     model_id: str | None = None,
-    device: str | torch.device | None = "cpu",
+    device: Device = "auto",
     n_workers: int | None = None,
     layer_type: str | None = None,
     gguf_file: str | None = None,

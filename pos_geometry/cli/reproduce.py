@@ -54,7 +54,7 @@ def reproduce(
 
             result = reproduce_blog_post(
                 out, data_dir=data_dir, paths=paths, tokens=tokens, online=online, formats=fmts,
-                device=device, progress=step, plotlyjs=plotlyjs,
+                device=device, on_stage=step, plotlyjs=plotlyjs,
             )  # fmt: skip
         console.print(result.summary_text(), markup=False)
 

@@ -27,7 +27,7 @@ from typing import Any
 
 import torch
 
-from pos_geometry._device import resolve_device
+from pos_geometry._device import Device, resolve_device
 from pos_geometry._limits import check_config_int, check_elements
 from pos_geometry.embedding import PositionalEmbedding, Provenance
 from pos_geometry.encodings.rope_scaling import RopeScaling, read_scaling, scaled_frequencies
@@ -289,7 +289,7 @@ def rotary_table(
     params: RotaryParams,
     n_positions: int | None = None,
     *,
-    device: str | torch.device = "cpu",
+    device: Device = "cpu",
     dtype: torch.dtype = torch.float32,
 ) -> torch.Tensor:
     """The rotary table ``(n_positions, rotary_dim)``, interleaved ``[cos pθ_0, sin pθ_0, cos pθ_1, ...]``.
@@ -333,7 +333,7 @@ def rotary_embedding(
     revision: str | None = None,
     n_positions: int | None = None,
     source: str = "config.json",
-    device: str | torch.device = "cpu",
+    device: Device = "cpu",
     dtype: torch.dtype = torch.float32,
     layer_type: str | None = None,
 ) -> PositionalEmbedding:

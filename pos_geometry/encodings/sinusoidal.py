@@ -20,7 +20,7 @@ from typing import Any
 
 import torch
 
-from pos_geometry._device import resolve_device
+from pos_geometry._device import Device, resolve_device
 from pos_geometry.embedding import PositionalEmbedding, Provenance
 from pos_geometry.errors import InvalidArgumentError
 
@@ -64,7 +64,7 @@ def sinusoidal_table(
     *,
     base: float = 10000.0,
     layout: str = "interleaved",
-    device: str | torch.device = "cpu",
+    device: Device = "cpu",
     dtype: torch.dtype = torch.float32,
 ) -> torch.Tensor:
     """The sinusoidal table as a tensor ``(n_positions, d_model)`` in ``layout`` (see the module docstring).
@@ -108,7 +108,7 @@ def sinusoidal(
     *,
     base: float = 10000.0,
     layout: str = "interleaved",
-    device: str | torch.device = "cpu",
+    device: Device = "cpu",
     dtype: torch.dtype = torch.float32,
 ) -> PositionalEmbedding:
     """A sinusoidal table as a :class:`PositionalEmbedding` (kind ``"sinusoidal"``).

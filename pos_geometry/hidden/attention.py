@@ -27,6 +27,7 @@ from typing import Any, Unpack
 
 import numpy as np
 
+from pos_geometry._device import Device
 from pos_geometry._dtypes import dtype_name
 from pos_geometry.analysis._results import Result
 from pos_geometry.embedding import Provenance
@@ -212,7 +213,7 @@ def attention_by_offset(
     layers: Sequence[int] | int | None = None,
     max_offset: int | None = None,
     batch_size: int | None = None,
-    device: Any = "auto",
+    device: Device = "auto",
     **options: Unpack[RunOptions],
 ) -> AttentionByOffset:
     """Mean attention probability and pre-softmax logit versus offset for every head of ``layers``.

@@ -25,6 +25,7 @@ from typing import Any, Unpack
 import numpy as np
 import torch
 
+from pos_geometry._device import Device
 from pos_geometry._dtypes import dtype_name
 from pos_geometry.analysis._results import Result
 from pos_geometry.embedding import PositionalEmbedding, Provenance
@@ -141,7 +142,7 @@ def hidden_positions(
     *,
     layers: Sequence[int] | int | None = None,
     batch_size: int | None = None,
-    device: Any = "auto",
+    device: Device = "auto",
     n_components: int = 3,
     n_frequencies: int = 10,
     attention: bool | Sequence[int] | int = False,

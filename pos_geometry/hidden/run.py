@@ -15,6 +15,7 @@ from typing import Any, TypedDict
 import numpy as np
 import torch
 
+from pos_geometry._progress import Progress, check_progress
 from pos_geometry.errors import InvalidArgumentError
 from pos_geometry.hidden.corpus import Corpus, make_corpus
 from pos_geometry.hidden.model import LoadedModel, open_model, positional_kind, quiet_transformers
@@ -46,7 +47,7 @@ class RunOptions(TypedDict, total=False):
     random_state: int
     tokenizer: Any
     revision: str | None
-    progress: bool | Callable[[int, int], None] | None
+    progress: Progress
 
 
 @dataclass(frozen=True, eq=False)
@@ -130,11 +131,7 @@ def start(
             f"batch_size, device, {', '.join(RunOptions.__annotations__)}."
         )
     _check_int("batch_size", batch_size, minimum=1, optional=True)
-    progress = options.get("progress")
-    if not (progress is None or isinstance(progress, bool) or callable(progress)):
-        raise InvalidArgumentError(
-            f"progress must be True, False, None (a bar in a terminal) or a callable (done, total); got {progress!r}."
-        )
+    check_progress(options.get("progress"))
     _check_int("random_state", options.get("random_state", 0), minimum=0, optional=False)
     loaded = open_model(model, device=device, revision=options.get("revision"), causal_lm=causal_lm)
     tokenizer = options.get("tokenizer")

@@ -14,13 +14,10 @@ from pos_geometry.interventions.edits import (
     Identity,
     MeanTable,
     Rank,
-    RemovePlanes,
-    RopeScaling,
-    ScaleFrequencies,
     Shift,
     ShuffleRows,
-    SwapPairing,
 )
+from pos_geometry.interventions.rotary_edits import RemovePlanes, RopeScaling, ScaleFrequencies, SwapPairing
 from pos_geometry.interventions.specs import EDIT_SPECS, parse_edits
 
 __all__ = [

@@ -26,6 +26,7 @@ import numpy as np
 import torch
 
 from pos_geometry import _progress
+from pos_geometry._device import Device
 from pos_geometry.analysis._results import Result
 from pos_geometry.embedding import Provenance
 from pos_geometry.errors import InvalidArgumentError
@@ -241,7 +242,7 @@ def intervene_sweep(
     confidence: float = 0.95,
     random_state: int = 0,
     batch_size: int | None = None,
-    device: Any = "auto",
+    device: Device = "auto",
     **options: Unpack[RunOptions],
 ) -> InterventionSweep:
     """One base pass and one pass per edit over the same corpus (arguments as in :func:`intervene`).
@@ -291,7 +292,7 @@ def intervene(
     confidence: float = 0.95,
     random_state: int = 0,
     batch_size: int | None = None,
-    device: Any = "auto",
+    device: Device = "auto",
     **options: Unpack[RunOptions],
 ) -> Intervention:
     """Run ``model`` on ``tokens`` as it is and with ``edit``; return the difference.

@@ -21,13 +21,10 @@ from pos_geometry.interventions.edits import (
     Identity,
     MeanTable,
     Rank,
-    RemovePlanes,
-    RopeScaling,
-    ScaleFrequencies,
     Shift,
     ShuffleRows,
-    SwapPairing,
 )
+from pos_geometry.interventions.rotary_edits import RemovePlanes, RopeScaling, ScaleFrequencies, SwapPairing
 
 __all__ = ["EDIT_SPECS", "parse_edits"]
 

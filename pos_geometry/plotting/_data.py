@@ -13,6 +13,7 @@ import numpy as np
 import torch
 
 from pos_geometry.analysis._batch import BatchResult
+from pos_geometry.analysis._inputs import Window
 from pos_geometry.analysis.pca import PCAResult, pca
 from pos_geometry.analysis.periodicity import PeriodicityResult, periodicity
 from pos_geometry.embedding import PositionalEmbedding, Provenance
@@ -51,7 +52,7 @@ def provenance_of(res: PCAResult) -> Provenance:
 
 
 def pca_of(
-    x: Any, n_components: int, *, window: Any = None, center: bool = True, name: str = "x"
+    x: Any, n_components: int, *, window: Window = None, center: bool = True, name: str = "x"
 ) -> PCAResult:
     """One matrix's PCA: ``x`` is a ``PCAResult`` (used as it is) or anything :func:`pca` accepts.
 
@@ -97,7 +98,7 @@ def split_items(items: Any, name: str = "items") -> list[Any]:
     )
 
 
-def periodicity_of(x: Any, *, window: Any = None, name: str = "x", **kwargs: Any) -> PeriodicityResult:
+def periodicity_of(x: Any, *, window: Window = None, name: str = "x", **kwargs: Any) -> PeriodicityResult:
     """One matrix's :func:`periodicity`: ``x`` is a ``PeriodicityResult`` (used as it is) or its input.
 
     ``kwargs`` go to :func:`periodicity` (``n_surrogates``, ``seed``, ``alpha``...).

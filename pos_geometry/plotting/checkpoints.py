@@ -18,6 +18,7 @@ import numpy as np
 import plotly.graph_objects as go
 import torch
 
+from pos_geometry.analysis._inputs import Window
 from pos_geometry.analysis.pca import PCAResult, pca
 from pos_geometry.analysis.procrustes import align_bases
 from pos_geometry.embedding import PositionalEmbedding
@@ -143,7 +144,7 @@ def plot_checkpoints(
     items: Any,
     *,
     labels: Sequence[str] | None = None,
-    window: Any = None,
+    window: Window = None,
     center: bool = True,
     reference: int | str | PCAResult | torch.Tensor = -1,
     components: Sequence[int] = (0, 1, 2),

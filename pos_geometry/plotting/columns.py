@@ -15,7 +15,7 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from pos_geometry.analysis._inputs import as_batch, parse_window
+from pos_geometry.analysis._inputs import Window, as_batch, parse_window
 from pos_geometry.analysis.periodicity import PeriodicityResult
 from pos_geometry.errors import InvalidArgumentError
 from pos_geometry.plotting._data import as_numpy, periodicity_of
@@ -40,7 +40,7 @@ def plot_columns(
     columns: int | Sequence[int] = 4,
     *,
     fits: bool = True,
-    window: Any = None,
+    window: Window = None,
     result: PeriodicityResult | None = None,
     title: str | None = None,
     **periodicity_kwargs: Any,

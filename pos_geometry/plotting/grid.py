@@ -16,6 +16,7 @@ from typing import Any
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from pos_geometry.analysis._inputs import Window
 from pos_geometry.errors import InvalidArgumentError
 from pos_geometry.plotting._data import as_numpy, check_components, pca_of, provenance_of, split_items
 from pos_geometry.plotting._style import POSITION_COLORSCALE, base_layout, components_label, title_for
@@ -36,7 +37,7 @@ def plot_helix_grid(
     cols: int = 3,
     link_cameras: bool = True,
     titles: Sequence[str] | None = None,
-    window: Any = None,
+    window: Window = None,
     center: bool = True,
     components: Sequence[int] = (0, 1, 2),
     line: bool = True,

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 import plotly.graph_objects as go
 
+from pos_geometry.analysis._inputs import Window
 from pos_geometry.analysis.helix import HelixFit, fit_helix
 from pos_geometry.analysis.pca import PCAResult
 from pos_geometry.embedding import PositionalEmbedding
@@ -221,7 +222,7 @@ def _extra_trace(
 def plot_helix(
     x: Any,
     *,
-    window: Any = None,
+    window: Window = None,
     center: bool = True,
     components: Sequence[int] = (0, 1, 2),
     line: bool = True,

@@ -15,6 +15,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from pos_geometry.analysis._batch import BatchResult, renamed
+from pos_geometry.analysis._inputs import Window
 from pos_geometry.analysis.recurrence import RecurrenceFit, fit_recurrence
 from pos_geometry.errors import InvalidArgumentError
 from pos_geometry.plotting._style import FIT_COLOR, POSITION_BLUE, base_layout, title_for
@@ -29,7 +30,7 @@ def plot_recurrence(
     x: Any,
     *,
     n_components: int | str = "auto",
-    window: Any = None,
+    window: Window = None,
     center: bool = False,
     affine: bool = False,
     horizons: tuple[int, ...] = DEFAULT_HORIZONS,

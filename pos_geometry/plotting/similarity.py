@@ -14,6 +14,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from pos_geometry.analysis._batch import BatchResult
+from pos_geometry.analysis._inputs import Window
 from pos_geometry.analysis.periodicity import PeriodicityResult
 from pos_geometry.errors import InvalidArgumentError
 from pos_geometry.plotting._data import as_numpy, periodicity_of
@@ -25,7 +26,7 @@ __all__ = ["plot_similarity", "plot_similarity_by_offset"]
 def plot_similarity(
     x: Any,
     *,
-    window: Any = None,
+    window: Window = None,
     title: str | None = None,
     colorscale: str = "RdBu_r",
     max_cells: int = 512,
@@ -101,7 +102,7 @@ def plot_similarity_by_offset(
     items: Any,
     *,
     labels: Sequence[str] | None = None,
-    window: Any = None,
+    window: Window = None,
     max_offset: int | None = None,
     title: str | None = None,
     **periodicity_kwargs: Any,

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 import plotly.graph_objects as go
 
+from pos_geometry.analysis._inputs import Window
 from pos_geometry.analysis.periodicity import PeriodicityResult, PeriodPeak
 from pos_geometry.errors import InvalidArgumentError
 from pos_geometry.plotting._data import as_numpy, periodicity_of
@@ -116,7 +117,7 @@ def plot_spectrum(
     *,
     series: str | Sequence[str] | None = None,
     show_insignificant: bool = False,
-    window: Any = None,
+    window: Window = None,
     title: str | None = None,
     **periodicity_kwargs: Any,
 ) -> go.Figure:

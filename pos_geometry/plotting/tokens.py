@@ -19,6 +19,7 @@ import numpy as np
 import plotly.graph_objects as go
 import torch
 
+from pos_geometry.analysis._inputs import Window
 from pos_geometry.analysis.pca import PCAResult
 from pos_geometry.analysis.subspace import SubspaceOverlap
 from pos_geometry.embedding import Provenance, TokenEmbedding
@@ -133,7 +134,7 @@ def plot_token_positions(
     tokens: Any,
     *,
     components: Sequence[int] = (0, 1),
-    window: Any = None,
+    window: Window = None,
     max_tokens: int | None = 2000,
     seed: int = 0,
     overlap: bool | SubspaceOverlap = True,

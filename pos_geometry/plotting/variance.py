@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 import plotly.graph_objects as go
 
+from pos_geometry.analysis._inputs import Window
 from pos_geometry.errors import InvalidArgumentError
 from pos_geometry.plotting._data import as_numpy, pca_of, provenance_of, split_items
 from pos_geometry.plotting._style import KIND_DASH, base_layout, model_label, window_label
@@ -26,7 +27,7 @@ def plot_explained_variance(
     n_components: int = 10,
     cumulative: bool = True,
     labels: Sequence[str] | None = None,
-    window: Any = None,
+    window: Window = None,
     center: bool = True,
     title: str | None = None,
 ) -> go.Figure:

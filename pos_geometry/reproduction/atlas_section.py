@@ -18,12 +18,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pos_geometry._device import Device
 from pos_geometry.errors import NotCachedError
 from pos_geometry.sources.locations import find_real_model
 
 if TYPE_CHECKING:
-    import torch
-
     from pos_geometry.atlas.rotary import RotaryAtlas
 
 __all__ = ["AtlasSection", "atlas_section", "atlas_fetch_command"]
@@ -106,7 +105,7 @@ def atlas_section(
     paths: Mapping[str, str | os.PathLike[str]] | None = None,
     online: bool = False,
     layers: Sequence[int] | int | None = None,
-    device: str | torch.device | None = "cpu",
+    device: Device = "cpu",
     real_model: bool = True,
 ) -> AtlasSection:
     """The frequency atlases of the rotary ``models`` this machine can read, as report figures and text.

@@ -9,8 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-import torch
-
+from pos_geometry._device import Device
 from pos_geometry.embedding import PositionalEmbedding
 from pos_geometry.errors import NotCachedError
 from pos_geometry.loading import load
@@ -45,7 +44,7 @@ def locate(
     paths: Mapping[str, Path] | None = None,
     data_dir: Path | None = None,
     online: bool = False,
-    device: str | torch.device = "cpu",
+    device: Device = "cpu",
     n_positions: int | None = None,
 ) -> Located:
     """Find ``name``'s positional table: a given path, then everywhere :func:`pos_geometry.load`

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import torch
 
-from pos_geometry._device import resolve_device
+from pos_geometry._device import Device, resolve_device
 from pos_geometry._files import atomic_write
 from pos_geometry.analysis._results import to_jsonable
 from pos_geometry.analysis.pca import pca
@@ -60,7 +60,7 @@ ROTARY_MODELS: tuple[str, ...] = ("pythia-160m", "mistral-7b-v0.1")
 COMPARISON_MODELS: tuple[str, ...] = ("openai-gpt",)
 ROTARY_POSITIONS = 1024  # rows of the rotary tables: the same as GPT-2's, for side-by-side figures
 
-Progress = Callable[[str, int, int], None]
+StageReporter = Callable[[str, int, int], None]
 
 
 def parse_model_paths(items: Sequence[str]) -> dict[str, Path]:
@@ -126,7 +126,7 @@ def _write(
     figures: Mapping,
     out: Path,
     formats: Sequence[str],
-    progress: Progress,
+    on_stage: StageReporter,
     done: int,
     total: int,
     plotlyjs: str,
@@ -142,7 +142,7 @@ def _write(
     fmts = [f for f in formats if f == "html" or f in static]
     entries = []
     for i, (stem, (fig, caption)) in enumerate(figures.items()):
-        progress(f"figure {stem}", done + i, total)
+        on_stage(f"figure {stem}", done + i, total)
         files = tuple(
             save_figure(fig, out / "figures" / f"{stem}.{fmt}", format=fmt, plotlyjs=plotlyjs) for fmt in fmts
         )
@@ -158,8 +158,8 @@ def reproduce_blog_post(
     tokens: str | os.PathLike[str] | None = None,
     online: bool = False,
     formats: Sequence[str] = ("html", "png"),
-    device: str | torch.device = "cpu",
-    progress: Progress | None = None,
+    device: Device = "cpu",
+    on_stage: StageReporter | None = None,
     plotlyjs: str = "directory",
 ) -> ReproductionResult:
     """Reproduce "GPT-2's positional embedding matrix is a helix" into ``out``.
@@ -173,14 +173,14 @@ def reproduce_blog_post(
         online: allow downloads of missing tables (only their bytes are fetched).
         formats: figure formats; static ones are skipped, and the report says so, without a browser.
         device: where the analysis runs.
-        progress: called as ``progress(label, done, total)``.
+        on_stage: called as ``on_stage(label, done, total)`` as each stage starts.
         plotlyjs: how the HTML figures get plotly.js: ``"directory"`` (one shared ``plotly.min.js`` in
             ``figures/``: offline and small), ``"inline"`` (each file self-contained) or ``"cdn"``.
 
     Returns:
         a :class:`ReproductionResult`. Missing models are listed with the command that fetches them.
     """
-    step = progress or (lambda label, done, total: None)
+    step = on_stage or (lambda label, done, total: None)
     from pos_geometry.plotting.export import check_plotlyjs
 
     check_plotlyjs(plotlyjs)

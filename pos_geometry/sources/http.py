@@ -26,22 +26,27 @@ and the overall deadline of :mod:`pos_geometry.sources._deadline` also raise
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
-import re
 from collections.abc import Callable, Iterator
-from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import urlsplit
 
-import httpx2
 from huggingface_hub import constants, get_hf_file_metadata
-from huggingface_hub import errors as hf_errors
-from huggingface_hub.utils import build_hf_headers, get_session, hf_raise_for_status
+from huggingface_hub.utils import hf_raise_for_status
 
 from pos_geometry.errors import CheckpointFormatError, RemoteError
 from pos_geometry.sources._deadline import bounded, remaining
+from pos_geometry.sources.http_transport import (
+    CONTENT_RANGE,
+    VALIDATORS,
+    TransferCount,
+    count_transfers,
+    counted,
+    hub_headers,
+    open_stream,
+    transport_errors,
+    validators_of,
+)
 
 __all__ = [
     "DEFAULT_READAHEAD",
@@ -56,72 +61,6 @@ __all__ = [
 DEFAULT_READAHEAD = 64 * 1024
 """Reads shorter than this fetch this many bytes around them."""
 _MAX_WINDOWS = 4  # read-ahead windows kept (a zip's head and tail, a header, a record start)
-
-
-@dataclass
-class TransferCount:
-    """Body bytes received and ranged ``GET`` requests made by every :class:`HttpByteSource` in a
-    :func:`count_transfers` block (read-ahead included)."""
-
-    bytes_read: int = 0
-    requests: int = 0
-
-
-_COUNT: ContextVar[TransferCount | None] = ContextVar("pos_geometry_transfer_count", default=None)
-
-
-@contextlib.contextmanager
-def count_transfers() -> Iterator[TransferCount]:
-    """Count the range-read traffic of the code inside (this thread/context only; blocks nest)."""
-    outer = _COUNT.get()
-    count = TransferCount()
-    token = _COUNT.set(count)
-    try:
-        yield count
-    finally:
-        _COUNT.reset(token)
-        if outer is not None:
-            outer.bytes_read += count.bytes_read
-            outer.requests += count.requests
-
-
-def _counted(n_bytes: int, n_requests: int) -> None:
-    count = _COUNT.get()
-    if count is not None:
-        count.bytes_read += n_bytes
-        count.requests += n_requests
-
-
-_CONTENT_RANGE = re.compile(r"^\s*bytes\s+(\d+)-(\d+)/(\d+|\*)\s*$")
-
-
-def _origin(url: str) -> tuple[str, str, int | None]:
-    parts = urlsplit(url)
-    return parts.scheme, (parts.hostname or "").lower(), parts.port
-
-
-def hub_headers(url: str) -> dict[str, str]:
-    """huggingface_hub's request headers for ``url``: the saved token only when ``url`` has the origin
-    (scheme, host, port) of ``HF_ENDPOINT``, never for another host (a CDN, a redirect target)."""
-    same_hub = _origin(url) == _origin(constants.ENDPOINT)
-    return build_hf_headers(token=None if same_hub else False)
-
-
-@contextlib.contextmanager
-def open_stream(url: str, headers: dict[str, Any], timeout: float | None) -> Iterator[Any]:
-    """A streamed ``GET`` of ``url`` whose status line and headers arrive within the load's deadline.
-
-    The per-read ``timeout`` does not stop a server that trickles its headers a byte at a time, so the
-    request is sent through :func:`~pos_geometry.sources._deadline.bounded`; the body is then read by the
-    caller, which checks the deadline chunk by chunk. The response is closed on the way out.
-    """
-    session = get_session()
-    request = session.build_request("GET", url, headers=headers, timeout=timeout)
-    response = bounded(lambda: session.send(request, stream=True), url, discard=lambda r: r.close())
-    try:
-        yield response
-    finally:
-        response.close()
 
 
 @dataclass
@@ -213,7 +152,7 @@ class HttpByteSource:
                 response.read()
                 hf_raise_for_status(response)
             header = response.headers.get("Content-Range")
-            match = _CONTENT_RANGE.match(header or "")
+            match = CONTENT_RANGE.match(header or "")
             if response.status_code != 206 or match is None or match[3] == "*" or int(match[1]) != 0:
                 raise CheckpointFormatError(
                     f"{label!r}: expected 206 Partial Content with a Content-Range 'bytes 0-N/SIZE' for the "
@@ -237,7 +176,7 @@ class HttpByteSource:
                         "was stopped."
                     )
             final_url, etag = str(response.url), response.headers.get("ETag")
-            validators = _validators(response.headers)
+            validators = validators_of(response.headers)
         if len(data) != last + 1:
             raise CheckpointFormatError(
                 f"{label!r}: the connection ended after {len(data)} of the {last + 1} bytes asked for (bytes "
@@ -248,7 +187,7 @@ class HttpByteSource:
         src._served = [(0, len(data), hashlib.sha256(data).hexdigest())]
         src._seen, src._pinned_first = True, bool(validators)
         src.bytes_read, src.requests = len(data), 1
-        _counted(len(data), 1)
+        counted(len(data), 1)
         return src
 
     # -- ByteSource -------------------------------------------------------------------------------
@@ -288,7 +227,7 @@ class HttpByteSource:
         if length == 0:
             return b""
         self.requests += 1
-        _counted(0, 1)
+        counted(0, 1)
         with transport_errors(self.url):
             return self._stream(start, length, self._range_headers(start, length))
 
@@ -318,7 +257,7 @@ class HttpByteSource:
         if length == 0:
             return
         self.requests += 1
-        _counted(0, 1)
+        counted(0, 1)
         with transport_errors(self.url):
             for chunk in self._chunks(offset, length, self._range_headers(offset, length)):
                 sink(memoryview(chunk))
@@ -371,7 +310,7 @@ class HttpByteSource:
                         f"(bytes {start}-{last}); the transfer was stopped."
                     )
                 self.bytes_read += len(chunk)
-                _counted(len(chunk), 0)
+                counted(len(chunk), 0)
                 yield chunk
         if received != length:
             raise CheckpointFormatError(
@@ -393,7 +332,7 @@ class HttpByteSource:
         The ETag also goes out as ``If-Match``. A header first seen in a later answer is pinned from then on
         (the earlier bytes are not covered by it: :attr:`pinned` says whether the first answer was)."""
         if not self._seen:
-            self.validators, self._seen = _validators(headers), True
+            self.validators, self._seen = validators_of(headers), True
             self._pinned_first = bool(self.validators)
         for name in VALIDATORS:
             now, first = headers.get(name), self.validators.get(name)
@@ -416,7 +355,7 @@ class HttpByteSource:
         try:
             for start, length, digest in served:
                 self.requests += 1
-                _counted(0, 1)
+                counted(0, 1)
                 again = hashlib.sha256()
                 with transport_errors(self.url):
                     for chunk in self._chunks(start, length, self._range_headers(start, length)):
@@ -437,7 +376,7 @@ class HttpByteSource:
         )
 
     def _check_content_range(self, header: str | None, start: int, last: int) -> None:
-        match = _CONTENT_RANGE.match(header or "")
+        match = CONTENT_RANGE.match(header or "")
         if match is None:
             raise CheckpointFormatError(
                 f"{self.name!r}: a 206 answer for bytes {start}-{last} carried no valid Content-Range "
@@ -454,27 +393,3 @@ class HttpByteSource:
                 f"{self.name!r}: the file is now {total} bytes, not the {self.size} announced when it was "
                 "opened; it changed on the server while being read. Retry."
             )
-
-
-VALIDATORS = ("ETag", "Last-Modified", "X-Repo-Commit", "X-Linked-Etag")
-"""Response headers that name a file's version; those of the first answer pin every later one."""
-
-
-def _validators(headers: Any) -> dict[str, str]:
-    return {name: str(headers[name]) for name in VALIDATORS if headers.get(name)}
-
-
-@contextlib.contextmanager
-def transport_errors(url: str) -> Iterator[None]:
-    """Turn httpx transport failures (a dropped connection, a timeout, a redirect loop, a body that
-    does not decode) into :class:`RemoteError` naming ``url``. HTTP status errors pass through."""
-    try:
-        yield
-    except (httpx2.HTTPStatusError, hf_errors.HfHubHTTPError):
-        raise
-    except httpx2.HTTPError as exc:
-        target = str(getattr(getattr(exc, "_request", None), "url", None) or url)[:300]
-        raise RemoteError(
-            f"the request to {target} failed ({type(exc).__name__}: {str(exc)[:200]}). Retry; if it "
-            "persists, check the network, HF_ENDPOINT and any proxy in between."
-        ) from None

@@ -22,14 +22,11 @@ revision and the fix.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import warnings
-from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import quote
 
-import httpx2
 from huggingface_hub import constants, get_hf_file_metadata, hf_hub_download, hf_hub_url
 from huggingface_hub import errors as hf_errors
 from huggingface_hub.utils import validate_repo_id
@@ -37,22 +34,19 @@ from huggingface_hub.utils import validate_repo_id
 from pos_geometry._limits import read_config_json
 from pos_geometry._names import check_revision_name
 from pos_geometry.errors import (
-    AccessDeniedError,
     CheckpointFormatError,
     InvalidArgumentError,
     NotCachedError,
-    PosGeometryError,
     RemoteError,
-    RevisionNotFoundError,
-    UnknownModelError,
 )
 from pos_geometry.sources import hub_api
 from pos_geometry.sources._deadline import bounded, deadline, remaining
 from pos_geometry.sources.cache import cache_dir, cached_ref, cached_table, is_commit, store_ref, store_tensor
 from pos_geometry.sources.hf_cache import hf_cached_ref, hf_cached_revisions, read_from_hf_cache
 from pos_geometry.sources.http import HttpByteSource, transport_errors
+from pos_geometry.sources.hub_errors import download_hint, hub_errors, listing, repo_at
 from pos_geometry.sources.local import read_checkpoint_tensor
-from pos_geometry.sources.network import fetch_hint, offline_reason
+from pos_geometry.sources.network import offline_reason
 from pos_geometry.sources.sharded import (
     INDEX_SUFFIX,
     WEIGHT_FILES,
@@ -74,8 +68,6 @@ __all__ = [
 DEFAULT_PROBE = 32 * 1024
 """Bytes :func:`read_hub_tensor_pinned` asks for first: a GPT-2 small safetensors header is ~15 KB."""
 
-_MAX_LISTED = 20
-
 
 def is_offline(offline: bool | None = None) -> bool:
     """Whether the network is off limits (:mod:`pos_geometry.sources.network`: one policy for every command).
@@ -88,111 +80,19 @@ def is_offline(offline: bool | None = None) -> bool:
     return offline_reason(offline) is not None
 
 
-def _where(repo_id: str, revision: str | None) -> str:
-    return f"{repo_id!r} at revision {revision or 'main'!r}"
-
-
-def _fetch_hint(repo_id: str, revision: str | None, files: str = "config.json model.safetensors") -> str:
-    return fetch_hint(repo_id, files, revision) + " (Use pytorch_model.bin for repos without safetensors.)"
-
-
-def _listing(names: list[str] | tuple[str, ...]) -> str:
-    shown = ", ".join(names[:_MAX_LISTED])
-    return shown + (f", ... ({len(names) - _MAX_LISTED} more)" if len(names) > _MAX_LISTED else "")
-
-
-def _known_revisions(repo_id: str) -> str:
-    """The repo's branches and tags, from one API call (best effort; '' when unknown)."""
-    try:
-        names = sorted(hub_api.refs(repo_id))
-    except (PosGeometryError, hf_errors.HfHubHTTPError, httpx2.HTTPError, OSError, ValueError, KeyError):
-        return ""
-    return f" It has {len(names)} branches/tags: {_listing(names)}." if names else ""
-
-
-@contextlib.contextmanager
-def _hub_errors(repo_id: str, revision: str | None, what: str = "") -> Iterator[None]:
-    """Turn huggingface_hub / httpx2 errors raised inside into pos_geometry errors."""
-    where = _where(repo_id, revision)
-    item = f" ({what})" if what else ""
-    try:
-        yield
-    except hf_errors.HFValidationError as exc:
-        raise UnknownModelError(
-            f"{repo_id!r} is not a valid Hugging Face repo id ({exc}). Use 'org/name' as on huggingface.co, "
-            "or a model-table name, or a local path.",
-            name=repo_id,
-        ) from None
-    except hf_errors.GatedRepoError:
-        raise AccessDeniedError(
-            f"{repo_id!r} exists on {constants.ENDPOINT} but is gated: accept its terms on the model page and "
-            "log in (`hf auth login` or HF_TOKEN), then retry."
-        ) from None
-    except hf_errors.RepositoryNotFoundError:
-        raise UnknownModelError(
-            f"No model repository {repo_id!r} on {constants.ENDPOINT} (or it is private and no valid token was "
-            "sent). Check the spelling ('org/name'); for a private repo log in with `hf auth login` or set HF_TOKEN.",
-            name=repo_id,
-        ) from None
-    except hf_errors.RevisionNotFoundError:
-        raise RevisionNotFoundError(
-            f"{repo_id!r} has no revision {revision!r} on {constants.ENDPOINT}.{_known_revisions(repo_id)} "
-            "Pass an existing branch, tag or commit hash as revision= (e.g. 'main', 'checkpoint-400', 'step1000')."
-        ) from None
-    except hf_errors.RemoteEntryNotFoundError:
-        raise CheckpointFormatError(
-            f"{where} has no file{item}; the repo listing and its files disagree or the file was removed. "
-            "Retry, or pass another revision."
-        ) from None
-    except (hf_errors.LocalEntryNotFoundError, hf_errors.OfflineModeIsEnabled):
-        raise NotCachedError(
-            f"{where}{item} is not in the local caches and the Hub cannot be reached (offline mode or no "
-            f"connection). {_fetch_hint(repo_id, revision)}"
-        ) from None
-    except (httpx2.ConnectError, httpx2.ConnectTimeout) as exc:
-        raise NotCachedError(
-            f"Could not reach {constants.ENDPOINT} for {where}{item} ({type(exc).__name__}: {str(exc)[:200]}) and "
-            "it is not cached. Check the connection and HF_ENDPOINT, then retry. "
-            + _fetch_hint(repo_id, revision)
-        ) from None
-    except hf_errors.HfHubHTTPError as exc:
-        raise _http_error(exc, where + item) from None
-    except (httpx2.HTTPError, hf_errors.FileMetadataError) as exc:
-        url = getattr(getattr(exc, "_request", None), "url", None) or constants.ENDPOINT
-        raise RemoteError(
-            f"the request to {str(url)[:300]} for {where}{item} failed ({type(exc).__name__}: {str(exc)[:200]}). "
-            "Retry; if it persists, check HF_ENDPOINT and any proxy in between."
-        ) from None
-
-
-def _http_error(exc: hf_errors.HfHubHTTPError, what: str) -> PosGeometryError:
-    """An HTTP error status as a pos_geometry error naming the URL: 401/403 are access problems,
-    everything else (5xx, 429, an unexpected 4xx) is the server's answer, not a cache miss."""
-    response = exc.response
-    status = response.status_code if response is not None else 0
-    url = str(response.request.url)[:300] if response is not None else constants.ENDPOINT
-    if status in (401, 403):
-        return AccessDeniedError(
-            f"{url} answered HTTP {status} for {what}: this user may not read it. If the repo is private or "
-            "gated, log in (`hf auth login` or HF_TOKEN) with an account that has access."
-        )
-    hint = "The server is busy: wait and retry." if status in (429, 503) else "Retry later."
-    return RemoteError(f"{url} answered HTTP {status} for {what}: {str(exc).splitlines()[0][:200]}. {hint}")
-
-
 def _check_repo_id(repo_id: str) -> None:
-    with _hub_errors(repo_id, None):
+    with hub_errors(repo_id, None):
         validate_repo_id(repo_id)
 
 
 def _model_info(repo_id: str, revision: str) -> tuple[str, tuple[str, ...]]:
     """(commit, repo-relative filenames) of ``repo_id`` at ``revision``: one API request."""
     url = f"{constants.ENDPOINT}/api/models/{repo_id}/revision/{quote(revision, safe='')}"
-    with _hub_errors(repo_id, revision, "model info"):
+    with hub_errors(repo_id, revision, "model info"):
         sha, files = hub_api.model_listing(repo_id, revision)
     if not is_commit(sha):
         raise CheckpointFormatError(
-            f"{constants.ENDPOINT} returned no commit hash (sha={sha!r}) for {_where(repo_id, revision)}; "
+            f"{constants.ENDPOINT} returned no commit hash (sha={sha!r}) for {repo_at(repo_id, revision)}; "
             "HF_ENDPOINT does not look like a Hugging Face Hub. Check it."
         )
     if is_commit(revision) and sha != revision:
@@ -229,11 +129,11 @@ def resolve_commit(repo_id: str, revision: str | None = None, *, offline: bool |
         commit = hf_cached_ref(repo_id, rev) or cached_ref(repo_id, rev)
         if commit is None:
             known = sorted(set(hf_cached_revisions(repo_id)))
-            have = f" Cached revisions: {_listing(known)}." if known else ""
+            have = f" Cached revisions: {listing(known)}." if known else ""
             raise NotCachedError(
                 f"{offline_reason(offline)}, and revision {rev!r} of {repo_id!r} was never resolved on this machine "
                 f"(no refs/{rev} in {constants.HF_HUB_CACHE} nor in the pos_geometry cache).{have} "
-                + _fetch_hint(repo_id, rev)
+                + download_hint(repo_id, rev)
             )
         return commit
     return _model_info(repo_id, rev)[0]
@@ -249,7 +149,7 @@ def read_config(
     """
     _check_repo_id(repo_id)
     rev = check_revision_name(revision or constants.DEFAULT_REVISION)
-    with deadline(), _hub_errors(repo_id, rev, "config.json"):
+    with deadline(), hub_errors(repo_id, rev, "config.json"):
         local = is_offline(offline)
         path = Path(
             bounded(
@@ -263,7 +163,7 @@ def read_config(
     commit = (
         path.parent.name if is_commit(path.parent.name) else resolve_commit(repo_id, rev, offline=offline)
     )
-    config = read_config_json(path, f"config.json of {_where(repo_id, rev)} ({path})")
+    config = read_config_json(path, f"config.json of {repo_at(repo_id, rev)} ({path})")
     return config, commit
 
 
@@ -306,12 +206,12 @@ def _read_remote(
     present = [name for name in ordered_weight_files(hints.files) if name in files]
     if not present:
         raise CheckpointFormatError(
-            f"{_where(repo_id, revision)} (commit {commit[:10]}) has none of the weight files "
-            f"{', '.join(WEIGHT_FILES)}; it has: {_listing(sorted(files)) or 'no files'}. Pass another "
+            f"{repo_at(repo_id, revision)} (commit {commit[:10]}) has none of the weight files "
+            f"{', '.join(WEIGHT_FILES)}; it has: {listing(sorted(files)) or 'no files'}. Pass another "
             "revision, or download a checkpoint and load it with read_local()."
         )
     name, wanted = present[0], key
-    with _hub_errors(repo_id, revision, name):
+    with hub_errors(repo_id, revision, name):
         if name.endswith(INDEX_SUFFIX):
             index_path = bounded(
                 lambda: hf_hub_download(
@@ -370,8 +270,8 @@ def read_hub_tensor(
     if is_offline(offline):
         known = f" (revision {rev!r} resolves to {commit[:10]} locally)" if commit else ""
         raise NotCachedError(
-            f"{offline_reason(offline)}, and the {which} table of {_where(repo_id, rev)} is in neither the pos_geometry cache "
-            f"nor the HF cache{known}. " + _fetch_hint(repo_id, rev)
+            f"{offline_reason(offline)}, and the {which} table of {repo_at(repo_id, rev)} is in neither the pos_geometry cache "
+            f"nor the HF cache{known}. " + download_hint(repo_id, rev)
         )
     with deadline():
         return _fetch_remote(repo_id, rev, commit, which, key, _Hints(preferred, tuple(files)))
@@ -428,7 +328,7 @@ def list_refs(repo_id: str) -> dict[str, str]:
     at once, instead of one ``model_info`` request per checkpoint.
     """
     _check_repo_id(repo_id)
-    with deadline(), _hub_errors(repo_id, None, "branches and tags"):
+    with deadline(), hub_errors(repo_id, None, "branches and tags"):
         refs = hub_api.refs(repo_id)
     return {name: commit for name, commit in refs.items() if is_commit(commit)}
 
@@ -463,11 +363,11 @@ def read_hub_tensor_pinned(
         return hit
     if is_offline():
         raise NotCachedError(
-            f"{offline_reason()}, and the {which} table of {_where(repo_id, rev)} (commit {commit[:10]}) is in neither "
-            "the pos_geometry cache nor the HF cache. " + _fetch_hint(repo_id, rev)
+            f"{offline_reason()}, and the {which} table of {repo_at(repo_id, rev)} (commit {commit[:10]}) is in neither "
+            "the pos_geometry cache nor the HF cache. " + download_hint(repo_id, rev)
         )
     url = hf_hub_url(repo_id, filename, revision=commit)
-    with deadline(), _hub_errors(repo_id, rev, filename):
+    with deadline(), hub_errors(repo_id, rev, filename):
         try:
             src = HttpByteSource.open_first(url, probe, name=f"{repo_id}@{commit[:10]}/{filename}")
         except hf_errors.RemoteEntryNotFoundError:  # another layout: list the files, read it the general way

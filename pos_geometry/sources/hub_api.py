@@ -11,7 +11,7 @@ streamed ``GET`` instead (:func:`~pos_geometry.sources.http.open_stream`):
   listing stops at the cap instead of filling memory;
 * the JSON is parsed with deep nesting refused as a typed error, never a ``RecursionError``;
 * an error the Hub signals (gated, no such repo or revision, 5xx) comes out as huggingface_hub's own
-  exception type, which :func:`pos_geometry.sources.hub._hub_errors` turns into pos_geometry's.
+  exception type, which :func:`pos_geometry.sources.hub_errors.hub_errors` turns into pos_geometry's.
 """
 
 from __future__ import annotations
@@ -59,7 +59,7 @@ def get_json(url: str) -> Any:
     Raises:
         RemoteError: too large, too deep, or the deadline. ValueError: not JSON.
         huggingface_hub errors (an HTTP error status) and httpx2 errors (a failed transfer) pass through
-        to the caller, which maps them (:func:`pos_geometry.sources.hub._hub_errors`).
+        to the caller, which maps them (:func:`pos_geometry.sources.hub_errors.hub_errors`).
     """
     with open_stream(url, hub_headers(url), remaining(url, API_TIMEOUT)) as response:
         if response.status_code >= 400:

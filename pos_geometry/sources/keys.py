@@ -74,7 +74,7 @@ def _stem(key: str) -> str:
     return key.removesuffix(".weight").rsplit(".", 1)[-1]
 
 
-def _listing(keys: tuple[str, ...]) -> str:
+def listing(keys: tuple[str, ...]) -> str:
     shown = ", ".join(keys[:_MAX_LISTED])
     more = f", ... ({len(keys) - _MAX_LISTED} more)" if len(keys) > _MAX_LISTED else ""
     return f"{len(keys)} keys: {shown}{more}" if keys else "no tensors at all"
@@ -83,13 +83,13 @@ def _listing(keys: tuple[str, ...]) -> str:
 def _missing(keys: tuple[str, ...], which: Which, source: str, asked: str | None) -> MissingTensorError:
     where = f" in {source}" if source else ""
     if asked is not None:
-        msg = f"The checkpoint{where} has no tensor {asked!r}; it has {_listing(keys)}. Pass one of these as key=."
+        msg = f"The checkpoint{where} has no tensor {asked!r}; it has {listing(keys)}. Pass one of these as key=."
     else:
         table = "positional-embedding" if which == "position" else "token-embedding"
         names = POSITION_NAMES if which == "position" else TOKEN_NAMES
         msg = (
             f"No {table} table found{where}: none of the known keys and no key named like "
-            f"{' / '.join(names)}; it has {_listing(keys)}. If the table is stored under another "
+            f"{' / '.join(names)}; it has {listing(keys)}. If the table is stored under another "
             "name, pass key='<that name>'."
         )
         if which == "position":

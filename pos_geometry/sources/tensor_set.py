@@ -50,11 +50,8 @@ from pos_geometry.sources.cache import (
 )
 from pos_geometry.sources.hf_cache import hf_cached_file
 from pos_geometry.sources.http import DEFAULT_READAHEAD, HttpByteSource
-from pos_geometry.sources.hub import (
-    _hub_errors,
-    _model_info,
-    _remember,
-)
+from pos_geometry.sources.hub import _model_info, _remember
+from pos_geometry.sources.hub_errors import hub_errors
 from pos_geometry.sources.network import fetch_hint
 from pos_geometry.sources.row_ranges import check_ranges, visit_ranges
 from pos_geometry.sources.sharded import INDEX_SUFFIX, WEIGHT_FILES, parse_index
@@ -149,7 +146,7 @@ class Checkpoint:
             check_regular_file(self._directory / name)
             return (self._directory / name).read_bytes()
         repo, commit = str(self._repo_id), str(self.commit)
-        with _hub_errors(repo, self.revision, name):
+        with hub_errors(repo, self.revision, name):
             path = bounded(
                 lambda: hf_hub_download(repo, name, revision=commit, local_files_only=self._offline),
                 f"{repo}@{commit[:10]}/{name}",
@@ -180,7 +177,7 @@ class Checkpoint:
                     )
                 else:
                     url = hf_hub_url(repo, name, revision=commit)
-                    with _hub_errors(repo, self.revision, name):  # one GET: size, ETag, CDN location, header
+                    with hub_errors(repo, self.revision, name):  # one GET: size, ETag, CDN location, header
                         src = PiecewiseReads(
                             HttpByteSource.open_first(
                                 url, DEFAULT_READAHEAD, name=f"{repo}@{commit[:10]}/{name}"

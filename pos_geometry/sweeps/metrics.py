@@ -35,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from pos_geometry.analysis._inputs import check_int, check_level
+from pos_geometry.analysis._inputs import Window, check_int, check_level
 from pos_geometry.errors import InvalidArgumentError
 from pos_geometry.sweeps.columns import analysis_names as _named
 from pos_geometry.sweeps.columns import drift_walk
@@ -96,7 +96,7 @@ class SweepConfig:
         n_surrogates: int = 199,
         alpha: float = 0.01,
         random_state: int = 0,
-        window: Any = None,
+        window: Window = None,
         kind: str = "learned",
         layers: Any = None,
         fold_norm: bool = False,

@@ -18,14 +18,17 @@ def _size(n: int) -> str:
 class SweepProgress:
     """``with SweepProgress(total, label, show) as bar: bar.advance(record)``; does nothing when not shown.
 
-    ``show=None`` shows it when stderr is a terminal or in Jupyter (not under ``--quiet``).
+    ``show=None`` shows it when stderr is a terminal or in Jupyter (not under ``--quiet``); a callable is
+    called with ``(checkpoints done, total)`` instead.
     """
 
-    def __init__(self, total: int, label: str, show: bool | None = None) -> None:
+    def __init__(self, total: int, label: str, show: Any = None) -> None:
         from pos_geometry import _progress
 
         self.total, self.label = total, label
+        self.report = _progress.check_progress(show) if callable(show) else None
         self.show = _progress.shown(show)
+        self.done = 0
         self.bytes_read = 0
         self.failed = 0
         self._progress: Any = None
@@ -56,6 +59,9 @@ class SweepProgress:
     def advance(self, bytes_read: int = 0, failed: bool = False, n: int = 1) -> None:
         self.bytes_read += bytes_read
         self.failed += int(failed)
+        self.done += n
+        if self.report is not None:
+            self.report(self.done, self.total)
         if self._progress is not None:
             self._progress.update(self._task, advance=n, bytes=_size(self.bytes_read), failed=self.failed)
 

@@ -18,6 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from pos_geometry._describe import describe
+from pos_geometry._progress import Progress
+from pos_geometry.analysis._inputs import Window
 from pos_geometry.errors import InvalidArgumentError, RemoteError
 from pos_geometry.sweeps.executors import collect, describe_executor, run_tasks
 from pos_geometry.sweeps.metrics import SweepConfig, add_drift
@@ -123,14 +125,14 @@ def sweep(
     n_surrogates: int = 199,
     alpha: float = 0.01,
     random_state: int = 0,
-    window: Any = None,
+    window: Window = None,
     executor: Any = "local",
     n_workers: int | None = None,
     out: str | os.PathLike[str] | None = None,
     store: str | os.PathLike[str] | None = None,
     resume: bool = True,
     keep_tables: bool = False,
-    progress: bool | None = None,
+    progress: Progress = None,
     layers: Any = None,
     fold_norm: bool = False,
     gguf_file: str | None = None,
@@ -170,7 +172,8 @@ def sweep(
         keep_tables: also keep what each checkpoint's analysis cached (learned: its table, ~3 MB per
             GPT-2-small checkpoint; rotary: the atlas's per-tensor sums, a few KiB each), so ``load`` or
             ``rotary_atlas`` of it later makes no request.
-        progress: a progress bar on stderr (default: when stderr is a terminal).
+        progress: a bar of the checkpoints done on stderr (None: when stderr is a terminal or in
+            Jupyter; True/False: always/never; a callable: called with ``(done, total)`` instead).
 
     Returns:
         a :class:`~pos_geometry.sweeps.result.SweepResult`, one record per revision in training order;

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from pos_geometry.analysis._fourier import local_background, red_background, tapered_power
+from pos_geometry.analysis._spectra import local_background, red_background, tapered_power
 
 PAD = 8
 

@@ -117,7 +117,7 @@ FLOORS: tuple[tuple[str, ...], ...] = (
         "_progress",
         "_threads",
     ),
-    ("embedding",),
+    ("provenance", "embedding"),
     ("encodings",),
     ("registry",),
     ("sources",),

@@ -39,7 +39,7 @@ def run(real_data_dir, tmp_path_factory, record_decompositions):
             data_dir=real_data_dir,
             paths={"gpt2-medium": medium},
             formats=("html",),
-            progress=lambda label, done, total: steps.append((label, done, total)),
+            on_stage=lambda label, done, total: steps.append((label, done, total)),
         )
     finally:
         mp.undo()

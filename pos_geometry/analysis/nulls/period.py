@@ -1,8 +1,8 @@
 """The periodicity test's statistic: each series' power over a background that every null family fits.
 
-A series' tapered power ``P(f)`` (:func:`~pos_geometry.analysis._fourier.tapered_power`) is first divided by
+A series' tapered power ``P(f)`` (:func:`~pos_geometry.analysis._spectra.tapered_power`) is first divided by
 its own background ``E(f)`` (:func:`whitened`): the larger of the AR(1)-plus-white spectrum fitted to it and
-a running median of its spectrum (:func:`~pos_geometry.analysis._fourier.local_background`). The surrogates
+a running median of its spectrum (:func:`~pos_geometry.analysis._spectra.local_background`). The surrogates
 of each null family ``g`` go through the same steps, and their ratios' level at each frequency, ``C_g(f)``
 (the 95th percentile over that of a whitened bin, :data:`QUANTILE`), is what that family leaves once
 whitened so (≈ 1 where ``E`` fits it; a smooth curve's spectrum falls off faster than any AR(1) spectrum).
@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from pos_geometry.analysis._fourier import local_background, red_background, tapered_power
+from pos_geometry.analysis._spectra import local_background, red_background, tapered_power
 
 __all__ = ["against_nulls", "whitened"]
 

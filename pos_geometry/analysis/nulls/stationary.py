@@ -34,7 +34,7 @@ import math
 
 import torch
 
-from pos_geometry.analysis._fourier import ar1_from_lags, ar1_white_spectrum, local_background
+from pos_geometry.analysis._spectra import ar1_from_lags, ar1_white_spectrum, local_background
 from pos_geometry.analysis.nulls.smoothness import NUGGET_FLOOR, column_covariance
 
 __all__ = [
@@ -79,7 +79,7 @@ def pooled_spectrum(c: torch.Tensor) -> torch.Tensor:
     stationary curve with a line at period 256 turns like a cone of that period (median rotation share 0.61,
     so a 4-turn cone at 0.81 was "not a helix"). Each bin is capped at the background: the larger of the
     AR(1)-plus-white spectrum fitted to the autocovariance's first two offsets and a running median of the
-    spectrum (:func:`pos_geometry.analysis._fourier.local_background`, windows of ±8 to ±64 bins: it passes
+    spectrum (:func:`pos_geometry.analysis._spectra.local_background`, windows of ±8 to ±64 bins: it passes
     under a line and follows a shoulder). Bin 0 (a constant, which every statistic centres away) takes bin
     1's value, so the kernel is not singular along the constant; bins the estimate makes negative are 0.
     """

@@ -45,7 +45,7 @@ import torch
 
 from pos_geometry import _progress
 from pos_geometry._threads import check_stop, cpu_workers, parallel_map
-from pos_geometry.analysis._fourier import ar1_plus_white
+from pos_geometry.analysis._spectra import ar1_plus_white
 from pos_geometry.analysis.nulls.basis import null_basis
 from pos_geometry.analysis.nulls.draws import fourier_draws, mode_variances
 from pos_geometry.analysis.nulls.draws import randn as _randn

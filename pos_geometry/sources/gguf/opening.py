@@ -18,7 +18,7 @@ from pos_geometry.sources.byte_source import ByteSource, FileByteSource
 from pos_geometry.sources.gguf.checkpoint import GGUFWeights
 from pos_geometry.sources.hf_cache import hf_cached_file
 from pos_geometry.sources.http import DEFAULT_READAHEAD, HttpByteSource
-from pos_geometry.sources.hub import _hub_errors
+from pos_geometry.sources.hub_errors import hub_errors
 from pos_geometry.sources.network import fetch_hint, offline_reason
 from pos_geometry.sources.tensor_set import Checkpoint
 from pos_geometry.sources.weight_file import PiecewiseReads
@@ -62,7 +62,7 @@ def hub_gguf_checkpoint(
         )
     else:
         url = hf_hub_url(repo_id, name, revision=commit)
-        with _hub_errors(repo_id, revision, name):
+        with hub_errors(repo_id, revision, name):
             src = PiecewiseReads(
                 HttpByteSource.open_first(url, DEFAULT_READAHEAD, name=f"{repo_id}@{commit[:10]}/{name}")
             )
