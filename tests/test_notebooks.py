@@ -165,7 +165,7 @@ def test_learned_vs_rotary_notebook():
         assert f"learned (gpt2): top-3 {_top3(REAL_GPT2):.3f}" in text
     if (
         REAL_GGUF.is_file()
-    ):  # the real SmolLM2 atlas (its numbers: tests/sources/gguf/test_gguf.py and the README)
+    ):  # the real SmolLM2 atlas (its numbers: tests/sources/gguf/test_gguf.py and docs/guide/rotary.md)
         assert (
             "(30, 9, 32) (layers, heads, planes); 8 slowest planes hold 0.34 of the form, 8 fastest 0.15"
             in text

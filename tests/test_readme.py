@@ -1,6 +1,8 @@
-"""The README's code blocks run as written, offline, on a checkout with ``../shared`` beside it.
+"""The README's and the documentation site's code blocks run as written, offline, on a checkout with
+``../shared`` beside it.
 
-Every fenced block is accounted for: the Quick start (Python) and the offline command-line
+The site's blocks marked ``exec="on"`` run when it is built (``mkdocs build --strict`` in CI fails on any
+error). Every other fenced block, of the README and of every page under ``docs/``, is accounted for: the Quick start (Python) and the offline command-line
 examples are executed here, and the value each line's comment promises (``# 0.9039``) is checked;
 every other block or command is listed below with the reason it is not run here (it needs the
 network, a model that is a placeholder, or it is the test suite itself). A new README command that
@@ -25,6 +27,8 @@ from typer.testing import CliRunner
 
 REPO = Path(__file__).resolve().parents[1]
 README = REPO / "README.md"
+# the README first: its first Python block is the Quick start
+PAGES = [README, *sorted((REPO / "docs").rglob("*.md"))]
 CLI = ".venv/bin/pos-geometry"
 
 # (first words of a command, why it is not run here); a command matching none of these is run.
@@ -39,12 +43,14 @@ NOT_RUN = {
     "dask ": "starts a Dask cluster",
     ".venv/bin/python": "the test suite and the benchmarks",
     ".venv/bin/ruff": "lint, run by CI",
+    ".venv/bin/mkdocs": "builds the documentation site (CI runs mkdocs build --strict)",
 }
 # Python blocks by their first line: the Quick start is run; the others need the network or a model.
 PYTHON_NOT_RUN = {
     "atlas = pg.rotary_atlas": "reads Pythia's q/k weights from the hub",
     "# SmolLM2's real atlas": "reads ../shared/data/real_models (tests/sources/gguf/test_gguf.py checks this atlas)",
-    "view = pg.position_qk_atlas": "reads GPT-2's c_attn weights from the hub",
+    "view = pg.position_qk_atlas": "runs GPT-2 on a corpus for the hidden path (the direct view above it runs when the site is built)",
+    "from pos_geometry.plotting import plot_helix": "the Quick start's figure, which the Quick start test saves",
     "res = pg.hidden_positions": "path/to/model is a placeholder",
     "res = pg.sweep": "reads 61 checkpoints from the hub",
     "from distributed import Client": "needs a Dask cluster",
@@ -53,8 +59,16 @@ PYTHON_NOT_RUN = {
 
 
 def _blocks(language: str) -> list[str]:
-    text = README.read_text(encoding="utf-8")
+    """The plain (not executed at build time) fenced blocks of ``language``, README first, then every page."""
+    text = "\n".join(page.read_text(encoding="utf-8") for page in PAGES)
     return re.findall(rf"^```{language}\n(.*?)^```", text, flags=re.S | re.M)
+
+
+def test_ci_runs_the_readme_test_command_exactly() -> None:
+    readme = README.read_text(encoding="utf-8")
+    command = next(line for line in readme.splitlines() if line.startswith("bash scripts/setup.sh --dev &&"))
+    ci = (REPO / ".ci" / "run").read_text(encoding="utf-8").splitlines()
+    assert command in ci and "mkdocs build --strict" in "\n".join(ci)
 
 
 def _commands() -> list[str]:
@@ -197,8 +211,11 @@ def test_the_recurrence_row_is_what_fit_recurrence_gives(beside_shared: Path) ->
     the same numbers as notebook 02 prints."""
     import pos_geometry as pg
 
+    verdicts = REPO / "docs" / "guide" / "verdicts.md"
     row = next(
-        line for line in README.read_text(encoding="utf-8").splitlines() if line.startswith("| recurrence |")
+        line
+        for line in verdicts.read_text(encoding="utf-8").splitlines()
+        if line.startswith("| recurrence |")
     )
     components = int(re.search(r"(\d+) components", row)[1])
     period = float(re.search(r"period (\d+) ±", row)[1])

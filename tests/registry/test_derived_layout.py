@@ -3,7 +3,7 @@ and checked against each model's own attention (the planted-plane check, general
 
 ``test_every_rotary_architecture`` walks every causal-LM ``model_type`` of the installed transformers whose
 modeling file has a rotary embedding (about 130; ~2 min): it is deselected by default (``-m exhaustive``
-runs it) and its count is in the README.
+runs it) and its count is in docs/guide/rotary.md.
 """
 
 from __future__ import annotations
