@@ -25,18 +25,25 @@ from pos_geometry.errors import InvalidArgumentError
 
 __all__ = [
     "CONFIG_CAPS", "MAX_CONFIG_BYTES", "MAX_ELEMENTS", "check_config_int", "MAX_INFLATE", "MAX_POSITIONS", "check_elements", "check_inflate",
-    "check_positions", "limit", "read_config_json", "MAX_CORPUS_BYTES", "check_regular_file",
+    "check_positions", "limit", "read_config_json", "MAX_CORPUS_BYTES", "check_regular_file", "MAX_VERIFY_BYTES",
+    "MAX_METADATA_BYTES",
 ]  # fmt: skip
 
 MAX_ELEMENTS = "POS_GEOMETRY_MAX_ELEMENTS"
 MAX_POSITIONS = "POS_GEOMETRY_MAX_POSITIONS"
 MAX_INFLATE = "POS_GEOMETRY_MAX_INFLATE"
 MAX_CORPUS_BYTES = "POS_GEOMETRY_MAX_CORPUS_BYTES"
+MAX_VERIFY_BYTES = "POS_GEOMETRY_MAX_VERIFY_BYTES"
+MAX_METADATA_BYTES = "POS_GEOMETRY_MAX_METADATA_BYTES"
 _DEFAULTS = {
     MAX_ELEMENTS: 2**30,
     MAX_POSITIONS: 16384,
     MAX_INFLATE: 256 * 2**20,
     MAX_CORPUS_BYTES: 64 * 2**20,
+    # the bytes read again, in one request, to check a file whose server sends no version validator
+    MAX_VERIFY_BYTES: 256 * 2**20,
+    # a metadata file downloaded whole (config.json, a shard index, tokenizer files), bounded as it streams
+    MAX_METADATA_BYTES: 64 * 2**20,
 }
 
 

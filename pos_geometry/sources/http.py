@@ -47,6 +47,7 @@ from pos_geometry.sources.http_transport import (
     transport_errors,
     validators_of,
 )
+from pos_geometry.sources.reread import verify_in_one_answer
 
 __all__ = [
     "DEFAULT_READAHEAD",
@@ -349,22 +350,12 @@ class HttpByteSource:
         self.etag = self.etag or self.validators.get("ETag")
 
     def verify(self) -> None:
-        """Read every range served so far again and compare digests: the check for a server that gives no
-        validator to pin. Raises :class:`RemoteError` when any range changed; costs the bytes again."""
+        """Read the ranges served so far again, in one answer, and compare: the check for a server that gives
+        no validator to pin (:mod:`pos_geometry.sources.reread`). Raises :class:`RemoteError` when they came
+        from more than one version; costs one request for their span."""
         served, self._served = list(self._served), []
         try:
-            for start, length, digest in served:
-                self.requests += 1
-                counted(0, 1)
-                again = hashlib.sha256()
-                with transport_errors(self.url):
-                    for chunk in self._chunks(start, length, self._range_headers(start, length)):
-                        again.update(chunk)
-                if again.hexdigest() != digest:
-                    raise self._changed(
-                        f"gave other bytes for {start}-{start + length - 1} when read again (no ETag, Last-Modified "
-                        "or commit header to pin its version)"
-                    )
+            verify_in_one_answer(self, served)
         finally:
             self._served = served
 

@@ -27,7 +27,7 @@ import warnings
 from pathlib import Path
 from urllib.parse import quote
 
-from huggingface_hub import constants, get_hf_file_metadata, hf_hub_download, hf_hub_url
+from huggingface_hub import constants, get_hf_file_metadata, hf_hub_url
 from huggingface_hub import errors as hf_errors
 from huggingface_hub.utils import validate_repo_id
 
@@ -46,6 +46,7 @@ from pos_geometry.sources.hf_cache import hf_cached_ref, hf_cached_revisions, re
 from pos_geometry.sources.http import HttpByteSource, transport_errors
 from pos_geometry.sources.hub_errors import download_hint, hub_errors, listing, repo_at
 from pos_geometry.sources.local import read_checkpoint_tensor
+from pos_geometry.sources.metadata_files import metadata_file
 from pos_geometry.sources.network import offline_reason
 from pos_geometry.sources.sharded import (
     INDEX_SUFFIX,
@@ -144,22 +145,15 @@ def read_config(
 ) -> tuple[dict, str]:
     """``(config.json contents, commit)`` of ``repo_id`` at ``revision``, via the HF cache.
 
-    Uses ``hf_hub_download`` (so it is cached like any HF download and works offline once
-    fetched); reads nothing but ``config.json``.
+    Downloads it into the HF cache with a bound that holds while it streams
+    (:func:`~pos_geometry.sources.metadata_files.metadata_file`), so it works offline once fetched; reads
+    nothing but ``config.json``.
     """
     _check_repo_id(repo_id)
     rev = check_revision_name(revision or constants.DEFAULT_REVISION)
     with deadline(), hub_errors(repo_id, rev, "config.json"):
         local = is_offline(offline)
-        path = Path(
-            bounded(
-                lambda: hf_hub_download(
-                    repo_id, "config.json", revision=rev, local_files_only=local,
-                    etag_timeout=remaining(constants.ENDPOINT, 10.0),
-                ),
-                hf_hub_url(repo_id, "config.json", revision=rev),
-            )
-        )  # fmt: skip
+        path = metadata_file(repo_id, "config.json", rev, offline=local)
     commit = (
         path.parent.name if is_commit(path.parent.name) else resolve_commit(repo_id, rev, offline=offline)
     )
@@ -213,12 +207,7 @@ def _read_remote(
     name, wanted = present[0], key
     with hub_errors(repo_id, revision, name):
         if name.endswith(INDEX_SUFFIX):
-            index_path = bounded(
-                lambda: hf_hub_download(
-                    repo_id, name, revision=commit, etag_timeout=remaining(constants.ENDPOINT, 10.0)
-                ),
-                hf_hub_url(repo_id, name, revision=commit),
-            )
+            index_path = metadata_file(repo_id, name, commit)
             source = f"{repo_id}@{commit[:10]}/{name}"
             index = parse_index(Path(index_path).read_bytes(), source)
             wanted, name = shard_for(index, which, key, source, hints.preferred)

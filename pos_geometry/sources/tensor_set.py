@@ -1,8 +1,7 @@
 """Several named tensors of one model checkpoint, read without building the model.
 
-:func:`open_checkpoint` gives a :class:`Checkpoint`: the model's ``config.json`` and a
-:meth:`Checkpoint.read` that returns exactly the tensors asked for. It serves the same places
-as :func:`pos_geometry.load`, with the same guarantees:
+:func:`open_checkpoint` gives a :class:`Checkpoint`: the model's ``config.json`` and a :meth:`Checkpoint.read`
+that returns exactly the tensors asked for, from the places :func:`pos_geometry.load` reads, as safely:
 
 * a local Hugging Face model directory (``model.safetensors``, a shard index plus shards, or
   ``pytorch_model.bin``): only the headers and the wanted tensors' bytes are read;
@@ -12,11 +11,10 @@ as :func:`pos_geometry.load`, with the same guarantees:
   downloaded); every tensor :meth:`Checkpoint.read` fetches is stored atomically in the cache, so
   a second read makes no request. Offline, only the caches are read.
 
-:meth:`Checkpoint.visit_rows` hands a tensor's row ranges to a visitor one at a time instead (one
-streamed range request from the hub; memory holds one range), for reductions that never need the
-whole tensor; what they compute can be kept with :meth:`Checkpoint.store_result`. Each weight
-file's header (or zip index) is parsed once per :class:`Checkpoint`, however many of its tensors
-are read (:mod:`pos_geometry.sources.weight_file`).
+:meth:`Checkpoint.visit_rows` hands a tensor's row ranges to a visitor one at a time (one streamed
+request from the hub; memory holds one range); :meth:`Checkpoint.store_result` keeps what it computes.
+Headers are parsed once per :class:`Checkpoint`. From a server that sends no version validator, every
+read is checked against one answer holding all the bytes read (:mod:`pos_geometry.sources.reread`).
 """
 
 from __future__ import annotations
@@ -32,14 +30,14 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from huggingface_hub import hf_hub_download, hf_hub_url
+from huggingface_hub import hf_hub_url
 
 from pos_geometry.errors import (
     CheckpointFormatError,
     MissingTensorError,
     NotCachedError,
 )
-from pos_geometry.sources._deadline import bounded, timed
+from pos_geometry.sources._deadline import timed
 from pos_geometry.sources.byte_source import ByteSource, FileByteSource
 from pos_geometry.sources.cache import (
     cache_dir,
@@ -52,7 +50,9 @@ from pos_geometry.sources.hf_cache import hf_cached_file
 from pos_geometry.sources.http import DEFAULT_READAHEAD, HttpByteSource
 from pos_geometry.sources.hub import _model_info, _remember
 from pos_geometry.sources.hub_errors import hub_errors
+from pos_geometry.sources.metadata_files import metadata_file
 from pos_geometry.sources.network import fetch_hint
+from pos_geometry.sources.reread import check_one_version
 from pos_geometry.sources.row_ranges import check_ranges, visit_ranges
 from pos_geometry.sources.sharded import INDEX_SUFFIX, WEIGHT_FILES, parse_index
 from pos_geometry.sources.tensor_record import TensorRecord, dtype_name
@@ -147,10 +147,7 @@ class Checkpoint:
             return (self._directory / name).read_bytes()
         repo, commit = str(self._repo_id), str(self.commit)
         with hub_errors(repo, self.revision, name):
-            path = bounded(
-                lambda: hf_hub_download(repo, name, revision=commit, local_files_only=self._offline),
-                f"{repo}@{commit[:10]}/{name}",
-            )
+            path = metadata_file(repo, name, commit, offline=self._offline)
         return Path(path).read_bytes()
 
     @timed
@@ -285,6 +282,7 @@ class Checkpoint:
                 del self._cached[key]
             name, opened = self._located(key)
             tensor = opened.read(key)
+            check_one_version(opened.src)  # a server with no validator: one answer must hold every byte read
             out[key] = tensor
             if self._keeps_cache:
                 record = TensorRecord(tensor, key, name, dtype_name(tensor.dtype), ())
@@ -363,6 +361,7 @@ class Checkpoint:
             visit(i, buffer[: stop - start])
 
         visit_ranges(opened.src, offset, row_bytes, checked, raw, rows)
+        check_one_version(opened.src)
 
     def cached_result(self, name: str, spec: str) -> tuple[dict[str, torch.Tensor], dict[str, str]] | None:
         """A small result computed before from this hub commit (:func:`~pos_geometry.sources.cache.cached_result`);

@@ -16,6 +16,7 @@ import torch
 from safetensors.torch import save_file
 
 from pos_geometry import rotary_atlas
+from pos_geometry.errors import RemoteError
 from pos_geometry.sources.roles import read_qk
 
 REPO = "mistralai/Mistral-7B-v0.1"
@@ -263,3 +264,28 @@ def test_a_trickled_q_k_body_is_stopped_by_the_load_deadline(hub, monkeypatch):
     assert time.monotonic() - start < 1.5 + 2.0
     assert [p for p in cache_dir().rglob("*") if p.is_file() and "refs" not in p.parts] == []
     server.fault = None
+
+
+def test_a_server_without_validators_that_keeps_changing_the_file_is_refused(hub, tmp_path, monkeypatch):
+    """Hostile inputs, class 1, on the atlas's path (``Checkpoint`` reads, streamed rows): a server that sends
+    no ETag, Last-Modified or commit header and changes the file at every second answer gives no atlas and
+    leaves nothing in the cache; the same server serving one version gives the atlas a pinned server gives."""
+    server, _, tensors = hub
+    other = tmp_path / "other.safetensors"
+    gen = torch.Generator().manual_seed(1)
+    save_file({k: torch.randn(v.shape, generator=gen).to(v.dtype) for k, v in tensors.items()}, other)
+    pinned = rotary_atlas(REPO, fold_norm=True)
+    try:
+        server.validators = "none"
+        server.fault = hub_server.Fault("alternate", other=other)
+        cache = tmp_path / "fresh_cache"  # nothing computed before: every byte comes from the server
+        monkeypatch.setenv("POS_GEOMETRY_CACHE", str(cache))
+        with pytest.raises(RemoteError, match="came from more than one version"):
+            rotary_atlas(REPO, fold_norm=True)
+        assert not [p for p in cache.rglob("*") if p.is_file() and "refs" not in p.parts]
+        server.fault = None
+        monkeypatch.setenv("POS_GEOMETRY_CACHE", str(tmp_path / "another_cache"))
+        unpinned = rotary_atlas(REPO, fold_norm=True)
+        assert torch.equal(unpinned.qk_share, pinned.qk_share)
+    finally:
+        server.fault, server.validators = None, "all"

@@ -29,7 +29,8 @@ Faults: set ``server.fault = Fault(kind, ...)``. Range faults hit ranged ``GET``
 (from the ``after + 1``-th on): ``"drop"`` (the connection closes mid-body), ``"short"`` (a
 well-framed body shorter than the range), ``"ignore_range"``, ``"status"`` (``status``: 500,
 429, 404...), ``"trickle"`` (one byte every ``trickle_s`` seconds), ``"changed"`` (the bytes
-and ETag of the file ``other``), ``"redirect_loop"``, ``"bad_gzip"`` (a body that claims gzip
+and ETag of the file ``other``), ``"alternate"`` (``other`` at every second matching answer: a server that
+keeps changing the file), ``"redirect_loop"``, ``"bad_gzip"`` (a body that claims gzip
 and is not). API faults hit the model listing: ``"non_json"``, ``"no_rfilename"``,
 ``"gated"``, ``"api_status"`` (``status``), ``"endless"`` (a listing that never ends), ``"gzip_bomb"`` (40 MiB of
 listing in 40 KiB of gzip), ``"deep_json"`` (arrays nested 200,000 deep). Request faults hit any request whose path contains
@@ -71,7 +72,17 @@ class LoggedRequest:
     client_port: int = 0  # the client's end of the TCP connection (one per keep-alive connection)
 
 
-RANGE_FAULTS = ("drop", "short", "ignore_range", "status", "trickle", "changed", "redirect_loop", "bad_gzip")
+RANGE_FAULTS = (
+    "drop",
+    "short",
+    "ignore_range",
+    "status",
+    "trickle",
+    "changed",
+    "alternate",
+    "redirect_loop",
+    "bad_gzip",
+)
 API_FAULTS = ("non_json", "no_rfilename", "gated", "api_status", "endless", "gzip_bomb", "deep_json")
 REQUEST_FAULTS = ("slow_headers", "retry_after")
 
@@ -434,7 +445,7 @@ class _Handler(BaseHTTPRequestHandler):
         fault = self.hub.fault
         if not (requested and self.command == "GET" and fault is not None and fault.applies(api=False)):
             fault = None
-        elif fault.kind == "changed":
+        elif fault.kind == "changed" or (fault.kind == "alternate" and fault.seen % 2 == 0):
             path, headers = fault.other, {**headers, "ETag": f'"{_etag(fault.other)}"'}
         elif fault.kind == "status":
             return self._reply(

@@ -218,7 +218,7 @@ def test_the_deadline_is_documented_and_nests(monkeypatch) -> None:
 
 
 def test_every_fault_kind_is_exercised() -> None:
-    kinds = {name.split("-")[0] for name in FAULTS} | {"trickle", "slow_headers", "retry_after"}
+    kinds = {name.split("-")[0] for name in FAULTS} | {"trickle", "slow_headers", "retry_after", "alternate"}
     assert kinds == set(hub_server.RANGE_FAULTS + hub_server.API_FAULTS + hub_server.REQUEST_FAULTS)
     assert all(issubclass(error, PosGeometryError) for _, error, _ in FAULTS.values())
 
@@ -230,7 +230,7 @@ def test_without_validators_a_swapped_file_is_caught_by_reading_again(hub) -> No
     server, _, other, cache = hub
     server.validators = "none"
     server.fault = hub_server.Fault("changed", after=1, other=other)
-    with pytest.raises(RemoteError, match=r"gave other bytes .* when read again"):
+    with pytest.raises(RemoteError, match=r"gave other bytes .* than one answer"):
         read_hub_tensor(REPO)
     assert _cached_files(cache) == []
 
@@ -242,7 +242,10 @@ def test_without_validators_a_stable_file_loads_and_says_it_was_read_twice(hub) 
     assert torch.equal(table.matrix, wpe)
     assert "read twice and compared" in table.provenance.source
     ranged = [r for r in server.requests() if r.range]
-    assert len(ranged) >= 4 and len(_cached_files(cache)) == 1  # each range twice; then cached
+    assert len(ranged) >= 3 and len(_cached_files(cache)) == 1  # the ranges, then one answer spanning them
+    assert len({r.range for r in ranged}) == len(
+        ranged
+    )  # the second read is one request, not the same ranges
 
 
 def test_a_validator_dropped_after_the_first_answer_is_a_change(hub) -> None:
@@ -260,5 +263,65 @@ def test_last_modified_alone_pins_the_version(hub) -> None:
     server.validators = "lastmod"
     server.fault = hub_server.Fault("changed", after=1, other=other)
     with pytest.raises(RemoteError, match="Last-Modified"):
+        read_hub_tensor(REPO)
+    assert _cached_files(cache) == []
+
+
+# --- hostile inputs round 3, class 1: no hybrid table from a server that keeps changing the file --------
+def _other_table(other: Path) -> torch.Tensor:
+    from safetensors.torch import load_file
+
+    return load_file(str(other))["transformer.wpe.weight"]
+
+
+def _clean_ranged_requests(server) -> int:
+    server.validators, server.fault = "none", None
+    server.clear_log()
+    read_hub_tensor(REPO)
+    return len([r for r in server.requests() if r.range])
+
+
+def test_a_swap_at_any_request_index_never_gives_a_hybrid_table(hub, monkeypatch, tmp_path) -> None:
+    """No validators; the file changes once, at each possible ranged request in turn (during the first read,
+    between the reads, during the one-answer read, after): the load gives one whole version or refuses, and
+    a refusal caches nothing."""
+    server, wpe, other, _ = hub
+    total = _clean_ranged_requests(server)
+    versions = {"A": wpe, "B": _other_table(other)}
+    outcomes = []
+    for swap in range(total + 2):
+        cache = tmp_path / f"cache{swap}"
+        monkeypatch.setenv("POS_GEOMETRY_CACHE", str(cache))
+        server.fault = hub_server.Fault("changed", after=swap, other=other)
+        try:
+            table = load(REPO).matrix
+        except RemoteError as exc:
+            assert "changed on the server while being read" in str(exc)
+            assert _cached_files(cache) == []
+            outcomes.append("refused")
+            continue
+        (match,) = [name for name, version in versions.items() if torch.equal(table, version)]
+        outcomes.append(match)
+    assert outcomes[0] == "B"  # the other version from the first byte on is one whole version
+    assert outcomes[-2:] == ["A", "A"]  # changed after every read: the read was of one version
+    assert set(outcomes[1:total]) == {"refused"}  # any change while reading is refused
+
+
+def test_a_server_that_alternates_versions_is_refused(hub) -> None:
+    """Two versions in turn, one per answer: reading the same ranges twice would see the same mixture
+    twice (the case that defeats a range-by-range re-read); one answer cannot hold two versions."""
+    server, _, other, cache = hub
+    server.validators = "none"
+    server.fault = hub_server.Fault("alternate", other=other)
+    with pytest.raises(RemoteError, match=r"came from more than one version"):
+        read_hub_tensor(REPO)
+    assert _cached_files(cache) == []
+
+
+def test_the_one_answer_check_is_bounded(hub, monkeypatch) -> None:
+    server, _, _, cache = hub
+    server.validators = "none"
+    monkeypatch.setenv("POS_GEOMETRY_MAX_VERIFY_BYTES", "1024")
+    with pytest.raises(RemoteError, match=r"over the limit of 1,024 set by POS_GEOMETRY_MAX_VERIFY_BYTES"):
         read_hub_tensor(REPO)
     assert _cached_files(cache) == []
