@@ -9,7 +9,17 @@ from pos_geometry.embedding import Provenance
 
 __all__ = ["VERDICTS", "Claim", "missing"]
 
-VERDICTS = ("reproduced", "partly reproduced", "not reproduced", "not measured", "corrected")
+VERDICTS = (
+    "reproduced",
+    "partly reproduced",
+    "not reproduced",
+    "undecidable from this table",
+    "does not apply",
+    "not measured",
+)
+"""What a claim can come to. "undecidable from this table": the numbers cannot tell the claim from its
+negation (an interval straddles the threshold, a period with too few cycles in the window); "does not apply":
+the claim's premise is false for the model (no learned table to speak of)."""
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,10 @@ from pos_geometry.analysis.periodicity import PeriodicityResult
 from pos_geometry.reproduction.claim import Claim
 from pos_geometry.reproduction.claim import missing as _missing
 
-__all__ = ["claim_columns", "claim_similarity"]
+__all__ = ["MIN_CYCLES", "claim_columns", "claim_similarity"]
+
+MIN_CYCLES = 2
+"""Cycles a period must complete in the window before its absence of significance can count against it."""
 
 
 def claim_similarity(result: PeriodicityResult | None) -> Claim:
@@ -27,7 +30,10 @@ def claim_similarity(result: PeriodicityResult | None) -> Claim:
         f"background (AR(1)-plus-white or running median, raised where a null family's surrogates sit higher), "
         f"against whole tables of red noise, random walks of its steps and smooth GP curves through the same "
         f"pipeline ({n_s} surrogates each, α = {alpha}, family-wise over the offset curve and PC1–3; a period "
-        "must beat all three); periods are least-squares fits inside the band"
+        "must beat all three); periods are least-squares fits inside the band. Reproduced when a period is "
+        f"significant; undecidable from this table when the strongest has fewer than {MIN_CYCLES} cycles in the "
+        "window (so few cycles cannot be told apart from a smooth curve, whatever the test) or sits at the band's "
+        "edge; else not reproduced"
     )
     if result is None:
         return _missing("similarity", statement, criterion, "GPT-2 small's table")
@@ -68,25 +74,34 @@ def claim_similarity(result: PeriodicityResult | None) -> Claim:
         + ", ".join(f"{o}: {v:.3f}" for o, v in at.items())
         + f"; Toeplitz score {result.toeplitz_score:.3f} (share of the similarity explained by the offset alone)"
     )
+    cycles = result.n_positions / strongest.period if strongest is not None and strongest.period else 0.0
+    if peaks:
+        verdict = "reproduced"
+    elif strongest is None or strongest.at_edge or cycles < MIN_CYCLES:
+        verdict = "undecidable from this table"
+        measured += (
+            f"; the strongest period completes {cycles:.2f} cycles in the {result.n_positions}-position window: with "
+            f"fewer than {MIN_CYCLES} a period cannot be told apart from a smooth curve, so this table cannot "
+            "decide the claim"
+        )
+    else:
+        verdict = "not reproduced"
+    strongest_pc: dict[str, Any] = {}
+    for p in result.peaks:
+        if p.series != "mean_similarity" and not p.at_edge and p.series not in strongest_pc:
+            strongest_pc[p.series] = {"period": p.period, "p_value": p.p_value, "significant": p.significant}
     values = {
         "periods": [p.period for p in offset_peaks],
         "p_values": [p.p_value for p in offset_peaks],
         "significant": [p.significant for p in offset_peaks],
+        "cycles_in_window": cycles,
         "null": result.null,
         "n_surrogates": result.n_surrogates,
-        "pc_periods": {p.series: p.period for p in pcs},
+        "pc_periods": strongest_pc,
         "toeplitz_score": result.toeplitz_score,
         "mean_similarity_at": at,
     }
-    return Claim(
-        "similarity",
-        statement,
-        criterion,
-        measured,
-        "reproduced" if peaks else "not reproduced",
-        values,
-        (result.provenance,),
-    )
+    return Claim("similarity", statement, criterion, measured, verdict, values, (result.provenance,))
 
 
 def claim_columns(
@@ -140,7 +155,8 @@ def claim_columns(
                 "p_value": p,
                 "n_surrogates": len(drawn["median_r2"]),
             }
-        measured += "; in the null tables (medians over surrogates): " + "; ".join(words)
+        n_drawn = len(next(iter(nulls.values()))["median_r2"])
+        measured += f"; in the null tables (medians over {n_drawn} surrogates per null): " + "; ".join(words)
     else:
         beaten = len(_NULL_NAMES)  # no null given: the threshold alone decides (tests of the measurement)
     if shares[0.5] >= 0.5 and beaten == len(_NULL_NAMES):

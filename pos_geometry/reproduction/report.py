@@ -13,6 +13,7 @@ import torch
 
 from pos_geometry._version import __version__
 from pos_geometry.analysis._results import to_jsonable
+from pos_geometry.provenance import shown_path
 from pos_geometry.reproduction.claims import Claim
 from pos_geometry.reproduction.located import Located
 from pos_geometry.reproduction.published import Comparison
@@ -65,7 +66,9 @@ def _sources(located: Sequence[Located]) -> list[str]:
             )
             continue
         t = loc.table
-        lines.append(f"| {loc.name} | {t.kind} | {t.n_positions}×{t.d_model} | {_cell(loc.where)} |")
+        lines.append(
+            f"| {loc.name} | {t.kind} | {t.n_positions}×{t.d_model} | {_cell(shown_path(loc.where))} |"
+        )
     return lines
 
 
@@ -126,8 +129,6 @@ def render_markdown(
         "",
         f"**How the post was read.** {post_reading()}",
         "",
-        f"**Wording.** {PARAPHRASED}",
-        "",
         "## Claims",
         "",
         "| # | the post's claim (paraphrased) | measured here | verdict |",
@@ -141,7 +142,8 @@ def render_markdown(
         for p in c.provenance:
             steps = ", ".join(p.processing) or "none"
             lines.append(
-                f"   - table: {p.label} ({p.kind}) from `{p.source}`; stored {p.original_dtype}; processing: {steps}"
+                f"   - table: {p.label} ({p.kind}) from `{shown_path(p.source)}`; stored {p.original_dtype}; processing: "
+                f"{steps}"
             )
     lines += _published(published)
     for block in sections:

@@ -31,7 +31,12 @@ from pos_geometry.reproduction.figures import blog_figures
 from pos_geometry.reproduction.located import Located, locate
 from pos_geometry.reproduction.published import published_vs_measured
 from pos_geometry.reproduction.report import FigureEntry, render_json, render_markdown
-from pos_geometry.reproduction.uncertainty import column_sine_nulls, top3_intervals
+from pos_geometry.reproduction.uncertainty import (
+    column_sine_nulls,
+    top3_intervals,
+    top3_nulls,
+    truncation_null,
+)
 from pos_geometry.sources.locations import find_data_dir, parse_named_path
 
 __all__ = [
@@ -232,9 +237,10 @@ def reproduce_blog_post(
         else None
     )  # fmt: skip
     column_nulls = column_sine_nulls(gpt2) if gpt2 is not None else None
+    variance_nulls = top3_nulls(gpt2) if gpt2 is not None else None
     claims = (
-        C.claim_variance(gpt2_a, lens, intervals),
-        C.claim_truncation(windows, intervals),
+        C.claim_variance(gpt2_a, lens, intervals, variance_nulls),
+        C.claim_truncation(windows, intervals, truncation_null(gpt2) if gpt2 is not None else None),
         C.claim_outliers(gpt2),
         C.claim_helix(gpt2_a),
         C.claim_family(family),
