@@ -61,7 +61,7 @@ def test_plot_writes_one_figure_per_model_and_a_grid(table_path: Path, tmp_path:
         "plotly.min.js",
     ]
     assert 'src="plotly.min.js"' in (out / "grid.html").read_text(encoding="utf-8")
-    assert "wrote 3 file(s)" in res.stdout
+    assert "wrote 3 figure file(s)" in res.stdout
     lines = _summary_lines(res.stdout)
     assert len(lines) == 2
     for line, path in zip(lines, (table_path, other), strict=True):
@@ -243,7 +243,7 @@ def test_analyze_csv_and_table(table_path: Path):
     res = runner.invoke(app, ["analyze", str(table_path), "--csv"])
     assert res.exit_code == 0, res.output
     header, first = res.stdout.strip().splitlines()[:2]
-    assert header.startswith("model,kind,n_positions,d_model,window,top1,top3")
+    assert header.startswith("model,kind,n_positions,n_columns,d_model,window,top1,top3")
     assert first.split(",")[2:4] == ["256", "32"]
     table = runner.invoke(app, ["analyze", str(table_path)])
     assert table.exit_code == 0 and "top3" in table.stdout

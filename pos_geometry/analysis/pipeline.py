@@ -15,6 +15,7 @@ frequencies and a "helix" verdict would describe the formula, not a model.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -25,6 +26,7 @@ from pos_geometry._progress import Progress
 from pos_geometry._threads import cpu_workers, parallel_map
 from pos_geometry.analysis._inputs import Window, check_int, parse_window
 from pos_geometry.analysis._results import Result
+from pos_geometry.analysis.costs import COSTLY_POSITIONS, CostWarning, cost_note
 from pos_geometry.analysis.helix import HelixFit, fit_helix
 from pos_geometry.analysis.identify import Identification, identify
 from pos_geometry.analysis.nulls.basis import _decomposition, check_null_method
@@ -38,7 +40,15 @@ from pos_geometry.errors import InvalidArgumentError
 
 _RECURRENCE_SURROGATES = 99  # fit_recurrence's default
 
-__all__ = ["ANALYSES", "ANALYTIC_KINDS", "HELIX_MAX_POSITIONS", "Analysis", "analyze"]
+__all__ = [
+    "ANALYSES",
+    "ANALYTIC_KINDS",
+    "COSTLY_POSITIONS",
+    "CostWarning",
+    "HELIX_MAX_POSITIONS",
+    "Analysis",
+    "analyze",
+]
 
 ANALYSES = ("helix", "periodicity", "recurrence")
 """What :func:`analyze` can run on top of the PCA (which always runs)."""
@@ -120,7 +130,8 @@ class Analysis(Result):
             "model": p.model_id,
             "kind": p.kind,
             "n_positions": self.n_positions,
-            "d_model": self.d_model,
+            "n_columns": self.d_model,  # the table's columns (a rotary table: 2 per rotation plane)
+            "d_model": _model_width(p, self.d_model),
             "window": f"{self.window[0]}:{self.window[1]}",
             "top1": self.top1,
             "top3": self.top3,
@@ -266,6 +277,8 @@ def analyze(
     n = stop - start
     if "periodicity" in chosen:  # before any decomposition: the similarity matrix is n × n
         check_positions("analyze's periodicity", n)
+    if n > COSTLY_POSITIONS and chosen:
+        warnings.warn(cost_note(n), CostWarning, stacklevel=2)
     want = max(n_components, AUTO_CAP if "recurrence" in chosen else 0)
     k = min(want, n, d)
     res = pca(x, k, window=(start, stop), solver="exact")
@@ -367,3 +380,13 @@ def _period_reason(per: PeriodicityResult) -> str:
         f"no peak beats {nulls} at α = {per.alpha:g}; the strongest, {best.label} "
         f"{best.period:.4g}, has p = {best.p_value:.3g}"
     )
+
+
+def _model_width(provenance: Provenance, columns: int) -> int:
+    """The model's hidden size when its config says it (a rotary table has fewer columns), else the table's."""
+    config = provenance.config_dict
+    for key in ("hidden_size", "n_embd", "d_model"):
+        value = config.get(key)
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value
+    return columns

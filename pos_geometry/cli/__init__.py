@@ -21,14 +21,31 @@ import os
 import sys
 from collections.abc import Callable
 
+import click
 import typer
+from typer.core import TyperGroup
 
 from pos_geometry.cli import fetch, figures, hidden, intervene, models, reproduce, sweep, tables
 from pos_geometry.cli._common import STATE
 
 __all__ = ["app", "main"]
 
+_GLOBAL_FLAGS = ("--quiet", "-q", "--debug")
+
+
+class _Group(TyperGroup):
+    """The command group, which also takes its flags after the command's name: ``pos-geometry analyze gpt2
+    --quiet`` is ``pos-geometry --quiet analyze gpt2`` (the flags take no value, and no command has its own)."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        end = args.index("--") if "--" in args else len(args)
+        flags = [a for a in args[:end] if a in _GLOBAL_FLAGS]
+        rest = [a for a in args[:end] if a not in _GLOBAL_FLAGS] + args[end:]
+        return super().parse_args(ctx, flags + rest)
+
+
 app = typer.Typer(
+    cls=_Group,
     name="pos-geometry",
     help="The geometry of positional embeddings in pretrained transformers.",
     no_args_is_help=True,

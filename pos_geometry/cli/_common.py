@@ -121,6 +121,33 @@ def progress_bar() -> Progress:
     return _progress.new_bar(show=None if err().is_terminal else False)
 
 
+LINE_EVERY_S = 10.0
+"""Without a terminal, a long command prints a progress line at most this often (and when it is done)."""
+
+
+def reporter(bar: Progress, task: Any, what: str, unit: str) -> Callable[[int, int], None]:
+    """``report(done, total)`` for a library ``progress`` callable: it moves ``bar`` on a terminal; in a log
+    file or a pipe (where the bar is not drawn) it prints ``what: done/total unit (elapsed)`` at most every
+    :data:`LINE_EVERY_S` seconds and at the end, unless ``--quiet``."""
+    import time
+
+    from pos_geometry import _progress
+
+    log = err()
+    start, last = time.monotonic(), [-LINE_EVERY_S]
+
+    def report(done: int, total: int) -> None:
+        bar.update(task, completed=done, total=total)
+        if log.is_terminal or _progress._settings["quiet"]:
+            return
+        now = time.monotonic() - start
+        if now - last[0] >= LINE_EVERY_S or done >= total:
+            last[0] = now
+            log.print(f"{what}: {done}/{total} {unit} ({now:.0f} s)", markup=False, highlight=False)
+
+    return report
+
+
 @contextmanager
 def progress(description: str, total: int) -> Iterator[Callable[[str], None]]:
     """A rich progress bar on stderr; yields ``advance(label)``."""
@@ -190,25 +217,29 @@ def analyze_all(
     sequential: bool = True,
 ) -> tuple[list[tuple[str, Any, Any]], list[str]]:
     """:func:`pos_geometry.analyze` each loaded table once; returns ``([(argument, table, Analysis)], failed)``."""
+    import warnings
+
+    from pos_geometry.analysis._inputs import parse_window
+    from pos_geometry.analysis.costs import COSTLY_POSITIONS, CostWarning, cost_note
     from pos_geometry.analysis.pipeline import analyze
 
     done, failed = [], []
     with progress("analysing", len(loaded)) as advance:
         for name, pe in loaded:
             try:
-                done.append(
-                    (
-                        name,
-                        pe,
-                        analyze(
-                            pe,
-                            window=window,
-                            analyses=analyses,
-                            null_method=null_method,
-                            sequential=sequential,
-                        ),
+                start, stop = parse_window(window, pe.n_positions)
+                if stop - start > COSTLY_POSITIONS and analyses:  # said before the work, as one line
+                    err().print(
+                        f"note: {printable(name, 200)}: {cost_note(stop - start)}",
+                        markup=False,
+                        highlight=False,
                     )
-                )
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", CostWarning)
+                    result = analyze(
+                        pe, window=window, analyses=analyses, null_method=null_method, sequential=sequential
+                    )
+                done.append((name, pe, result))
             except PosGeometryError as exc:
                 report_failure(name if len(loaded) > 1 else None, exc)
                 failed.append(name)
@@ -244,6 +275,12 @@ def parse_analyses(text: str) -> tuple[str, ...]:
     return chosen
 
 
+def wrote(written: list[Path], out: Path) -> str:
+    """``wrote N figure file(s) (and the shared plotly.min.js) to OUT``: the files a command wrote, counted."""
+    shared = (out / "plotly.min.js").is_file() and any(p.suffix == ".html" for p in written)
+    return f"wrote {len(written)} figure file(s){' and the shared plotly.min.js' if shared else ''} to {out}"
+
+
 def safe_name(label: str) -> str:
     keep = "".join(c if c.isalnum() or c in "-._" else "_" for c in label)
     return keep.strip("._") or "model"
@@ -251,7 +288,8 @@ def safe_name(label: str) -> str:
 
 def file_stems(models: list[str], tables: list) -> list[str]:
     """One distinct file name per model: a local path gives its file (or folder) name without the
-    suffix, anything else its model id; the revision is appended; repeats get ``-2``, ``-3``..."""
+    suffix, anything else its model id (``gpt2`` and ``gpt2=PATH`` both give ``gpt2``); a revision other
+    than the default branch is appended; repeats get ``-2``, ``-3``..."""
     stems: list[str] = []
     taken = {"grid"}
     for arg, pe in zip(models, tables, strict=True):
@@ -261,7 +299,7 @@ def file_stems(models: list[str], tables: list) -> list[str]:
             if path.exists()
             else pe.provenance.model_id
         )
-        if pe.provenance.revision:
+        if pe.provenance.revision and pe.provenance.revision != "main":
             base += f"_{pe.provenance.revision}"
         stem, i = safe_name(base), 2
         while stem.lower() in taken:

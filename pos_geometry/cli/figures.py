@@ -23,6 +23,7 @@ from pos_geometry.cli._common import (
     parse_layers,
     parse_window_text,
     progress,
+    wrote,
 )
 
 
@@ -75,7 +76,7 @@ def plot(
         for _, _, a in done:
             console.print(a.line(), markup=False)
         if written:
-            console.print(f"wrote {len(written)} file(s) to {out}", markup=False)
+            console.print(wrote(written, out), markup=False)
         finish(failed, len(models))
 
     guard(run)
@@ -87,7 +88,10 @@ def atlas(
     revision: str | None = REVISION,
     layers: str | None = typer.Option(None, "--layers", help="Comma-separated layer indices (default: all)."),
     fold_norm: bool = typer.Option(
-        False, "--fold-norm", help="Fold the attention norm's gain into W_q, W_k (rotary models)."
+        True,
+        "--fold-norm/--no-fold-norm",
+        help="Fold the attention norm's gain into W_q, W_k (rotary models), as the reproduction and the notebooks "
+        "do; --no-fold-norm reads the raw weights.",
     ),
     format: str = typer.Option("html", "--format", help="Comma-separated: html,png,svg,pdf,jpeg,webp."),
     offline: bool | None = OFFLINE,
@@ -152,6 +156,6 @@ def atlas(
                     f"variance explained by the offset {float(result.offset_r2.mean()):.3f}"
                 )
             console.print(f"{result.provenance.label}: {line}", markup=False)
-        console.print(f"wrote {len(written)} file(s) to {out}", markup=False)
+        console.print(wrote(written, out), markup=False)
 
     guard(run)

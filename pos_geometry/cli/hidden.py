@@ -17,6 +17,8 @@ from pos_geometry.cli._common import (
     out_console,
     parse_layers,
     progress_bar,
+    reporter,
+    wrote,
 )
 
 __all__ = ["hidden"]
@@ -101,7 +103,7 @@ def hidden(
             result = hidden_positions(
                 model, corpus, layers=chosen, batch_size=batch_size, device=device, attention=attention,
                 seq_len=seq_len, n_sequences=n_sequences, random_state=random_state, revision=revision,
-                progress=lambda done, total: bar.update(task, completed=done, total=total),
+                progress=reporter(bar, task, "hidden states", "contexts"),
             )  # fmt: skip
         att = result.attention
         folder.mkdir(parents=True, exist_ok=True)  # only now: a failed run leaves no empty folder
@@ -127,14 +129,35 @@ def hidden(
         console = out_console()
         console.print(f"{result.provenance.label}: {result.corpus}", markup=False)
         for row in result.metrics_rows():
-            console.print(
-                f"layer {row['layer']:>3}: positional share {row['positional_share']:.3f}, "
-                f"top-{result.n_components} {row['top_k_ratio']:.3f}, stable rank {row['stable_rank']:.2f}, "
-                f"smoothness {row['smoothness']:.3f}, max cos pos/ctx {row['max_cosine']:.3f}",
-                markup=False,
-            )
+            console.print(layer_line(row, result.n_components, result.skip_first), markup=False)
         if att is not None:
             console.print(f"attention by offset: rotary per-plane usage {att.rotary_status}", markup=False)
-        console.print(f"wrote {len(written)} file(s) to {out}", markup=False)
+        console.print(wrote(written, out), markup=False)
 
     guard(run)
+
+
+OUTLIER_NORM = 10.0
+"""Position 0 is flagged when its positional vector's norm is this many times the median position's."""
+
+
+def layer_line(row: dict, n_components: int, skip_first: int) -> str:
+    """One layer's summary: its positional share beside its sampling floor, the share without the first
+    ``skip_first`` positions beside its own floor, and what the two say (at the floor: sampling noise; carried by
+    the first positions alone; position 0 an outlier), then the geometry of the positional part."""
+    share, floor = row["positional_share"], row["positional_floor"]
+    late, late_floor = row["positional_share_late"], row["positional_floor_late"]
+    flags = []
+    if share < 2 * floor:
+        flags.append("at its sampling floor: noise, not position")
+    elif late < 2 * late_floor:
+        flags.append(f"without the first {skip_first} positions at its floor: they carry the share")
+    if row["position0_norm_ratio"] >= OUTLIER_NORM:
+        flags.append(f"position 0's norm {row['position0_norm_ratio']:.0f}x the median")
+    return (
+        f"layer {row['layer']:>3}: positional share {share:.3f} (floor {floor:.3f}); without the first {skip_first} "
+        f"positions {late:.3f} (floor {late_floor:.3f})"
+        + (f" [{'; '.join(flags)}]" if flags else "")
+        + f"; top-{n_components} {row['top_k_ratio']:.3f}, stable rank {row['stable_rank']:.2f}, smoothness "
+        f"{row['smoothness']:.3f}, max cos pos/ctx {row['max_cosine']:.3f}"
+    )

@@ -16,6 +16,8 @@ from pos_geometry.cli._common import (
     guard,
     out_console,
     progress_bar,
+    reporter,
+    wrote,
 )
 
 __all__ = ["intervene"]
@@ -87,7 +89,7 @@ def intervene(
             sweep = intervene_sweep(
                 model, corpus, edits, batch_size=batch_size, device=device, seq_len=seq_len,
                 n_sequences=n_sequences, n_bootstrap=n_bootstrap, random_state=random_state, revision=revision,
-                progress=lambda done, total: bar.update(task, completed=done, total=total),
+                progress=reporter(bar, task, "interventions", "contexts of the current pass"),
             )  # fmt: skip
         folder.mkdir(parents=True, exist_ok=True)  # only now: a failed run leaves no empty folder
         written = [
@@ -104,6 +106,6 @@ def intervene(
         for r in sweep.results:
             low, high = r.delta_interval
             console.print(f"{r.edit}: Δloss {r.delta:+.4f} [{low:+.4f}, {high:+.4f}]", markup=False)
-        console.print(f"wrote {len(written)} file(s) to {out}", markup=False)
+        console.print(wrote(written, out), markup=False)
 
     guard(run)

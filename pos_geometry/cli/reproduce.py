@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from pos_geometry.cli._common import PLOTLYJS, err, guard, out_console, parse_formats, progress_bar
+from pos_geometry.cli._common import DEVICE, PLOTLYJS, err, guard, out_console, parse_formats, progress_bar
 
 
 def reproduce(
@@ -28,7 +28,7 @@ def reproduce(
     format: str = typer.Option(
         "html,png", "--format", help="Figure formats; PNG is skipped when no browser is found."
     ),
-    device: str = typer.Option("cpu", "--device", help="auto, cpu, cuda, cuda:N or mps."),
+    device: str = DEVICE,
     plotlyjs: str = PLOTLYJS,
 ) -> None:
     """Reproduce the figures and claims of "GPT-2's positional embedding matrix is a helix" (offline by default).

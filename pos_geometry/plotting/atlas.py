@@ -78,8 +78,10 @@ def plot_atlas_heatmap(atlas: RotaryAtlas, *, value: str = "qk_share", title: st
             x=wavelengths,
             y=rows,
             colorscale="Viridis",
-            colorbar={"title": value},
-            hovertemplate="%{y}<br>wavelength %{x:.4g}<br>" + value + " %{z:.4f}<extra></extra>",
+            colorbar={"title": ATLAS_VALUES[value]},
+            hovertemplate="%{y}<br>wavelength %{x:.4g}<br>"
+            + ATLAS_VALUES[value]
+            + " %{z:.4f}<extra></extra>",
         )
     )
     _context_marker(fig, atlas)

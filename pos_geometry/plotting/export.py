@@ -242,7 +242,7 @@ def save_figure(
     scale: float = 1,
     div_id: str | None = None,
     browser: str | os.PathLike[str] | None = None,
-    plotlyjs: str = "inline",
+    plotlyjs: str = "directory",
 ) -> Path:
     """Write ``fig`` to ``path`` atomically and return the path.
 
@@ -256,8 +256,9 @@ def save_figure(
         scale: resolution multiplier for raster formats (> 0).
         div_id: HTML id of the plot div (default: a hash of the figure, so output is reproducible).
         browser: Chrome/Chromium executable for static formats (default: see :func:`find_browser`).
-        plotlyjs: for HTML, ``"inline"`` (self-contained), ``"directory"`` (also writes the shared
-            ``plotly.min.js`` beside ``path`` when it is missing or stale) or ``"cdn"``.
+        plotlyjs: for HTML, ``"directory"`` (the default, as every CLI command: the page loads the shared
+            ``plotly.min.js`` written beside ``path`` when it is missing or stale; offline and small),
+            ``"inline"`` (self-contained, ~5 MB) or ``"cdn"`` (loads plotly.js from the network).
 
     Raises:
         ExportError: no browser for a static format, or kaleido failed (the message says why).

@@ -163,7 +163,7 @@ def reproduce_blog_post(
     tokens: str | os.PathLike[str] | None = None,
     online: bool = False,
     formats: Sequence[str] = ("html", "png"),
-    device: Device = "cpu",
+    device: Device = "auto",
     on_stage: StageReporter | None = None,
     plotlyjs: str = "directory",
 ) -> ReproductionResult:

@@ -64,3 +64,17 @@ def test_atlas_of_a_model_with_neither_is_one_clear_error(tmp_path):
     assert "does not apply" in res.output and "ALiBi" in res.output
     assert "Traceback" not in res.output
     assert not (tmp_path / "out").exists()  # a failed run leaves no (empty) output folder
+
+
+def test_atlas_folds_the_norm_by_default_as_the_reproduction_and_notebooks_do(tiny_model, tmp_path):
+    _, folder = tiny_model("gpt_neox", tmp_path / "tiny-neox")
+    folded = runner.invoke(app, ["atlas", str(folder), "--out", str(tmp_path / "a"), "--layers", "1"])
+    raw = runner.invoke(
+        app, ["atlas", str(folder), "--out", str(tmp_path / "b"), "--layers", "1", "--no-fold-norm"]
+    )
+    assert folded.exit_code == 0 and raw.exit_code == 0, folded.output + raw.output
+    processing = [
+        json.loads((tmp_path / d / "tiny-neox_atlas.json").read_text())["provenance"]["processing"]
+        for d in "ab"
+    ]
+    assert processing == [["fold_norm"], []]

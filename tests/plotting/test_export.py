@@ -36,10 +36,17 @@ def _line_figure() -> go.Figure:
 
 
 # --- HTML -----------------------------------------------------------------------------------------
+def test_html_by_default_shares_one_plotlyjs_beside_it_as_the_cli_does(tmp_path: Path) -> None:
+    a = save_figure(_helix_figure(), tmp_path / "a.html")
+    text = a.read_text(encoding="utf-8")
+    assert a.stat().st_size < 200_000 and re.search(r'<script[^>]+src="plotly\.min\.js"', text)
+    assert (tmp_path / "plotly.min.js").stat().st_size > 1_000_000  # offline: the bundle is beside it
+
+
 def test_html_is_standalone_offline_and_reproducible(tmp_path: Path) -> None:
     fig = _helix_figure()
-    a = save_figure(fig, tmp_path / "a.html")
-    b = save_figure(fig, tmp_path / "b.html")
+    a = save_figure(fig, tmp_path / "a.html", plotlyjs="inline")
+    b = save_figure(fig, tmp_path / "b.html", plotlyjs="inline")
     text = a.read_text(encoding="utf-8")
     # plotly.js is inlined (the bundle is megabytes), nothing is fetched from the network
     assert a.stat().st_size > 1_000_000
@@ -51,7 +58,7 @@ def test_html_is_standalone_offline_and_reproducible(tmp_path: Path) -> None:
     ids = set(re.findall(r'<div id="([^"]+)" class="plotly-graph-div', text))
     assert len(ids) == 1 and next(iter(ids)).startswith("pos-geometry-")
     # a different figure gets a different id
-    other = save_figure(_line_figure(), tmp_path / "c.html").read_text(encoding="utf-8")
+    other = save_figure(_line_figure(), tmp_path / "c.html", plotlyjs="inline").read_text(encoding="utf-8")
     assert next(iter(ids)) not in other
     # nothing but the outputs is left behind (atomic write via a temporary file)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.html", "b.html", "c.html"]
