@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 import plotly.graph_objects as go
+from plotly.colors import sample_colorscale
 from plotly.subplots import make_subplots
 
 from pos_geometry.atlas.rotary import RotaryAtlas
@@ -40,17 +41,21 @@ def _check(atlas: object) -> RotaryAtlas:
 
 
 def _context_marker(fig: go.Figure, atlas: RotaryAtlas, **where: object) -> None:
+    """A dashed line at the training context, labelled inside the plot (planes left of it complete a cycle)."""
     fig.add_vline(
-        x=float(atlas.context_length),
-        line={"color": FIT_COLOR, "dash": "dash", "width": 1.5},
-        annotation_text=f"training context {atlas.context_length}",
-        annotation_position="top left",
-        **where,
+        x=float(atlas.context_length), line={"color": FIT_COLOR, "dash": "dash", "width": 1.5}, **where
     )
+    # annotations on a log axis take log10 of the value (shapes take the value itself)
+    fig.add_annotation(
+        x=float(np.log10(atlas.context_length)), xref="x", y=0.0, yref="y domain", xanchor="left", yanchor="bottom",
+        text=f" training context {atlas.context_length}", showarrow=False, font={"color": FIT_COLOR, "size": 12},
+        bgcolor="rgba(255,255,255,0.8)", **where,
+    )  # fmt: skip
 
 
 def _wavelength_axis(title: str = "wavelength 2π/θ (positions, log scale)") -> dict[str, object]:
-    return {"type": "log", "title": title}
+    """A log axis labelled at whole decades only, with unlabelled minor ticks between them."""
+    return {"type": "log", "title": title, "dtick": 1, "minor": {"ticks": "outside", "ticklen": 3}}
 
 
 def plot_atlas_heatmap(atlas: RotaryAtlas, *, value: str = "qk_share", title: str | None = None) -> go.Figure:
@@ -76,21 +81,30 @@ def plot_atlas_heatmap(atlas: RotaryAtlas, *, value: str = "qk_share", title: st
         go.Heatmap(
             z=data.reshape(n_layers * n_heads, n_planes),
             x=wavelengths,
-            y=rows,
+            y=list(range(n_layers * n_heads)),
+            text=[[r] * n_planes for r in rows],
             colorscale="Viridis",
             colorbar={"title": ATLAS_VALUES[value]},
-            hovertemplate="%{y}<br>wavelength %{x:.4g}<br>"
+            hovertemplate="%{text}<br>wavelength %{x:.4g}<br>"
             + ATLAS_VALUES[value]
             + " %{z:.4f}<extra></extra>",
         )
     )
+    for i in range(1, n_layers):  # a line between layers: the heads of one layer sit together
+        fig.add_hline(y=i * n_heads - 0.5, line={"color": "white", "width": 1})
     _context_marker(fig, atlas)
     label = title or f"{model_label(atlas.provenance)}: {ATLAS_VALUES[value]} per head and rotation plane"
     fig.update_layout(
         **base_layout(label),
         xaxis=_wavelength_axis(),
-        yaxis={"title": "layer, head", "autorange": "reversed"},
-        height=max(360, 14 * n_layers * n_heads + 140),
+        yaxis={
+            "title": f"layer (its {n_heads} heads in order)",
+            "autorange": "reversed",
+            "tickvals": [i * n_heads + (n_heads - 1) / 2 for i in range(n_layers)],
+            "ticktext": [f"L{layer}" for layer in atlas.layers],
+            "showgrid": False,
+        },
+        height=int(min(1600, max(420, 4 * n_layers * n_heads + 180))),
     )
     return fig
 
@@ -106,20 +120,30 @@ def plot_atlas_usage(atlas: RotaryAtlas, *, title: str | None = None) -> go.Figu
     wavelengths = atlas.wavelengths.numpy()
     usage = atlas.layer_usage.numpy()
     fig = go.Figure()
-    n = len(atlas.layers)
-    for i, layer in enumerate(atlas.layers):
-        shade = i / max(n - 1, 1)
+    layers = list(atlas.layers)
+    low, high = min(layers), max(layers)
+    for i, layer in enumerate(layers):  # one line per layer, coloured by its depth (the colour bar)
+        shade = (layer - low) / max(high - low, 1)
         fig.add_trace(
             go.Scatter(
-                x=wavelengths,
-                y=usage[i],
-                mode="lines+markers",
-                name=f"layer {layer}",
-                line={
-                    "color": f"rgba({int(31 + 200 * shade)}, {int(95 - 40 * shade)}, {int(191 - 150 * shade)}, 0.9)"
-                },
+                x=wavelengths, y=usage[i], mode="lines", name=f"layer {layer}", showlegend=False,
+                line={"color": sample_colorscale("Viridis", [shade])[0], "width": 1.5},
+                hovertemplate=f"layer {layer}<br>wavelength %{{x:.4g}}<br>mean share %{{y:.4f}}<extra></extra>",
             )
+        )  # fmt: skip
+    fig.add_trace(  # the colour bar that says which colour is which layer
+        go.Scatter(
+            x=[wavelengths[0]], y=[usage[0, 0]], mode="markers", showlegend=False, hoverinfo="skip",
+            marker={"size": 0.1, "color": [low], "cmin": low, "cmax": high, "colorscale": "Viridis",
+                    "colorbar": {"title": "layer", "thickness": 14}},
         )
+    )  # fmt: skip
+    uniform = 1.0 / usage.shape[1]
+    fig.add_hline(
+        y=uniform, line={"color": "#444444", "dash": "dot", "width": 1.5},
+        annotation_text=f"uniform use (1/{usage.shape[1]})", annotation_position="top left",
+        annotation_font={"color": "#444444", "size": 12},
+    )  # fmt: skip
     _context_marker(fig, atlas)
     label = title or f"{model_label(atlas.provenance)}: mean share of the QK form by wavelength, per layer"
     fig.update_layout(
@@ -193,7 +217,7 @@ def plot_atlas_head(atlas: RotaryAtlas, layer: int, head: int, *, title: str | N
     line(atlas.k_pair_cosine[i, head], "key pair", TOKEN_RED, 3)
     for row in (1, 2, 3):
         _context_marker(fig, atlas, row=row, col=1)
-        fig.update_xaxes(type="log", row=row, col=1)
+        fig.update_xaxes(type="log", dtick=1, row=row, col=1)
     fig.update_xaxes(title="wavelength 2π/θ (positions, log scale)", row=3, col=1)
     label = title or f"{model_label(atlas.provenance)}: layer {layer}, head {head} by rotation plane"
     fig.update_layout(**base_layout(label), height=720)

@@ -10,6 +10,7 @@ dragged scene's camera to all the others.
 from __future__ import annotations
 
 import math
+import textwrap
 from collections.abc import Sequence
 from typing import Any
 
@@ -80,6 +81,11 @@ def plot_helix_grid(
             for r in results
         ]
     )
+    # long subplot titles wrap instead of running into their neighbours'
+    subtitles = ["<br>".join(textwrap.wrap(s, 52)) if "<br>" not in s else s for s in subtitles]
+    # tables of different lengths cannot share one position scale: each is coloured by its place in its window
+    spans = {(int(as_numpy(r.positions).min()), int(as_numpy(r.positions).max())) for r in results}
+    relative = len(spans) > 1
     fig = make_subplots(
         rows=rows,
         cols=cols,
@@ -91,7 +97,9 @@ def plot_helix_grid(
     scenes = []
     for i, res in enumerate(results):
         r, c = divmod(i, cols)
-        for tr in helix_traces(res, comps, line=line, coloraxis="coloraxis", marker_size=2.0):
+        for tr in helix_traces(
+            res, comps, line=line, coloraxis="coloraxis", marker_size=2.0, relative=relative
+        ):
             fig.add_trace(tr, row=r + 1, col=c + 1)
         name = "scene" if i == 0 else f"scene{i + 1}"
         scenes.append(name)
@@ -104,9 +112,16 @@ def plot_helix_grid(
             title
             if title is not None
             else f"Positional embeddings in {components_label(comps)} ({n} models)",
-            coloraxis={"colorscale": POSITION_COLORSCALE, "colorbar": {"title": {"text": "position"}}},
-            margin={"l": 30, "r": 0, "t": 80, "b": 0},
-            height=80 + ROW_HEIGHT * rows,
+            coloraxis={
+                "colorscale": POSITION_COLORSCALE,
+                "colorbar": {
+                    "title": {
+                        "text": "position,<br>as a share of<br>each table's rows" if relative else "position"
+                    }
+                },
+            },
+            margin={"l": 30, "r": 0, "t": 110, "b": 0},
+            height=110 + ROW_HEIGHT * rows,
         )
     )
     for ann in fig.layout.annotations:  # subplot titles: smaller than the figure title

@@ -107,13 +107,17 @@ def helix_traces(
     coloraxis: str | None = None,
     showscale: bool = True,
     marker_size: float = 3.0,
+    relative: bool = False,
 ) -> list[go.Scatter3d]:
-    """The point cloud (coloured by position, hover = position and coordinates) and the optional path."""
+    """The point cloud (coloured by position, hover = position and coordinates) and the optional path.
+    ``relative``: colour by the position's place in the window (0 at its first row, 1 at its last), for a
+    colour bar shared by tables of different lengths."""
     comps = list(components)
     xyz = as_numpy(res.coordinates)[:, comps]
     pos = as_numpy(res.positions, dtype=np.int64)
     labels = [f"PC{c + 1}" for c in comps]
-    marker: dict[str, Any] = {"size": marker_size, "color": pos}
+    color = (pos - pos.min()) / max(int(pos.max() - pos.min()), 1) if relative else pos
+    marker: dict[str, Any] = {"size": marker_size, "color": color}
     if coloraxis:
         marker["coloraxis"] = coloraxis
     else:

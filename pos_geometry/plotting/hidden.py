@@ -58,7 +58,7 @@ _PANELS: tuple[tuple[str, tuple[tuple[str, str, str], ...]], ...] = (
         ),
     ),
     (
-        "sizes",
+        "sizes and ratios (log scale)",
         (
             ("stable_rank", "stable rank", "#8c564b"),
             ("position0_norm_ratio", "‖pos[0]‖ / median ‖pos[t]‖", "#e377c2"),
@@ -101,6 +101,8 @@ def plot_hidden_metrics(result: HiddenPositions, *, title: str | None = None) ->
     )
     fig.update_yaxes(range=[0, 1.02], row=1, col=1)
     fig.update_yaxes(range=[0, 1.02], row=2, col=1)
+    # a stable rank of 1-3 and a norm ratio of hundreds: ratios, on a log axis where both read
+    fig.update_yaxes(type="log", dtick=1, title_text="ratio (log scale)", row=3, col=1)
     label = title or (
         f"{model_label(result.provenance)}: position in the hidden states<br>"
         f"<sub>{_corpus_note(result.corpus)}</sub>"

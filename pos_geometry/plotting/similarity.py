@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 import plotly.graph_objects as go
+from plotly.colors import DEFAULT_PLOTLY_COLORS as DEFAULT_COLORS
 
 from pos_geometry.analysis._batch import BatchResult
 from pos_geometry.analysis._inputs import Window
@@ -130,27 +131,35 @@ def plot_similarity_by_offset(
     ):
         raise InvalidArgumentError(f"max_offset must be a positive integer; got {max_offset!r}.")
     fig = go.Figure()
+    titled: set[str] = set()  # each kind's legend title once
     for i, res in enumerate(results):
         y = as_numpy(res.mean_similarity)
         if max_offset is not None:
             y = y[: max_offset + 1]
         prov = res.provenance
         name = labels[i] if labels is not None else f"{model_label(prov)} ({window_label(tuple(res.window))})"
-        fig.add_trace(
-            go.Scatter(
-                x=np.arange(y.shape[0]),
-                y=y,
-                mode="lines",
-                name=name,
-                # solid lines: a dash pattern on a curve that oscillates every few offsets (a rotary table's fast
-                # planes) turns it into noise; the kind is told by width and the legend's groups instead
-                line={"width": 2.2 if prov.kind == "learned" else 1.3},
-                opacity=1.0 if prov.kind == "learned" else 0.8,
-                legendgroup=prov.kind,
-                legendgrouptitle={"text": prov.kind},
-                hovertemplate=f"{name}<br>offset %{{x}}: mean cosine %{{y:.3f}}<extra></extra>",
-            )
-        )
+        n = len(as_numpy(res.mean_similarity))
+        # offset Δ averages n − Δ pairs: past FEW_PAIRS of the window the mean rests on few pairs, drawn faint
+        cut = min(y.shape[0], int(np.ceil(FEW_PAIRS * n)) + 1)
+        color = DEFAULT_COLORS[i % len(DEFAULT_COLORS)]
+        for part, (lo, hi) in enumerate(((0, cut), (cut - 1, y.shape[0]))):
+            if hi - lo < 1 or (part == 1 and hi <= cut):
+                continue
+            fig.add_trace(
+                go.Scatter(
+                    x=np.arange(lo, hi), y=y[lo:hi], mode="lines", name=name, showlegend=part == 0,
+                    # solid lines: a dash pattern on a curve that oscillates every few offsets (a rotary table's
+                    # fast planes) turns it into noise; the kind is told by width and the legend's groups instead
+                    line={"width": 2.2 if prov.kind == "learned" else 1.3, "color": color},
+                    opacity=(1.0 if prov.kind == "learned" else 0.8) * (1 if part == 0 else 0.3),
+                    legendgroup=f"{prov.kind}-{i}",
+                    legendgrouptitle={"text": prov.kind} if part == 0 and prov.kind not in titled else None,
+                    hovertemplate=f"{name}<br>offset %{{x}}: mean cosine %{{y:.3f}} (over %{{customdata}} pairs)"
+                    "<extra></extra>",
+                    customdata=n - np.arange(lo, hi),
+                )
+            )  # fmt: skip
+        titled.add(prov.kind)
     if title is None:
         title = (
             title_for(
@@ -167,4 +176,14 @@ def plot_similarity_by_offset(
             showlegend=len(results) > 1,
         )
     )
+    fig.add_annotation(
+        text=f"faint: offsets past {FEW_PAIRS:.0%} of the window, each the mean of fewer than {1 - FEW_PAIRS:.0%} of "
+        "its rows' pairs",
+        xref="paper", yref="paper", x=1.0, y=1.0, xanchor="right", yanchor="bottom", showarrow=False,
+        font={"size": 11, "color": "#555555"},
+    )  # fmt: skip
     return fig
+
+
+FEW_PAIRS = 0.75
+"""Offsets past this fraction of the window are drawn faint: each averages few pairs of rows."""

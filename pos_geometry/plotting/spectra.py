@@ -221,10 +221,22 @@ def plot_spectrum(
     auto = title_for(res.provenance, tuple(res.window), prefix="Spectra") + f" · α={res.alpha:g}"
     finite = [v for v in levels.values() if np.isfinite(v)]
     if ratio:
-        floor, ceiling = max(top * 1e-3, 1e-12), max([top, *finite]) * 1.6
+        # the floor shows every curve down to a 1e-4 of its peak (below that is the window's leakage, not signal)
+        lowest = min(float(np.min(values[values > 0])) for _, values in curves if np.any(values > 0))
+        floor, ceiling = max(lowest, top * 1e-4, 1e-12), max([top, *finite]) * 1.6
+        if finite and top < min(finite):
+            fig.add_annotation(
+                text=(
+                    f"no peak reaches a null's p = {res.alpha:g} level: nothing here is a significant period<br>"
+                    "(the dashed lines are each null's level, the curves each series' power over its background)"
+                ),
+                xref="paper", yref="paper", x=0.0, y=1.01, xanchor="left", yanchor="bottom", showarrow=False,
+                align="left", font={"size": 11, "color": "#444444"},
+            )  # fmt: skip
         yaxis = {
-            "title": {"text": "power over its fitted red-noise background (log scale)"},
+            "title": {"text": "power over its background (log scale)"},
             "type": "log",
+            "tickformat": "~g",  # 0.0005, not 500μ
             "range": [float(np.log10(floor)), float(np.log10(ceiling))],
             "tickvals": log_ticks(floor, ceiling, (1, 2, 5)),
         }

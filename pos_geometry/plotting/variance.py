@@ -7,6 +7,7 @@ legend groups models by kind.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from typing import Any
 
@@ -58,6 +59,7 @@ def plot_explained_variance(
     ks = np.arange(1, n_components + 1)
     fig = go.Figure()
     seen_kinds: set[str] = set()
+    drawn: list[tuple[str, np.ndarray]] = []
     for i, res in enumerate(results):
         prov = provenance_of(res)
         ratio = as_numpy(res.explained_variance_ratio_)[:n_components]
@@ -76,6 +78,7 @@ def plot_explained_variance(
             )
         )
         seen_kinds.add(prov.kind)
+        drawn.append((name, y))
     what = "Cumulative explained variance" if cumulative else "Explained variance per component"
     fig.update_layout(
         base_layout(
@@ -87,14 +90,21 @@ def plot_explained_variance(
     )
     if cumulative:
         fig.update_yaxes(range=[0, 101])
+    notes = []
     widths = sorted({int(r.n_features_) for r in results})
     if len(widths) > 1:  # a d-column table holds all its variance in d components: say so on the figure
         shown = ", ".join(map(str, widths[:-1])) + f" and {widths[-1]}"
+        notes.append(
+            f"The tables have {shown} columns: each % is of its own table's variance, and a d-column table "
+            "reaches 100% by component d."
+        )
+    for (a, ya), (b, yb) in itertools.combinations(drawn, 2):  # a curve drawn under another: say so
+        gap = float(np.max(np.abs(ya - yb))) if len(ya) == len(yb) else np.inf
+        if gap < 1.0:
+            notes.append(f"{a} and {b} lie on top of each other (at most {gap:.1f} points apart).")
+    if notes:
         fig.add_annotation(
-            text=(
-                f"The tables have {shown} columns: each % is of its own table's variance, and a d-column "
-                "table reaches 100% by component d."
-            ),
+            text="<br>".join(notes),
             xref="paper", yref="paper", x=0.0, y=1.0, yanchor="bottom", xanchor="left", showarrow=False,
             font={"size": 11, "color": "#555555"},
         )  # fmt: skip

@@ -24,7 +24,7 @@ def atlas(tmp_path_factory):
 
 
 def _vline_x(fig: go.Figure) -> list[float]:
-    return [shape.x0 for shape in fig.layout.shapes]
+    return [shape.x0 for shape in fig.layout.shapes if shape.x0 == shape.x1]
 
 
 def test_heatmap_rows_are_layer_head_and_columns_wavelengths(atlas):
@@ -32,7 +32,9 @@ def test_heatmap_rows_are_layer_head_and_columns_wavelengths(atlas):
     (heat,) = fig.data
     np.testing.assert_allclose(np.asarray(heat.z), atlas.qk_share.numpy().reshape(8, 8))
     np.testing.assert_allclose(np.asarray(heat.x), atlas.wavelengths.numpy())
-    assert list(heat.y)[:5] == ["L0 H0", "L0 H1", "L0 H2", "L0 H3", "L1 H0"]
+    assert [row[0] for row in heat.text][:5] == ["L0 H0", "L0 H1", "L0 H2", "L0 H3", "L1 H0"]
+    assert list(fig.layout.yaxis.ticktext) == ["L0", "L1"]  # one label per layer, a line between layers
+    assert [s.y0 for s in fig.layout.shapes if s.y0 == s.y1] == [3.5]
     assert fig.layout.xaxis.type == "log"
     assert _vline_x(fig) == [256.0]
     assert fig.layout.title.text.startswith("tiny-mistral: share of the head's QK form")
@@ -44,7 +46,11 @@ def test_heatmap_rows_are_layer_head_and_columns_wavelengths(atlas):
 
 def test_usage_has_one_line_per_layer(atlas):
     fig = plot_atlas_usage(atlas)
-    assert [t.name for t in fig.data] == ["layer 0", "layer 1"]
+    assert [t.name for t in fig.data if t.name] == ["layer 0", "layer 1"]
+    (bar,) = [t for t in fig.data if not t.name]  # the colour bar that says which colour is which layer
+    assert bar.marker.colorbar.title.text == "layer" and (bar.marker.cmin, bar.marker.cmax) == (0, 1)
+    (uniform,) = [s for s in fig.layout.shapes if s.y0 == s.y1]
+    assert uniform.y0 == pytest.approx(1 / atlas.qk_share.shape[-1])
     np.testing.assert_allclose(np.asarray(fig.data[1].y), atlas.qk_share[1].mean(0).numpy())
     assert _vline_x(fig) == [256.0]
 

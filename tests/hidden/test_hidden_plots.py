@@ -55,3 +55,12 @@ def test_offset_heatmap_rows_are_layer_heads_and_hover_keeps_raw_values(results)
     np.testing.assert_allclose(np.asarray(prob.data[0].z)[0], att.mean_probability[0, 0])
     with pytest.raises(InvalidArgumentError, match="value must be one of"):
         plot_attention_offsets(att, value="entropy")
+
+
+def test_sizes_and_ratios_sit_on_a_log_axis(results):
+    """A stable rank of 1-3 beside a norm ratio of hundreds: one linear axis would flatten the first."""
+    hidden, _ = results
+    fig = plot_hidden_metrics(hidden)
+    assert fig.layout.yaxis3.type == "log" and "log" in fig.layout.yaxis3.title.text
+    ratios = [t for t in fig.data if t.yaxis == "y3"]
+    assert {t.name for t in ratios} >= {"stable rank", "‖pos[0]‖ / median ‖pos[t]‖"}

@@ -39,13 +39,18 @@ def test_heatmap_from_an_embedding_with_a_window(periodic_embedding) -> None:
 
 def test_offset_curve_is_the_mean_of_each_diagonal(periodic_embedding, periodic_result) -> None:
     fig = plot_similarity_by_offset(periodic_result)
-    (line,) = fig.data
+    solid, faint = fig.data  # offsets past 3/4 of the window (few pairs each) are drawn faint
+    assert solid.showlegend and not faint.showlegend and faint.opacity < solid.opacity
+    assert solid.x[-1] == faint.x[0] == 120 and list(faint.customdata) == [160 - k for k in range(120, 160)]
+    x = np.concatenate([solid.x, faint.x[1:]])
+    y = np.concatenate([solid.y, faint.y[1:]])
     sim = _cosine(periodic_embedding.numpy())
     expected = [np.diagonal(sim, k).mean() for k in range(160)]
-    np.testing.assert_allclose(line.y, expected, atol=1e-5)
-    np.testing.assert_array_equal(line.x, np.arange(160))
+    np.testing.assert_allclose(y, expected, atol=1e-5)
+    np.testing.assert_array_equal(x, np.arange(160))
     # a period-32 code: similar again one period later, opposite half a period later
-    assert line.y[32] > 0.9 and line.y[16] < -0.9
+    assert y[32] > 0.9 and y[16] < -0.9
+    assert "fewer than 25% of its rows' pairs" in fig.layout.annotations[0].text
     assert fig.layout.title.text == "Mean cosine similarity by offset · toy-periodic @ v1 · rows 0–159"
 
 

@@ -105,7 +105,9 @@ def test_series_selection_and_insignificant_peaks(periodic_result) -> None:
     assert pc3 and not any(p.significant for p in pc3)  # PC3 is noise
     (hollow,) = [t for t in fig.data if t.mode == "markers"]  # PC3 has no significant peak
     assert hollow.name == "not significant" and len(hollow.x) == len(pc3)
-    assert fig.layout.annotations == ()
+    (note,) = fig.layout.annotations  # every curve below every null's level: the figure says what that means
+    assert note.text.startswith(f"no peak reaches a null's p = {periodic_result.alpha:g} level")
+    assert plot_spectrum(periodic_result).layout.annotations == ()  # the periodic series reach it
 
 
 def test_peak_label_and_errors(periodic_result) -> None:

@@ -42,7 +42,12 @@ def test_learned_and_rotary_side_by_side(gpt2_wpe) -> None:
     widths = (gpt2_wpe.shape[1], _rotary_table().shape[1])
     (note,) = fig.layout.annotations
     assert f"{min(widths)} and {max(widths)} columns" in note.text and "100% by component d" in note.text
-    assert plot_explained_variance([learned, learned], n_components=3).layout.annotations == ()
+    (same,) = plot_explained_variance(
+        [learned, learned], n_components=3, labels=["a", "b"]
+    ).layout.annotations
+    assert same.text == "a and b lie on top of each other (at most 0.0 points apart)."  # said, not hidden
+    two = plot_explained_variance([learned, _rotary_table()], n_components=3, labels=["a", "b"])
+    assert "lie on top" not in two.layout.annotations[0].text
 
 
 def test_per_component_labels_and_batched_result() -> None:
