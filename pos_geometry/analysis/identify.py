@@ -18,8 +18,14 @@ formula alone: ``formula_residual``. The best arrangement is the one with the sm
 Verdicts: ``"sinusoidal"`` or ``"rotary"`` when the residual is at most :data:`TOLERANCE` (1e-2: a
 bfloat16 copy of a formula is within 3e-3, a float16 copy within 4e-4; a learned table is near 1), with
 ``base`` when the formula residual is also within it (else the frequencies are listed, e.g. a scaled RoPE
-whose frequencies are not one geometric series); otherwise ``"learned"`` for a table read from a trained
-checkpoint, and ``"unknown"`` for anything else, with the best residual found.
+whose frequencies are not one geometric series). A table that no arrangement rebuilds may still be a
+**linear image** ``X = S·A`` of one (its columns mixed, its rows rotated, its phases shifted): its shift
+structure says so (:func:`_linear_image`, ESPRIT on its leading left singular vectors, checked by rebuilding
+the table from the eigenvalues' powers), with the frequencies, the base (from the planes that complete four
+cycles) and the map's condition number. Otherwise ``"learned"`` for a table read from a trained checkpoint,
+and ``"unknown"`` for anything else, with the best residual found. Large tables whose slow planes cannot be
+resolved (many planes completing fewer than a few cycles) are not recognised as linear images: the verdict
+then stays ``"unknown"``.
 """
 
 from __future__ import annotations
@@ -37,7 +43,10 @@ from pos_geometry.analysis._results import Result
 from pos_geometry.embedding import Provenance
 from pos_geometry.errors import InvalidArgumentError
 
-__all__ = ["Identification", "identify", "TOLERANCE"]
+__all__ = ["Identification", "identify", "LINEAR_IMAGE", "TOLERANCE"]
+
+LINEAR_IMAGE = "linear image"
+"""The kind of a table that is a sinusoidal (or rotary) table times a linear map, ``x = S·A``."""
 
 TOLERANCE = 1e-2
 _KINDS = {"sin-cos": "sinusoidal", "cos-sin": "rotary"}
@@ -45,7 +54,8 @@ _KINDS = {"sin-cos": "sinusoidal", "cos-sin": "rotary"}
 
 @dataclass(frozen=True, eq=False, repr=False)
 class Identification(Result):
-    """What :func:`identify` found: ``kind`` (``"sinusoidal"``, ``"rotary"``, ``"learned"``, ``"unknown"``);
+    """What :func:`identify` found: ``kind`` (``"sinusoidal"``, ``"rotary"``, ``"linear image"`` of one of them,
+    ``"learned"``, ``"unknown"``);
     for a formula its ``layout`` (``"interleaved"``/``"blocks"``), ``order`` (``"sin-cos"``/``"cos-sin"``),
     ``frequencies`` ``(d/2,)`` rad/position, ``amplitude``, ``base`` (None when the frequencies follow no
     base rule), ``residual`` and ``formula_residual`` (relative Frobenius errors of the rebuilt table).
@@ -62,6 +72,9 @@ class Identification(Result):
     window: tuple[int, int]
     reason: str
     provenance: Provenance
+    map_condition: float | None = None
+    """For a ``"linear image"``: the condition number of the map ``A`` in ``x = S A`` (S the sinusoidal
+    table of the found frequencies); large when the map nearly collapses some planes."""
 
     def pair_columns(self) -> tuple[np.ndarray, np.ndarray]:
         """The column indices of each rotation plane's sine and cosine, ``(d/2,)`` each, in the order of
@@ -79,6 +92,13 @@ class Identification(Result):
 
     def summary_rows(self) -> list[tuple[str, str]]:
         rows = [("kind", self.kind)]
+        if self.kind == LINEAR_IMAGE and self.frequencies is not None:
+            rows.append(("frequencies", f"{self.frequencies.size}, {self.frequencies.max():.4g} .. "
+                         f"{self.frequencies.min():.4g} rad/position"))  # fmt: skip
+            rows.append(
+                ("base", f"{self.base:.6g}" if self.base is not None else "none (frequencies not geometric)")
+            )
+            rows.append(("map condition number", f"{self.map_condition:.3g}"))
         if self.is_formula:
             rows.append(("layout", f"{self.layout}, {self.order} pairs"))
             rows.append(
@@ -203,6 +223,20 @@ def _identify_one(data: torch.Tensor, prov: Provenance, window: Any) -> Identifi
     best = min(fits, key=lambda f: (f["residual"], f["formula"] if f["formula"] is not None else math.inf))
     where = f"{best['layout']} layout, {best['order']} pairs"
     if best["residual"] > TOLERANCE:
+        image = _linear_image(
+            table, positions, float(torch.finfo(data.dtype).eps) if data.is_floating_point() else 1e-16
+        )
+        if image is not None:
+            freqs, base, residual, condition = image
+            return Identification(
+                LINEAR_IMAGE, None, None, base, None, freqs, residual, None, (start, stop),
+                f"a linear image x = S·A of a table S of {freqs.size} sinusoid pairs (no arrangement of its columns "
+                f"is one: the best leaves {best['residual']:.3g}); rebuilt from the shift map's eigenvalues to a "
+                f"relative error of {residual:.2g}; map condition number {condition:.3g}; "
+                + (f"its frequencies follow the rule with base {base:.6g}" if base is not None
+                   else "its frequencies follow no single base rule"),
+                prov, condition,
+            )  # fmt: skip
         return Identification(
             fallback, None, None, None, None, None, best["residual"], best["formula"], (start, stop),
             f"no sinusoidal or rotary arrangement rebuilds the table: the best ({where}) leaves a relative "
@@ -222,3 +256,56 @@ def _identify_one(data: torch.Tensor, prov: Provenance, window: Any) -> Identifi
         kind, best["layout"], best["order"], best["base"] if geometric else None, best["amplitude"],
         best["freqs"], best["residual"], best["formula"], (start, stop), reason, prov,
     )  # fmt: skip
+
+
+def _linear_image(
+    x: np.ndarray, positions: np.ndarray, eps: float
+) -> tuple[np.ndarray, float | None, float, float] | None:
+    """``(frequencies, base, residual, condition)`` when ``x`` ``(n, d)`` is ``S·A``: a table of sinusoid pairs
+    times a linear map; else None. ``eps``: the relative precision the table was stored in.
+
+    Such a table is shift-invariant: its column space over positions is spanned by ``e^{±iθp}``, so (ESPRIT)
+    the leading left singular vectors ``U`` satisfy ``U[1:] = U[:-1]·Φ`` with the eigenvalues of ``Φ`` equal
+    to ``e^{±iθ}``, and ``x`` is rebuilt from their powers. ``U`` keeps the directions above the storage noise
+    (``eps``, at least 1e-8, of the largest singular value): the planes that turn too slowly to leave the noise are not
+    estimated. Both checks must pass: every kept eigenvalue within 1e-2 of the unit circle, the rebuild within
+    :data:`TOLERANCE`. The frequencies are the eigen-angles of the conjugate pairs (largest first); the base is
+    fitted on those that complete four cycles in the window and reported when they follow ``θ_i = base^{−2i/d}``
+    to 1%."""
+    n, d = x.shape
+    if n < 2 * d + 2:
+        return None
+    u, sv, _ = np.linalg.svd(x, full_matrices=False)
+    r = int(np.sum(sv > max(eps, 1e-8) * sv[0]))
+    if r < 4:
+        return None
+    ur = u[:, :r]
+    phi, *_ = np.linalg.lstsq(ur[:-1], ur[1:], rcond=None)
+    lam = np.linalg.eigvals(phi)
+    if not np.all(np.isfinite(lam)) or np.max(np.abs(np.abs(lam) - 1.0)) > 1e-2:
+        return None
+    steps = positions - positions[0]
+    v = np.exp(np.outer(steps, np.log(lam.astype(np.complex128))))  # λ^p without overflow
+    coef, *_ = np.linalg.lstsq(v, x.astype(np.complex128), rcond=None)
+    norm = float(np.linalg.norm(x)) or 1.0
+    residual = float(np.linalg.norm(x - (v @ coef).real)) / norm
+    angles = np.angle(lam)
+    freqs = np.sort(angles[angles > 1e-9])[::-1]  # one of each conjugate pair
+    if residual > TOLERANCE or freqs.size < 2:
+        return None
+    ang = positions[:, None] * freqs[None, :]
+    s = np.concatenate([np.sin(ang), np.cos(ang)], axis=1)
+    a, *_ = np.linalg.lstsq(s, x, rcond=None)
+    condition = float(np.linalg.cond(a))
+    cycles = freqs * (positions[-1] - positions[0]) >= 8 * np.pi  # four cycles: well resolved
+    k = 2 * np.arange(freqs.size, dtype=np.float64)[cycles] / d
+    base = None
+    if cycles.sum() >= 2 and (k @ k) > 0:
+        log_base = float(-(k @ np.log(freqs[cycles])) / (k @ k))
+        if (
+            math.isfinite(log_base)
+            and log_base > 0
+            and np.max(np.abs(np.exp(-k * log_base) / freqs[cycles] - 1)) <= 1e-2
+        ):
+            base = math.exp(log_base)
+    return freqs, base, residual, condition

@@ -59,8 +59,14 @@ def test_a_window_reads_absolute_positions():
         and ident.base == pytest.approx(1e4, rel=1e-6)
         and ident.window == (100, 600)
     )
-    shifted = pg.sinusoidal(1024, 128).matrix[100:600]  # the same rows, read as positions 0..499: no formula
-    assert identify(shifted).kind == "unknown"
+    # the same rows read as positions 0..499: no formula (their phases start at 100·θ), but a phase shift is a
+    # rotation within each pair, so the table is a linear image of a sinusoidal one, with the same frequencies
+    shifted = identify(pg.sinusoidal(1024, 128).matrix[100:600])
+    assert shifted.kind == "linear image" and not shifted.is_formula
+    truth = 1e4 ** (-2 * np.arange(64) / 128)
+    for cycles, rtol in ((8, 1e-6), (4, 1e-3)):  # the slower a plane, the fewer cycles pin it down
+        resolved = truth * 500 >= 2 * np.pi * cycles
+        np.testing.assert_allclose(shifted.frequencies[: resolved.sum()], truth[resolved], rtol=rtol)
 
 
 def test_learned_and_random_tables_are_not_formulas(gpt2_wpe):
@@ -88,3 +94,42 @@ def test_analyze_fits_no_helix_to_a_sinusoidal_table_loaded_as_learned():
     a = pg.analyze(loaded, analyses=("helix",), n_surrogates=0)
     assert a.helix is None and "sinusoidal" in a.notes["helix"] and a.identity.layout == "blocks"
     assert a.row()["identified_kind"] == "sinusoidal" and a.row()["identified_base"] == pytest.approx(1e4)
+
+
+@pytest.mark.parametrize("dtype, tolerance", [(torch.float64, 1e-8), (torch.float16, 1e-3)])
+def test_a_linear_image_of_a_sinusoidal_table_is_recognised_with_its_map(dtype, tolerance):
+    """x = S·A with S a sinusoidal table and A a random map: no arrangement of x's columns is a formula, but its
+    shift structure is; the frequencies, the base and the map's condition number come back."""
+    rng = np.random.default_rng(0)
+    s = pg.sinusoidal(512, 16, base=100.0).matrix.double()
+    a = torch.from_numpy(rng.normal(size=(16, 16)))
+    x = s @ a
+    ident = identify((x / x.abs().max()).to(dtype))
+    assert ident.kind == "linear image" and not ident.is_formula
+    truth = 100.0 ** (-2 * np.arange(8) / 16)
+    np.testing.assert_allclose(ident.frequencies, truth, rtol=tolerance)
+    assert ident.base == pytest.approx(100.0, rel=tolerance)
+    assert ident.map_condition == pytest.approx(np.linalg.cond(a.numpy()), rel=0.05)
+    assert "linear image" in ident.summary() and "map condition number" in ident.summary()
+
+
+def test_a_larger_linear_image_gives_the_frequencies_that_complete_four_cycles():
+    rng = np.random.default_rng(1)
+    x = pg.sinusoidal(1024, 64).matrix.double() @ torch.from_numpy(rng.normal(size=(64, 64)))
+    ident = identify(x)
+    truth = 1e4 ** (-2 * np.arange(32) / 64)
+    resolved = truth * 1024 >= 8 * np.pi
+    assert ident.kind == "linear image" and ident.base == pytest.approx(1e4, rel=1e-4)
+    np.testing.assert_allclose(ident.frequencies[: resolved.sum()], truth[resolved], rtol=1e-6)
+
+
+@pytest.mark.parametrize("make", ["walk", "gpt2-like", "noise"])
+def test_what_is_no_linear_image_is_not_called_one(make):
+    rng = np.random.default_rng(2)
+    x = {
+        "walk": rng.normal(size=(512, 16)).cumsum(0),
+        "noise": rng.normal(size=(512, 16)),
+        "gpt2-like": pg.sinusoidal(512, 16, base=100.0).matrix.double().numpy() @ rng.normal(size=(16, 16))
+        + np.outer(np.linspace(0, 1, 512) ** 2, rng.normal(size=16)) * 5,  # a drift no rotation makes
+    }[make]
+    assert identify(torch.from_numpy(x)).kind == "unknown"
