@@ -12,6 +12,7 @@ import torch
 
 from pos_geometry.analysis._inputs import as_batch
 from pos_geometry.analysis._results import Result
+from pos_geometry.analysis.leverage import RowLeverage, row_leverage
 from pos_geometry.embedding import Provenance
 from pos_geometry.errors import DeviceMismatchError, InvalidArgumentError
 
@@ -149,6 +150,14 @@ class PCAResult(Result):
         return dataclasses.replace(first, provenance=provs, rotation_=rotation, **tensors)
 
     # --- projection ----------------------------------------------------------------------------
+    def row_leverage(self, n_components: int = 3) -> RowLeverage:
+        """Whether a few rows hold most of a leading component's variance
+        (:func:`~pos_geometry.analysis.leverage.row_leverage`): the dominant positions, and per component the
+        share held by its largest 1% of rows."""
+        if self.batched:
+            raise InvalidArgumentError("row_leverage reads one fit; index the batch first (res[i]).")
+        return row_leverage(self.coordinates, self.positions, min(n_components, self.n_components_))
+
     def transform(self, y: Any) -> torch.Tensor:
         """Project other rows into the fitted basis: ``(y - mean_) @ components_.T``.
 

@@ -98,8 +98,8 @@ def analyze(
             console = out_console()
             console.print(table)
             for r in rows:  # why each verdict is what it is (a "does not apply" or "not run" included)
-                for what, key in (("helix", "helix_reason"), ("period", "period_reason"),
-                                  ("recurrence", "recurrence_reason")):  # fmt: skip
+                for what, key in (("outlier rows", "outlier_rows"), ("helix", "helix_reason"),
+                                  ("period", "period_reason"), ("recurrence", "recurrence_reason")):  # fmt: skip
                     if r.get(key):
                         console.print(f"{escape(r['model'])}: {what}: {escape(str(r[key]))}", highlight=False)
         finish(failed, len(models))
