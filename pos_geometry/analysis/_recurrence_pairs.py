@@ -6,6 +6,7 @@ they use live here, re-exported there.
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
@@ -23,7 +24,11 @@ __all__ = [
     "VARIANCE_CAP",
     "PairClass",
     "auto_components",
+    "DRIFT_CHANGE",
+    "DRIFT_Z",
     "classify_pairs",
+    "drifting",
+    "halves",
     "spread",
     "status_before_null",
 ]
@@ -36,6 +41,11 @@ SPREAD_TOLERANCE = 0.1
 RANK_TOLERANCE = 1e-5
 MODULUS_TOLERANCE = 0.05
 PERSISTENCE_RATIO = 1.0
+DRIFT_Z = 3.0
+"""A rotation drifts when its angle on the two halves of the window differs by more than this many standard
+errors (each half's delete-one-block jackknife, 8 blocks)..."""
+DRIFT_CHANGE = 0.02
+"""...and by more than this relative change (a float64 table's halves agree to 1e-12 with errors as small)."""
 
 
 class PairClass:
@@ -47,6 +57,7 @@ class PairClass:
     UNSTABLE = "unstable"
     DAMPED = "damped"
     GROWING = "growing"
+    DRIFTING = "drifting"
 
 
 def classify_pairs(ev: np.ndarray, n: int, tolerance: float) -> list[str]:
@@ -80,8 +91,63 @@ def classify_pairs(ev: np.ndarray, n: int, tolerance: float) -> list[str]:
     return out
 
 
+def _pair_map(x: np.ndarray, y: np.ndarray, affine: bool, rcond: float) -> np.ndarray:
+    """``M`` ``(k, k)`` of the least squares ``y ≈ x Mᵀ (+ b)`` over the given pairs of rows."""
+    a = np.concatenate([x, np.ones((len(x), 1))], axis=1) if affine else x
+    coef, *_ = np.linalg.lstsq(a, y, rcond=rcond)
+    return coef[: x.shape[1]].T
+
+
+def _matched_angle(m: np.ndarray, lam: complex) -> float:
+    sub = np.linalg.eigvals(m)
+    return float(np.abs(np.angle(sub[np.argmin(np.abs(sub - lam))])))
+
+
+def halves(
+    z: np.ndarray, ev: np.ndarray, affine: bool, rcond: float, n_blocks: int = 8
+) -> tuple[np.ndarray, np.ndarray]:
+    """Each eigenvalue's angle fitted on the first and on the second half of the trajectory ``z`` (no row in
+    common), and its standard error there (delete-one-block jackknife over ``n_blocks`` blocks of consecutive
+    pairs): ``(angles (k, 2), errors (k, 2))``, NaN where a half is too short to fit."""
+    n, k = z.shape
+    angles = np.full((len(ev), 2), np.nan)
+    errors = np.full((len(ev), 2), np.nan)
+    for j, part in enumerate((z[: n // 2], z[n // 2 :])):
+        x, y = part[:-1], part[1:]
+        if len(x) < 2 * (k + 2 + int(affine)):
+            continue
+        whole = _pair_map(x, y, affine, rcond)
+        edges = np.linspace(0, len(x), n_blocks + 1).round().astype(int)
+        reps = [
+            _pair_map(np.delete(x, np.s_[lo:hi], 0), np.delete(y, np.s_[lo:hi], 0), affine, rcond)
+            for lo, hi in itertools.pairwise(edges)
+        ]
+        for i, lam in enumerate(ev):
+            if lam.imag <= 1e-12:
+                continue
+            angles[i, j] = _matched_angle(whole, lam)
+            r = np.array([_matched_angle(m, lam) for m in reps])
+            errors[i, j] = math.sqrt((n_blocks - 1) / n_blocks * float(np.sum((r - r.mean()) ** 2)))
+    return angles, errors
+
+
+def drifting(angles: np.ndarray, errors: np.ndarray) -> np.ndarray:
+    """``(k,)`` bool: the angle changes between the halves by more than :data:`DRIFT_Z` standard errors and
+    more than :data:`DRIFT_CHANGE` of its size."""
+    with np.errstate(invalid="ignore", divide="ignore"):
+        change = np.abs(angles[:, 0] - angles[:, 1])
+        z = change / np.sqrt(errors[:, 0] ** 2 + errors[:, 1] ** 2)
+        relative = change / np.abs(angles).mean(axis=1)
+    return (np.nan_to_num(z, posinf=np.inf) > DRIFT_Z) & (np.nan_to_num(relative) > DRIFT_CHANGE)
+
+
 def status_before_null(
-    ev: np.ndarray, classes: list[str], pred: dict[int, float], pers: dict[int, float], n: int
+    ev: np.ndarray,
+    classes: list[str],
+    pred: dict[int, float],
+    pers: dict[int, float],
+    n: int,
+    drift_words: list[str] | None = None,
 ) -> tuple[str, str] | None:
     """Why rotations do not apply, from the fit alone; None when only the null can tell."""
     moduli = np.abs(ev)
@@ -100,7 +166,8 @@ def status_before_null(
     undamped = [
         c
         for c in classes
-        if c in (PairClass.ROTATION, PairClass.SLOW, PairClass.UNRESOLVED, PairClass.UNSTABLE)
+        if c
+        in (PairClass.ROTATION, PairClass.SLOW, PairClass.UNRESOLVED, PairClass.UNSTABLE, PairClass.DRIFTING)
     ]
     if not undamped:
         return "does not apply", (
@@ -123,6 +190,8 @@ def status_before_null(
                 f"{unstable} change(s) angle by more than {SPREAD_TOLERANCE:.0%} between the first and the last "
                 "7/8 of the window"
             )
+        if drift_words:
+            parts.append("a drifting frequency is not a one-parameter group: " + "; ".join(drift_words))
         return "does not apply", "no undamped pair is testable: " + "; ".join(parts)
     return None
 

@@ -46,6 +46,9 @@ class RecurrenceFit(Result):
     reason: str
     tests: tuple[NullTest, ...]
     provenance: Provenance
+    period_halves: np.ndarray | None = None
+    """``(k, 2)``: each eigenvalue's period fitted on the first and on the second half of the window (no row in
+    common); a rotation whose two periods differ beyond their error bars is ``"drifting"``, not a rotation."""
 
     @property
     def test(self) -> NullTest | None:
@@ -94,7 +97,7 @@ class RecurrenceFit(Result):
         pairs = pairs or (f"does not apply: {self.reason}" if self.status != "rotations" else "none")
         untestable = "; ".join(
             f"{kind}: {listed(kind)}"
-            for kind in ("slower than the window", "unresolved", "unstable")
+            for kind in ("slower than the window", "unresolved", "unstable", "drifting")
             if self.pairs(kind)
         )
         real = self.moduli[np.abs(self.eigenvalues.imag) <= 1e-12]

@@ -87,6 +87,8 @@ from pos_geometry.analysis._recurrence_pairs import (
     PairClass,
     auto_components,
     classify_pairs,
+    drifting,
+    halves,
     spread,
     status_before_null,
 )
@@ -162,7 +164,18 @@ def _fit_one(
         PairClass.UNSTABLE if c == PairClass.ROTATION and not spreads[i] <= SPREAD_TOLERANCE else c
         for i, c in enumerate(classify_pairs(ev, n, MODULUS_TOLERANCE))
     ]
-    verdict = status_before_null(ev, classes, pred_err, pers_err, n)
+    half_angles, half_errors = halves(z, ev, affine, rcond)
+    moving = drifting(half_angles, half_errors)
+    drift_words = []
+    for i, c in enumerate(classes):
+        if c == PairClass.ROTATION and moving[i]:
+            classes[i] = PairClass.DRIFTING
+            a, b = 2 * math.pi / half_angles[i]
+            sa, sb = 2 * math.pi * half_errors[i] / half_angles[i] ** 2
+            drift_words.append(
+                f"the period drifts from {a:.4g} ± {sa:.2g} to {b:.4g} ± {sb:.2g} between the two halves"
+            )
+    verdict = status_before_null(ev, classes, pred_err, pers_err, n, drift_words)
     tests: tuple[NullTest, ...] = ()
     if null["n_surrogates"] and pred_err and verdict is None:
         if item.rows is None:
@@ -190,6 +203,9 @@ def _fit_one(
         periods=periods,
         pair_classes=tuple(classes),
         period_spread=spreads,
+        period_halves=np.where(
+            half_angles > 0, 2 * math.pi / np.where(half_angles > 0, half_angles, 1.0), np.inf
+        ),
         prediction_error=pred_err,
         persistence_error=pers_err,
         skipped_horizons=tuple(h for h in horizons if h >= n),

@@ -39,7 +39,9 @@ def test_the_rows_that_take_the_leading_components_are_named(rows):
 
 
 def test_real_tables_and_random_walks_have_no_dominant_rows(gpt2_wpe):
-    assert pg.pca(torch.from_numpy(gpt2_wpe), 10).row_leverage(3).rows == ()  # position 0 is odd, not dominant
+    assert (
+        pg.pca(torch.from_numpy(gpt2_wpe), 10).row_leverage(3).rows == ()
+    )  # position 0 is odd, not dominant
     walk = np.random.default_rng(0).normal(size=(256, 64)).cumsum(0)
     assert row_leverage(torch.from_numpy(walk - walk.mean(0)), torch.arange(256)).rows == ()
 

@@ -224,3 +224,35 @@ def test_gpt2_recurrence_is_no_better_than_a_smooth_curve(gpt2_wpe):
     assert walk.null == "step_walk" and walk.p_value == pytest.approx(walk.min_p_value)
     assert gp.null == "smooth_gp" and gp.p_value > 0.05
     assert gp.observed == pytest.approx(0.84, abs=0.01) and 0.78 < gp.null_median < 0.87
+
+
+def _one_plane(phase: np.ndarray, noise: float, seed: int, d: int = 64) -> torch.Tensor:
+    rng = np.random.default_rng(seed)
+    basis = np.linalg.qr(rng.normal(size=(d, 2)))[0]
+    x = np.stack([np.cos(phase), np.sin(phase)], 1) @ basis.T * np.sqrt(d / 2)
+    return torch.from_numpy(x + noise * rng.normal(size=x.shape))
+
+
+def test_a_drifting_frequency_is_not_called_a_constant_rotation():
+    """A chirp whose period drifts from 400 to 324 over 1024 positions: its angle on the two halves of the window
+    (no row in common) differs beyond their jackknife error bars, so it is "drifting", with the range said."""
+    t = np.arange(1024)
+    chirp = 2 * np.pi * (t / 400 + (1 / 324 - 1 / 400) * t**2 / 2048)
+    fit = fit_recurrence(_one_plane(chirp, 0.05, 0), n_components=2, affine=True, n_surrogates=0)
+    assert fit.pair_classes.count("drifting") == 1 and "rotation" not in fit.pair_classes
+    assert fit.status == "does not apply" and "the period drifts from" in fit.reason
+    (i,) = [j for j, c in enumerate(fit.pair_classes) if c == "drifting"]
+    first, second = fit.period_halves[i]
+    assert 362 < first < 400 and 324 < second < 362  # the mean period of each half
+    assert "drifting" in fit.summary()
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_a_constant_rotation_in_noise_is_not_called_drifting(seed):
+    t = np.arange(1024)
+    fit = fit_recurrence(
+        _one_plane(2 * np.pi * t / 300, 0.5, seed), n_components=2, affine=True, n_surrogates=0
+    )
+    assert fit.pair_classes.count("rotation") == 1 and "drifting" not in fit.pair_classes
+    (i,) = [j for j, c in enumerate(fit.pair_classes) if c == "rotation"]
+    assert fit.period_halves[i] == pytest.approx([300, 300], rel=0.1)  # least squares on noisy rows: biased
