@@ -15,6 +15,7 @@ frequencies and a "helix" verdict would describe the formula, not a model.
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -197,6 +198,8 @@ def analyze(
             )  # fmt: skip
     with _progress.task(f"nulls of {res.provenance.model_id}", total, show=progress):
         done = _run_side_by_side(jobs, res)
+    if done.get("helix") is not None:
+        done["helix"] = _consistent_helix(done["helix"], done.get("recurrence"), done.get("periodicity"))
     return Analysis(
         provenance=res.provenance,
         window=(start, stop),
@@ -208,6 +211,31 @@ def analyze(
         recurrence=done.get("recurrence"),
         notes=notes,
         identity=identity,
+    )
+
+
+def _consistent_helix(helix: Any, recurrence: Any, periodicity: Any) -> Any:
+    """``helix`` with its reason completed when the same call's recurrence or periodicity found rotations
+    that a top-3 helix fit did not: several rotation planes that share the leading components are mixed by
+    them, so "not a helix" there says nothing against the rotations the other analyses found."""
+    if helix.verdict == "helix":
+        return helix
+    found = []
+    if recurrence is not None and recurrence.status == "rotations" and recurrence.rotation_pairs():
+        periods = ", ".join(f"{p:.4g}" for p, _ in recurrence.rotation_pairs())
+        found.append(
+            f"the recurrence finds {len(recurrence.rotation_pairs())} rotation(s) beating its nulls (periods {periods})"
+        )
+    if periodicity is not None and periodicity.dominant_periods:
+        periods = ", ".join(f"{p.period:.4g}" for p in periodicity.dominant_periods)
+        found.append(f"periodicity finds significant period(s) {periods}")
+    if not found:
+        return helix
+    return dataclasses.replace(
+        helix,
+        reason=f"{helix.reason}. In the same analysis {' and '.join(found)}: rotations that share the leading "
+        "components are mixed by them (several helices, or a helix beside other rotations), so this top-3 fit "
+        "does not contradict them; they are the analysis to read here",
     )
 
 

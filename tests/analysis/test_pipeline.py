@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import torch
 from sklearn.decomposition import PCA
 
 from pos_geometry import (
@@ -144,3 +145,22 @@ def test_the_analyses_side_by_side_give_what_one_thread_gives(monkeypatch):
     assert (
         one.helix.verdict == two.helix.verdict == "helix" and one.recurrence.status == two.recurrence.status
     )
+
+
+def test_the_helix_reason_never_contradicts_the_rotations_found_beside_it():
+    """Two helices of equal variance (periods 512 and 97, disjoint subspaces): the top-3 helix fit mixes them and
+    says "not a helix", while the recurrence finds both rotations and periodicity the period 97; the helix's
+    reason says so instead of pointing at random walks alone. A random walk gets no such sentence."""
+    rng = np.random.default_rng(0)
+    n, d = 1024, 64
+    t = np.arange(n)[:, None]
+    q = np.linalg.qr(rng.normal(size=(d, 6)))[0]
+    h1 = np.concatenate([np.cos(2 * np.pi * t / 512), np.sin(2 * np.pi * t / 512), t / n], 1) @ q[:, :3].T
+    h2 = np.concatenate([np.cos(2 * np.pi * t / 97), np.sin(2 * np.pi * t / 97), t / n], 1) @ q[:, 3:].T
+    two = analyze(torch.from_numpy((h1 + h2) * 3 + 0.3 * rng.normal(size=(n, d))))
+    assert two.recurrence.status == "rotations" and two.periodicity.dominant_periods
+    assert two.helix.verdict == "not a helix"  # the top-3 fit cannot see either helix: it says why
+    assert "the recurrence finds 2 rotation(s)" in two.helix.reason
+    assert "periodicity finds significant period(s) 97" in two.helix.reason
+    walk = analyze(torch.from_numpy(rng.normal(size=(256, 16)).cumsum(0)), n_surrogates=39, alpha=0.05)
+    assert "In the same analysis" not in walk.helix.reason
