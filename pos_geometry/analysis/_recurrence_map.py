@@ -27,21 +27,29 @@ GAIN_FLOOR = -1.0  # a gain over persistence below this (worse than twice persis
 
 
 def _solve(z: torch.Tensor, affine: bool, rcond: float) -> tuple[torch.Tensor, torch.Tensor]:
-    """The one-step maps of trajectories ``z`` ``(B, n, k)`` float64, in row form, and their ranks ``(B,)``.
+    """The one-step maps of trajectories ``z`` ``(B, n, k)`` float64, in row form, and their ranks ``(B,)``:
+    :func:`_solve_pairs` of the consecutive rows ``(z[t], z[t+1])``."""
+    return _solve_pairs(z[:, :-1], z[:, 1:], affine, rcond)
 
-    Minimum-norm least squares ``[z[t], 1] @ A ≈ [z[t+1], 1]`` by a truncated SVD of the design (singular
-    values below ``rcond`` times the largest dropped): ``A`` ``(B, k+1, k+1)`` is ``[[Mᵀ, 0], [bᵀ, 1]]``
-    (``b = 0`` when not ``affine``), so ``h`` steps are one matrix power.
+
+def _solve_pairs(
+    a: torch.Tensor, y: torch.Tensor, affine: bool, rcond: float
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The one-step maps taking rows ``a`` to rows ``y`` (each ``(B, m, k)`` float64), in row form, and their
+    ranks ``(B,)``.
+
+    Minimum-norm least squares ``[a, 1] @ A ≈ [y, 1]`` by a truncated SVD of the design (singular values below
+    ``rcond`` times the largest dropped): ``A`` ``(B, k+1, k+1)`` is ``[[Mᵀ, 0], [bᵀ, 1]]`` (``b = 0`` when
+    not ``affine``), so ``h`` steps are one matrix power.
     """
-    a, y = z[:, :-1], z[:, 1:]
     if affine:
         a = torch.cat([a, torch.ones_like(a[..., :1])], dim=-1)
     u, sv, vt = _small_linalg.svd(a)
     keep = (sv > rcond * sv[:, :1]) & (sv[:, :1] > 0)
     inv = torch.where(keep, 1 / sv.clamp_min(1e-300), torch.zeros_like(sv))
     coef = vt.mT @ ((u.mT @ y) * inv[..., None])  # (B, k [+1], k)
-    k = z.shape[-1]
-    aug = torch.zeros(z.shape[0], k + 1, k + 1, dtype=z.dtype, device=z.device)
+    k = y.shape[-1]
+    aug = torch.zeros(y.shape[0], k + 1, k + 1, dtype=y.dtype, device=y.device)
     aug[:, :k, :k] = coef[:, :k]
     if affine:
         aug[:, k, :k] = coef[:, k]
@@ -66,6 +74,19 @@ def fit_map(z: np.ndarray, affine: bool, rcond: float) -> tuple[np.ndarray, np.n
     aug, rank = _solve(torch.from_numpy(np.asarray(z, dtype=np.float64))[None], affine, rcond)
     aug = aug[0].numpy()
     return aug[:k, :k].T.copy(), aug[k, :k].copy(), int(rank[0])
+
+
+def fit_pairs(x: np.ndarray, y: np.ndarray, affine: bool, rcond: float) -> np.ndarray:
+    """``M`` ``(k, k)`` of the least squares ``y ≈ x Mᵀ (+ b)`` over given pairs of rows ``x``, ``y`` ``(m, k)``
+    (any subset of a trajectory's steps), solved as :func:`fit_map` solves the consecutive ones."""
+    aug, _ = _solve_pairs(
+        torch.from_numpy(np.asarray(x, dtype=np.float64))[None],
+        torch.from_numpy(np.asarray(y, dtype=np.float64))[None],
+        affine,
+        rcond,
+    )
+    k = x.shape[1]
+    return aug[0, :k, :k].numpy().T.copy()
 
 
 def predict(z: np.ndarray, m: np.ndarray, b: np.ndarray, h: int) -> np.ndarray:

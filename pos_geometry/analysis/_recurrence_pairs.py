@@ -11,7 +11,7 @@ import math
 
 import numpy as np
 
-from pos_geometry.analysis._recurrence_map import fit_map
+from pos_geometry.analysis._recurrence_map import fit_map, fit_pairs
 
 __all__ = [
     "AUTO_CAP",
@@ -91,16 +91,10 @@ def classify_pairs(ev: np.ndarray, n: int, tolerance: float) -> list[str]:
     return out
 
 
-def _pair_map(x: np.ndarray, y: np.ndarray, affine: bool, rcond: float) -> np.ndarray:
-    """``M`` ``(k, k)`` of the least squares ``y ≈ x Mᵀ (+ b)`` over the given pairs of rows."""
-    a = np.concatenate([x, np.ones((len(x), 1))], axis=1) if affine else x
-    coef, *_ = np.linalg.lstsq(a, y, rcond=rcond)
-    return coef[: x.shape[1]].T
-
-
-def _matched_angle(m: np.ndarray, lam: complex) -> float:
+def _matched_angles(m: np.ndarray, ev: np.ndarray) -> np.ndarray:
+    """``(k,)``: for each eigenvalue in ``ev``, the angle of the nearest eigenvalue of ``m`` (one eigen-solve)."""
     sub = np.linalg.eigvals(m)
-    return float(np.abs(np.angle(sub[np.argmin(np.abs(sub - lam))])))
+    return np.abs(np.angle(sub[np.argmin(np.abs(sub[None, :] - ev[:, None]), axis=1)]))
 
 
 def halves(
@@ -116,18 +110,16 @@ def halves(
         x, y = part[:-1], part[1:]
         if len(x) < 2 * (k + 2 + int(affine)):
             continue
-        whole = _pair_map(x, y, affine, rcond)
+        whole = fit_pairs(x, y, affine, rcond)
         edges = np.linspace(0, len(x), n_blocks + 1).round().astype(int)
         reps = [
-            _pair_map(np.delete(x, np.s_[lo:hi], 0), np.delete(y, np.s_[lo:hi], 0), affine, rcond)
+            fit_pairs(np.delete(x, np.s_[lo:hi], 0), np.delete(y, np.s_[lo:hi], 0), affine, rcond)
             for lo, hi in itertools.pairwise(edges)
         ]
-        for i, lam in enumerate(ev):
-            if lam.imag <= 1e-12:
-                continue
-            angles[i, j] = _matched_angle(whole, lam)
-            r = np.array([_matched_angle(m, lam) for m in reps])
-            errors[i, j] = math.sqrt((n_blocks - 1) / n_blocks * float(np.sum((r - r.mean()) ** 2)))
+        upper = ev.imag > 1e-12
+        r = np.stack([_matched_angles(m, ev) for m in reps])  # (n_blocks, k)
+        angles[upper, j] = _matched_angles(whole, ev)[upper]
+        errors[upper, j] = np.sqrt((n_blocks - 1) / n_blocks * np.sum((r - r.mean(0)) ** 2, axis=0))[upper]
     return angles, errors
 
 
@@ -222,10 +214,11 @@ def spread(z: np.ndarray, ev: np.ndarray, affine: bool, rcond: float) -> np.ndar
     out = np.full(ev.shape, np.nan)
     if n - cut < k + 3 + int(affine):
         return out
-    subs = [np.linalg.eigvals(fit_map(part, affine, rcond)[0]) for part in (z[: n - cut], z[cut:])]
+    subs = [fit_map(part, affine, rcond)[0] for part in (z[: n - cut], z[cut:])]
     angle = np.abs(np.angle(ev))
-    for i, lam in enumerate(ev):
+    matched = [_matched_angles(m, ev) for m in subs]
+    for i in range(len(ev)):
         if angle[i] > 0:
-            shift = max(float(np.abs(np.angle(sub[np.argmin(np.abs(sub - lam))])) - angle[i]) for sub in subs)
+            shift = max(float(a[i]) - angle[i] for a in matched)
             out[i] = abs(shift) / angle[i]
     return out

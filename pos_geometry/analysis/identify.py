@@ -293,8 +293,8 @@ def _linear_image(
     freqs = np.sort(angles[angles > 1e-9])[::-1]  # one of each conjugate pair
     if residual > TOLERANCE or freqs.size < 2:
         return None
-    ang = positions[:, None] * freqs[None, :]
-    s = np.concatenate([np.sin(ang), np.cos(ang)], axis=1)
+    m = freqs.size
+    s = _table(positions, freqs, 1.0, np.arange(m), np.arange(m, 2 * m), 2 * m)  # [sines | cosines]
     a, *_ = np.linalg.lstsq(s, x, rcond=None)
     condition = float(np.linalg.cond(a))
     cycles = freqs * (positions[-1] - positions[0]) >= 8 * np.pi  # four cycles: well resolved

@@ -5,8 +5,8 @@ with a bound that holds while they stream.
 broken server could fill the disk with a "config" and leave it in the cache. :func:`metadata_file` reads the
 file's size, commit and ETag with one ``HEAD`` (``get_hf_file_metadata``), refuses a file over
 ``POS_GEOMETRY_MAX_METADATA_BYTES`` (default 64 MiB) before any byte of it, then streams it and stops as
-soon as it passes the announced size or the limit. Only a complete file enters the cache: it is written
-beside the blobs under a temporary name and moved into place (``blobs/<etag>``), then linked from
+soon as it passes the announced size or the limit. Only a complete file enters the cache: it is held in
+memory until it is whole, then written by the package's one atomic writer (``blobs/<etag>``), then linked from
 ``snapshots/<commit>/<filename>`` and, for a branch or tag, ``refs/<revision>``: the layout huggingface_hub
 reads (`Understand caching`), so ``try_to_load_from_cache`` and offline loads find it. Offline, the file is
 taken from the cache as ``hf_hub_download(local_files_only=True)`` finds it.
@@ -23,6 +23,7 @@ from pathlib import Path
 from huggingface_hub import get_hf_file_metadata, hf_hub_download, hf_hub_url
 from huggingface_hub.utils import hf_raise_for_status
 
+from pos_geometry._files import atomic_write
 from pos_geometry._limits import MAX_METADATA_BYTES, limit
 from pos_geometry._names import check_file_name, check_revision_name
 from pos_geometry.errors import CheckpointFormatError, RemoteError
@@ -70,7 +71,7 @@ def metadata_file(repo_id: str, filename: str, revision: str, *, offline: bool =
         blob = _download(meta.location or url, repo / "blobs", etag, meta.size, cap, repo_id, filename)
     _link(snapshot, blob)
     if not is_commit(revision):
-        _write_ref(repo / "refs" / revision, commit)
+        atomic_write(repo / "refs" / revision, commit)
     return snapshot
 
 
@@ -85,67 +86,46 @@ def _too_large(repo_id: str, filename: str, what: str, cap: int) -> CheckpointFo
 def _download(
     url: str, blobs: Path, etag: str, size: int | None, cap: int, repo_id: str, filename: str
 ) -> Path:
-    """Stream ``url`` into ``blobs`` under a temporary name, bounded by ``size`` and ``cap``; move it to its
-    blob name (the ETag, or the SHA-256 of its bytes when the ETag is not a safe file name)."""
-    blobs.mkdir(parents=True, exist_ok=True)
+    """Read ``url`` whole, bounded by ``size`` and ``cap`` while it streams (a metadata file is small: it is
+    held in memory, never on disk, until it is complete and checked), then write it atomically to its blob
+    name (the ETag, or the SHA-256 of its bytes when the ETag is not a safe file name)."""
     bound = min(cap, size) if size is not None else cap
-    temporary = blobs / f".pos_geometry-{os.getpid()}-{os.urandom(6).hex()}.incomplete"
-    digest = hashlib.sha256()
-    received = 0
-    try:
-        with transport_errors(url), temporary.open("wb") as out:
-            headers = {**hub_headers(url), "Accept-Encoding": "identity"}
-            with open_stream(url, headers, remaining(url, 10.0)) as response:
-                if response.status_code >= 400:
-                    response.read()
-                    hf_raise_for_status(response)
-                for chunk in response.iter_bytes():
-                    remaining(url)  # the load's overall deadline, as the body trickles in
-                    received += len(chunk)
-                    if received > bound:
-                        what = (
-                            f"streamed more than the {size:,} bytes its server announced"
-                            if size is not None and received > size and size < cap
-                            else f"streamed past {cap:,} bytes"
-                        )
-                        raise _too_large(repo_id, filename, what, cap)
-                    digest.update(chunk)
-                    out.write(chunk)
-        if size is not None and received != size:
-            raise CheckpointFormatError(
-                f"{filename} of {repo_id!r}: the transfer ended after {received:,} of the {size:,} bytes the "
-                "server announced; nothing was kept. Retry."
-            )
-        blob = blobs / (etag if _BLOB.fullmatch(etag) else digest.hexdigest())
-        os.replace(temporary, blob)
-        return blob
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            temporary.unlink()
+    body = bytearray()
+    with transport_errors(url):
+        headers = {**hub_headers(url), "Accept-Encoding": "identity"}
+        with open_stream(url, headers, remaining(url, 10.0)) as response:
+            if response.status_code >= 400:
+                response.read()
+                hf_raise_for_status(response)
+            for chunk in response.iter_bytes():
+                remaining(url)  # the load's overall deadline, as the body trickles in
+                if len(body) + len(chunk) > bound:
+                    what = (
+                        f"streamed more than the {size:,} bytes its server announced"
+                        if size is not None and size < cap
+                        else f"streamed past {cap:,} bytes"
+                    )
+                    raise _too_large(repo_id, filename, what, cap)
+                body += chunk
+    if size is not None and len(body) != size:
+        raise CheckpointFormatError(
+            f"{filename} of {repo_id!r}: the transfer ended after {len(body):,} of the {size:,} bytes the "
+            "server announced; nothing was kept. Retry."
+        )
+    name = etag if _BLOB.fullmatch(etag) else hashlib.sha256(body).hexdigest()
+    return atomic_write(blobs / name, bytes(body))
 
 
 def _link(snapshot: Path, blob: Path) -> None:
-    """``snapshot`` pointing at ``blob`` (a relative symlink as huggingface_hub makes, else a copy), replaced
-    atomically."""
+    """``snapshot`` pointing at ``blob`` (a relative symlink, as huggingface_hub makes, replaced atomically; a
+    copy where the file system has no symlinks, as huggingface_hub falls back to)."""
     snapshot.parent.mkdir(parents=True, exist_ok=True)
-    temporary = snapshot.with_name(f".{snapshot.name}.{os.urandom(6).hex()}.link")
+    temporary = snapshot.with_name(f".{snapshot.name}.{os.getpid()}-{os.urandom(4).hex()}.tmp")
     try:
-        try:
-            temporary.symlink_to(os.path.relpath(blob, snapshot.parent))
-        except OSError:  # no symlinks here (some Windows setups): a copy, as huggingface_hub falls back to
-            temporary.write_bytes(blob.read_bytes())
+        temporary.symlink_to(os.path.relpath(blob, snapshot.parent))
         os.replace(temporary, snapshot)
+    except OSError:
+        atomic_write(snapshot, blob.read_bytes())
     finally:
-        with contextlib.suppress(FileNotFoundError):
-            temporary.unlink()
-
-
-def _write_ref(ref: Path, commit: str) -> None:
-    ref.parent.mkdir(parents=True, exist_ok=True)
-    temporary = ref.with_name(f".{ref.name}.{os.urandom(6).hex()}.ref")
-    try:
-        temporary.write_text(commit)
-        os.replace(temporary, ref)
-    finally:
-        with contextlib.suppress(FileNotFoundError):
+        with contextlib.suppress(OSError):
             temporary.unlink()
