@@ -10,6 +10,7 @@ The data flow, and where each step lives::
     attention_by_offset                         ->  AttentionByOffset: attention and logits vs offset
     intervene / intervene_sweep (edits in pos_geometry.interventions) -> Intervention: Δloss of an edit
     sweep (every training checkpoint: range reads, metrics, drift)  ->  SweepResult (CSV/Parquet/JSON)
+    card (every analysis that applies to one model, each with its null)  ->  Card (index.html, JSON, Markdown)
     pos_geometry.plotting                       ->  plotly figures (never shown)
 
 Importing the package does nothing global: no network, no printing, no plotly settings. It is also
@@ -80,6 +81,8 @@ _EXPORTS: dict[str, str] = {
     "intervene_sweep": "pos_geometry.interventions.run",
     "Intervention": "pos_geometry.interventions.run",
     "InterventionSweep": "pos_geometry.interventions.run",
+    "card": "pos_geometry.cards.build",
+    "Card": "pos_geometry.cards.result",
     "sweep": "pos_geometry.sweeps",
     "SweepResult": "pos_geometry.sweeps",
     "FetchedTable": "pos_geometry.sources.fetch",
@@ -140,6 +143,9 @@ __all__ = [
     "intervene_sweep",
     "Intervention",
     "InterventionSweep",
+    # one page per model: every verdict that applies, with its null
+    "card",
+    "Card",
     # training-checkpoint sweeps
     "sweep",
     "SweepResult",
@@ -189,6 +195,8 @@ if TYPE_CHECKING:  # static tools see the real imports
     from pos_geometry.atlas.position_qk import PositionQKAtlas, position_qk_atlas
     from pos_geometry.atlas.qk import qk_atlas
     from pos_geometry.atlas.rotary import RotaryAtlas, rotary_atlas
+    from pos_geometry.cards.build import card
+    from pos_geometry.cards.result import Card
     from pos_geometry.embedding import PositionalEmbedding, Provenance, TokenEmbedding
     from pos_geometry.encodings.sinusoidal import sinusoidal
     from pos_geometry.errors import (

@@ -1,8 +1,9 @@
 """The ``pos-geometry`` command line.
 
-Commands: ``plot``, ``atlas``, ``analyze``, ``info``, ``reproduce``, ``hidden``, ``intervene`` and ``sweep``; one module
-per group (:mod:`~pos_geometry.cli.figures`, :mod:`~pos_geometry.cli.tables`,
-:mod:`~pos_geometry.cli.reproduce`, :mod:`~pos_geometry.cli.hidden`, :mod:`~pos_geometry.cli.sweep`), what
+Commands: ``plot``, ``atlas``, ``analyze``, ``info``, ``reproduce``, ``hidden``, ``intervene``, ``sweep`` and ``card``;
+one module per group (:mod:`~pos_geometry.cli.figures`, :mod:`~pos_geometry.cli.tables`,
+:mod:`~pos_geometry.cli.reproduce`, :mod:`~pos_geometry.cli.hidden`, :mod:`~pos_geometry.cli.sweep`,
+:mod:`~pos_geometry.cli.card`), what
 they share in :mod:`~pos_geometry.cli._common`.
 
 The CLI only parses arguments and calls the public API; every number it prints comes from
@@ -25,7 +26,7 @@ import click
 import typer
 from typer.core import TyperGroup
 
-from pos_geometry.cli import fetch, figures, hidden, intervene, models, reproduce, sweep, tables
+from pos_geometry.cli import card, fetch, figures, hidden, intervene, models, reproduce, sweep, tables
 from pos_geometry.cli._common import STATE
 
 __all__ = ["app", "main"]
@@ -88,7 +89,7 @@ def _help(func: Callable[..., None]) -> str:
 
 for _command in (
     figures.plot, figures.atlas, tables.analyze, tables.info, models.models, fetch.fetch, reproduce.reproduce,
-    hidden.hidden, intervene.intervene, sweep.sweep,
+    hidden.hidden, intervene.intervene, sweep.sweep, card.card,
 ):  # fmt: skip
     app.command(help=_help(_command))(_command)
 

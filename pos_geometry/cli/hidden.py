@@ -85,6 +85,7 @@ def hidden(
     """
     from pos_geometry._files import atomic_write
     from pos_geometry.hidden import hidden_positions
+    from pos_geometry.hidden.reading import layer_line
     from pos_geometry.plotting import (
         plot_attention_offsets,
         plot_hidden_metrics,
@@ -135,29 +136,3 @@ def hidden(
         console.print(wrote(written, out), markup=False)
 
     guard(run)
-
-
-OUTLIER_NORM = 10.0
-"""Position 0 is flagged when its positional vector's norm is this many times the median position's."""
-
-
-def layer_line(row: dict, n_components: int, skip_first: int) -> str:
-    """One layer's summary: its positional share beside its sampling floor, the share without the first
-    ``skip_first`` positions beside its own floor, and what the two say (at the floor: sampling noise; carried by
-    the first positions alone; position 0 an outlier), then the geometry of the positional part."""
-    share, floor = row["positional_share"], row["positional_floor"]
-    late, late_floor = row["positional_share_late"], row["positional_floor_late"]
-    flags = []
-    if share < 2 * floor:
-        flags.append("at its sampling floor: noise, not position")
-    elif late < 2 * late_floor:
-        flags.append(f"without the first {skip_first} positions at its floor: they carry the share")
-    if row["position0_norm_ratio"] >= OUTLIER_NORM:
-        flags.append(f"position 0's norm {row['position0_norm_ratio']:.0f}x the median")
-    return (
-        f"layer {row['layer']:>3}: positional share {share:.3f} (floor {floor:.3f}); without the first {skip_first} "
-        f"positions {late:.3f} (floor {late_floor:.3f})"
-        + (f" [{'; '.join(flags)}]" if flags else "")
-        + f"; top-{n_components} {row['top_k_ratio']:.3f}, stable rank {row['stable_rank']:.2f}, smoothness "
-        f"{row['smoothness']:.3f}, max cos pos/ctx {row['max_cosine']:.3f}"
-    )

@@ -154,6 +154,13 @@ def probing(module: Any, collectors: dict[Any, Callable[..., None]]) -> Iterator
     config = module.config
     previous = getattr(config, "_attn_implementation", None) or "eager"
     module.set_attn_implementation(PROBE_NAME)
+    declined = getattr(config, "_attn_implementation", None) != PROBE_NAME  # transformers logs it, not raises
+    if declined:
+        raise NotApplicableError(
+            f"attention by offset is read inside transformers' attention call (its AttentionInterface), and "
+            f"{type(module).__name__} does not compute its attention through it, so its attention cannot be read. "
+            "Pass attention=False (--no-attention) to read its hidden states alone."
+        )
     _COLLECTORS.update({id(m): fn for m, fn in collectors.items()})
     try:
         yield

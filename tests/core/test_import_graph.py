@@ -129,6 +129,7 @@ FLOORS: tuple[tuple[str, ...], ...] = (
     ("sweeps",),
     ("plotting",),
     ("reproduction",),
+    ("cards",),
     ("cli", "__main__"),
 )
 

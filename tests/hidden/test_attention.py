@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import pytest
 import torch
 
 import pos_geometry as pg
@@ -119,3 +120,19 @@ def test_one_pass_with_hidden_positions_equals_the_two_separate_calls(tiny_gpt2)
     explicit = pg.hidden_positions(tiny_gpt2, tokens, layers=[2], attention=[0, 1], batch_size=5)
     assert explicit.attention.layers == (0, 1)
     assert pg.hidden_positions(tiny_gpt2, tokens, layers=[2], attention=True).attention is None
+
+
+def test_a_model_whose_attention_bypasses_transformers_interface_is_refused_before_it_runs(tmp_path):
+    """Bloom (ALiBi) computes attention itself: transformers declines the probe (it only logs), so attention by
+    offset is refused with the way out, and the hidden states alone still read."""
+    import transformers
+
+    from pos_geometry.errors import NotApplicableError
+
+    config = transformers.BloomConfig(vocab_size=61, hidden_size=32, n_layer=2, n_head=4)
+    transformers.BloomForCausalLM(config).save_pretrained(tmp_path)
+    tokens = np.random.default_rng(0).integers(0, 61, size=(3, 16))
+    with pytest.raises(NotApplicableError, match="attention=False"):
+        pg.attention_by_offset(tmp_path, tokens, device="cpu", progress=False)
+    alone = pg.hidden_positions(tmp_path, tokens, attention=False, device="cpu", progress=False)
+    assert alone.attention is None and len(alone.metrics_rows()) == 3

@@ -57,27 +57,6 @@ def test_hidden_bad_layers_is_one_line_and_status_1(tiny_gpt2, tmp_path):
     assert not (tmp_path / "o").exists()  # a failed run leaves no (empty) output folder
 
 
-def _row(share, floor, late, late_floor, ratio):
-    return {
-        "layer": 3, "positional_share": share, "positional_floor": floor, "positional_share_late": late,
-        "positional_floor_late": late_floor, "position0_norm_ratio": ratio, "top_k_ratio": 0.9,
-        "stable_rank": 1.5, "smoothness": 0.8, "max_cosine": 0.1,
-    }  # fmt: skip
-
-
-def test_each_layer_line_sets_the_share_beside_its_floor_and_flags_what_it_means():
-    from pos_geometry.cli.hidden import layer_line
-
-    real = layer_line(_row(0.60, 0.02, 0.55, 0.02, 1.2), 3, 2)
-    assert "positional share 0.600 (floor 0.020); without the first 2 positions 0.550 (floor 0.020)" in real
-    assert "[" not in real  # nothing to flag
-    noise = layer_line(_row(0.125, 0.123, 0.13, 0.12, 1.0), 3, 2)
-    assert "at its sampling floor: noise, not position" in noise
-    first = layer_line(_row(0.99, 0.12, 0.13, 0.121, 124.0), 3, 2)
-    assert "without the first 2 positions at its floor: they carry the share" in first
-    assert "position 0's norm 124x the median" in first
-
-
 def test_without_a_terminal_a_long_command_prints_a_line_per_stretch(monkeypatch):
     from pos_geometry.cli import _common
 

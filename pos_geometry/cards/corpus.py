@@ -1,0 +1,76 @@
+"""The card's corpus: what the model-running sections read, and how it is described on the page.
+
+The default is a public-domain text in the checkout's ``data/corpus/`` (Lewis Carroll, *Alice's
+Adventures in Wonderland*, Project Gutenberg #11; ``data/README.md`` cites it), tokenised with the
+model's own tokenizer, so a card needs no network. A model without a tokenizer reads random tokens
+instead, and the page says so. ``corpus=`` (``--corpus``) overrides both.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+__all__ = ["CORPUS_ENV", "DEFAULT_CORPUS", "CorpusPlan", "default_corpus", "plan_corpus"]
+
+CORPUS_ENV = "POS_GEOMETRY_CORPUS"
+"""Environment variable naming a text file that replaces the default corpus."""
+
+DEFAULT_CORPUS = "alice.txt"
+"""The default corpus's file name in ``<checkout>/data/corpus``."""
+
+FULL = (16, 512)  # contexts × tokens of a full card (at most; a shorter model context shortens them)
+FAST = (8, 256)  # and of a fast one
+
+
+def default_corpus() -> Path | None:
+    """``$POS_GEOMETRY_CORPUS``, else ``<checkout>/data/corpus/alice.txt``; None when neither is a file."""
+    from pos_geometry.sources.locations import checkout_root
+
+    if os.environ.get(CORPUS_ENV):
+        path = Path(os.environ[CORPUS_ENV]).expanduser()
+    else:
+        root = checkout_root()
+        path = root / "data" / "corpus" / DEFAULT_CORPUS if root is not None else None
+    return path if path is not None and path.is_file() else None
+
+
+@dataclass(frozen=True)
+class CorpusPlan:
+    """What the model-running sections read: ``tokens`` (a path, an array, or None for random tokens),
+    ``seq_len`` and ``n_sequences`` (None: the model's defaults), and ``note``, how it was chosen."""
+
+    tokens: Any
+    seq_len: int | None
+    n_sequences: int | None
+    note: str
+
+    def random(self, why: str) -> CorpusPlan:
+        """The same sizes on random tokens, with ``why`` in the note."""
+        return CorpusPlan(None, self.seq_len, self.n_sequences, f"random tokens: {why}")
+
+
+def plan_corpus(
+    corpus: Any, *, fast: bool, context: int | None, seq_len: int | None, n_sequences: int | None
+) -> CorpusPlan:
+    """The corpus a card reads: ``corpus`` when given, else the default text; sizes from ``seq_len`` and
+    ``n_sequences``, else :data:`FULL` (or :data:`FAST`), the length capped at the model's ``context``."""
+    n_default, len_default = FAST if fast else FULL
+    length = seq_len if seq_len is not None else min(len_default, context or len_default)
+    n = n_sequences if n_sequences is not None else n_default
+    if corpus is not None:
+        shown = os.fspath(corpus) if isinstance(corpus, str | os.PathLike) else "the token array given"
+        return CorpusPlan(corpus, length, n, f"given: {shown}")
+    path = default_corpus()
+    if path is None:
+        return CorpusPlan(
+            None, length, n,
+            "random tokens: the default text (data/corpus/alice.txt) is not on this machine; pass --corpus",
+        )  # fmt: skip
+    return CorpusPlan(
+        path, length, n,
+        "the default: Lewis Carroll, Alice's Adventures in Wonderland (public domain, Project Gutenberg #11), "
+        "tokenised with the model's tokenizer",
+    )  # fmt: skip

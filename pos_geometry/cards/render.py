@@ -1,0 +1,182 @@
+"""A card as files: ``index.html`` (one page, offline: plotly.js once beside it), ``card.json`` (every number,
+with provenance) and ``card.md``.
+
+The page opens with the verdicts in plain words, one line each with its null, then a table of contents, then
+one section per part of the card with its figures and detail rows, and a cost line (seconds per section).
+"""
+
+from __future__ import annotations
+
+import html
+import os
+from pathlib import Path
+from typing import Any
+
+from pos_geometry._version import __version__
+
+# The card calls this module to save itself, so nothing here imports the card's types back: ``card`` is a
+# :class:`~pos_geometry.cards.result.Card`, ``s`` a ``Section`` and ``v`` a ``Verdict`` wherever they appear.
+Card = Section = Verdict = Any
+
+__all__ = ["render_html", "render_markdown", "save_card"]
+
+_STYLE = """
+body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:0 auto;max-width:1100px;padding:1.5rem;
+color:#1b1b1b;line-height:1.45}
+h1{font-size:1.6rem;margin-bottom:.2rem}h2{border-bottom:1px solid #ddd;padding-bottom:.2rem;margin-top:2.2rem}
+.meta{color:#555;font-size:.9rem}.verdicts li{margin:.35rem 0}
+.badge{display:inline-block;font-size:.75rem;padding:0 .4rem;border-radius:.6rem;margin-right:.4rem;
+background:#e8f0fe;color:#174ea6}.badge.not{background:#f1f3f4;color:#5f6368}
+.verdicts a{color:inherit;text-decoration:none}.verdicts a:hover{text-decoration:underline}
+.null{color:#555;font-size:.88rem}figure{margin:1rem 0}figcaption{color:#444;font-size:.9rem}
+table.rows{border-collapse:collapse;font-size:.85rem}table.rows td,table.rows th{border-top:1px solid #eee;
+padding:.2rem .6rem;text-align:left;vertical-align:top}nav ol{columns:2}.plot{min-height:420px}
+"""
+
+
+def _status_badge(v: Verdict) -> str:
+    if v.status == "measured":
+        return '<span class="badge">measured</span>'
+    return f'<span class="badge not">{html.escape(v.status)}</span>'
+
+
+def _verdict_li(v: Verdict, anchor: str) -> str:
+    extra = []
+    if v.null:
+        extra.append(f"null: {v.null}")
+    if v.p_value is not None:
+        extra.append(f"p = {v.p_value:.3g}")
+    null = f' <span class="null">({html.escape("; ".join(extra))})</span>' if extra else ""
+    return f'<li>{_status_badge(v)}<a href="#{anchor}">{html.escape(v.text)}</a>{null}</li>'
+
+
+def _figure(stem: str, fig: Any, caption: str) -> str:
+    import plotly.io as pio
+
+    div = pio.to_html(
+        fig, include_plotlyjs=False, full_html=False, include_mathjax=False, div_id=f"fig-{stem}",
+        config={"displaylogo": False, "responsive": True}, auto_play=False, default_width="100%",
+        default_height=f"{fig.layout.height or 520}px",
+    )  # fmt: skip
+    return f'<figure id="figure-{stem}"><div class="plot">{div}</div><figcaption>{html.escape(caption)}</figcaption></figure>'
+
+
+def _section_html(s: Section) -> str:
+    parts = [f'<section id="{s.key}"><h2>{html.escape(s.title)}</h2>']
+    if s.status != "ran":
+        parts.append(f"<p><b>{html.escape(s.status)}</b>: {html.escape(s.reason)}</p>")
+    else:
+        parts.append('<ul class="verdicts">' + "".join(_verdict_li(v, s.key) for v in s.verdicts) + "</ul>")
+    parts += [_figure(stem, fig, caption) for stem, fig, caption in s.figures]
+    if s.rows:
+        body = "".join(f"<tr><th>{html.escape(k)}</th><td>{html.escape(v)}</td></tr>" for k, v in s.rows)
+        parts.append(f'<details><summary>Details</summary><table class="rows">{body}</table></details>')
+    parts.append(f'<p class="meta">{s.seconds:.1f} s</p></section>')
+    return "\n".join(parts)
+
+
+def _cost_line(card: Card) -> str:
+    total = sum(s.seconds for s in card.sections)
+    return f"cost: {total:.1f} s in all; " + ", ".join(f"{s.key} {s.seconds:.1f} s" for s in card.sections)
+
+
+def render_html(card: Card, *, plotlyjs: str = "directory") -> str:
+    """The card as one HTML page; ``plotlyjs="directory"`` loads ``plotly.min.js`` from beside the page,
+    ``"inline"`` embeds it (one self-contained file)."""
+    from plotly.offline import get_plotlyjs
+
+    from pos_geometry.plotting.export import check_plotlyjs
+
+    if check_plotlyjs(plotlyjs) == "cdn":
+        from pos_geometry.errors import InvalidArgumentError
+
+        raise InvalidArgumentError(
+            "a card works offline: plotlyjs must be 'directory' or 'inline'; got 'cdn'."
+        )
+    script = (
+        '<script src="plotly.min.js"></script>'
+        if plotlyjs == "directory"
+        else f'<script type="text/javascript">{get_plotlyjs()}</script>'
+    )
+    title = f"Positional card: {Path(card.model).name if os.sep in card.model else card.model}"
+    skipped = [s for s in card.sections if s.status != "ran"]
+    head = [
+        f"<h1>{html.escape(title)}</h1>",
+        f'<p class="meta">model: {html.escape(card.model)} · kind: <b>{html.escape(card.kind)}</b> · made {html.escape(card.created)} with pos_geometry '
+        f"{html.escape(__version__)}" + (" · fast card" if card.fast else "") + "</p>",
+        f'<p class="meta">corpus: {html.escape(card.corpus or "none read")}</p>',
+        '<h2 id="verdicts">Verdicts</h2>',
+        '<ul class="verdicts">'
+        + "".join(_verdict_li(v, s.key) for s in card.sections for v in s.verdicts)
+        + "</ul>",
+    ]
+    if skipped:
+        head.append(
+            '<p class="meta">not run: '
+            + "; ".join(f"{html.escape(s.title)} ({html.escape(s.status)})" for s in skipped)
+            + "</p>"
+        )
+    nav = "<nav><h2>Contents</h2><ol>" + "".join(
+        f'<li><a href="#{s.key}">{html.escape(s.title)}</a></li>' for s in card.sections
+    ) + '<li><a href="#cost">Cost and provenance</a></li></ol></nav>'  # fmt: skip
+    prov = html.escape(repr(card.provenance))
+    foot = (
+        f'<section id="cost"><h2>Cost and provenance</h2><p>{html.escape(_cost_line(card))}</p>'
+        f'<p class="meta">{prov}</p><p class="meta">Every number: <a href="card.json">card.json</a>; as text: '
+        '<a href="card.md">card.md</a>.</p></section>'
+    )
+    body = "\n".join([*head, nav, *(_section_html(s) for s in card.sections), foot])
+    return (
+        f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}</title>'
+        f'<meta name="viewport" content="width=device-width, initial-scale=1"><style>{_STYLE}</style>{script}'
+        f"</head><body>\n{body}\n</body></html>\n"
+    )
+
+
+def _md_cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def render_markdown(card: Card) -> str:
+    """The card as Markdown: the verdicts, then each section's verdicts and detail rows (figures are in
+    ``index.html``)."""
+    lines = [f"# Positional card: {card.model}", "", f"kind: **{card.kind}** · made {card.created} with pos_geometry "
+             f"{__version__}" + (" · fast card" if card.fast else ""), "", f"corpus: {card.corpus or 'none read'}", "",
+             "## Verdicts", ""]  # fmt: skip
+    for v in card.verdicts:
+        null = f" (null: {v.null})" if v.null else ""
+        lines.append(f"- [{v.status}] {v.text}{null}")
+    for s in card.sections:
+        lines += ["", f"## {s.title}", ""]
+        if s.status != "ran":
+            lines.append(f"**{s.status}**: {s.reason}")
+            continue
+        lines += [f"- {v.text}" for v in s.verdicts]
+        if s.figures:
+            lines += ["", "Figures (in index.html): " + ", ".join(f"`{stem}`" for stem, _, _ in s.figures)]
+        if s.rows:
+            lines += ["", "| | |", "|---|---|", *(f"| {_md_cell(k)} | {_md_cell(v)} |" for k, v in s.rows)]
+    lines += ["", "## Cost and provenance", "", _cost_line(card), "", f"`{card.provenance!r}`", ""]
+    return "\n".join(lines)
+
+
+def save_card(card: Card, out: str | os.PathLike[str], *, plotlyjs: str = "directory") -> list[Path]:
+    """Write ``index.html``, ``card.json`` and ``card.md`` into ``out`` (created when missing), each
+    atomically, and ``plotly.min.js`` beside the page unless ``plotlyjs="inline"``; returns the paths."""
+    from pos_geometry._files import atomic_write
+    from pos_geometry.plotting.export import write_plotlyjs
+
+    page = render_html(card, plotlyjs=plotlyjs)  # before any file: a bad argument leaves no folder
+    folder = Path(out).expanduser()
+    if folder.exists() and not folder.is_dir():
+        from pos_geometry.errors import InvalidArgumentError
+
+        raise InvalidArgumentError(f"out must be a folder; {str(folder)!r} is a file. Pass a folder path.")
+    folder.mkdir(parents=True, exist_ok=True)
+    written = [write_plotlyjs(folder)] if plotlyjs == "directory" else []
+    written += [
+        atomic_write(folder / "index.html", page),
+        atomic_write(folder / "card.json", card.to_json(allow_nan=False, indent=1)),
+        atomic_write(folder / "card.md", render_markdown(card)),
+    ]
+    return written

@@ -1,0 +1,147 @@
+"""The card's learned-table section: one :func:`~pos_geometry.analyze` (spectrum, helix, periodicity,
+recurrence, identification, each with its null) and the 3D view, in plain words.
+
+The verdict lines are written from the results' own fields (verdict, p-value, the nulls each beat, the
+reason when something does not apply); nothing is re-decided here.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pos_geometry.cards.identity import Subject
+from pos_geometry.cards.result import Section, Verdict, not_run
+
+__all__ = ["NULL_WORDS", "nulls_in_words", "table_section"]
+
+KEY, TITLE = "table", "The learned table"
+
+NULL_WORDS = {
+    "step_walk": "random walks of its own steps",
+    "smooth_gp": "smooth random curves",
+    "stationary": "its own spectrum",
+    "red_noise": "red noise",
+}
+"""Short names of the nulls, for verdict lines (:mod:`pos_geometry.analysis.nulls`)."""
+
+
+def nulls_in_words(tests: Any) -> str:
+    """``"random walks of its own steps, smooth random curves and its own spectrum"`` for a result's tests
+    (:class:`~pos_geometry.NullTest` objects, or null names)."""
+    names = [NULL_WORDS.get(getattr(t, "null", t), getattr(t, "null_description", t)) for t in tests or ()]
+    names = list(dict.fromkeys(names))
+    if len(names) <= 1:
+        return "".join(names)
+    return ", ".join(names[:-1]) + " and " + names[-1]
+
+
+def _p(p: float | None) -> str:
+    return "" if p is None else f"p = {p:.3g}"
+
+
+def _helix(a: Any) -> Verdict:
+    h = a.helix
+    if h is None:
+        return Verdict(f"helix: does not apply: {a.notes.get('helix', 'not fitted')}", "does not apply")
+    against = nulls_in_words(h.tests)
+    if h.verdict == "helix":
+        text = (
+            f"learned table: a helix, {h.turns[0]:.2f} turns of period {h.periods[0]:.0f} positions in its top "
+            f"3 components ({a.top3:.2f} of the variance), beating {against} ({_p(h.p_value)})"
+        )
+    else:
+        text = f"learned table: {h.verdict} ({h.reason})"
+    return Verdict(text, null=against or None, p_value=h.p_value)
+
+
+def _periodicity(a: Any) -> Verdict:
+    per = a.periodicity
+    if per is None:
+        return Verdict(f"periodicity: does not apply: {a.notes.get('periodicity', '')}", "does not apply")
+    against = nulls_in_words(per.null.split(" and ")) or None
+    found = per.dominant_periods
+    if not found:
+        return Verdict(
+            f"periodicity: no period beats its nulls at α = {per.alpha:g} (smallest reachable p {per.min_p_value:.3g})",
+            null=against,
+        )
+    best = found[0]
+    words = ", ".join(
+        f"{p.period:.4g} ± {p.period_std:.2g} in {p.label} ({_p(p.p_value)})" for p in found[:4]
+    )
+    return Verdict(f"periodicity: period(s) {words}", null=against, p_value=best.p_value)
+
+
+def _recurrence(a: Any) -> Verdict:
+    rec = a.recurrence
+    if rec is None:
+        return Verdict(f"recurrence: does not apply: {a.notes.get('recurrence', '')}", "does not apply")
+    against = nulls_in_words(rec.tests) or None
+    p = max((t.p_value for t in rec.tests or ()), default=None)
+    if rec.status != "rotations":
+        return Verdict(
+            f"recurrence (one-parameter group): {rec.status}: {rec.reason}", null=against, p_value=p
+        )
+    rows = dict(rec.summary_rows())
+    return Verdict(
+        f"recurrence (one-parameter group): rotations of period {rows['rotation periods (positions)']}, beating "
+        f"{against} ({_p(p)})",
+        null=against,
+        p_value=p,
+    )
+
+
+def _identified(a: Any) -> Verdict | None:
+    ident = a.identity
+    if ident is None:
+        return None
+    text = ident.reason if ident.is_formula else f"{ident.kind}: {ident.reason}"
+    return Verdict(f"formula: {text}")
+
+
+def table_section(s: Subject, *, random_state: int = 0, progress: Any = None) -> tuple[Section, Any]:
+    """The learned-table section and the :class:`~pos_geometry.Analysis` behind it (None when it does not apply)."""
+    if s.table is None:
+        return not_run(KEY, TITLE, "does not apply", "the model has no positional table"), None
+    if s.is_rotary:
+        why = (
+            "a rotary model has no learned table; its rotary table is exact, built from the config, so its "
+            "geometry is the formula's (see the rotary section)"
+        )
+        return not_run(KEY, TITLE, "does not apply", why), None
+    from pos_geometry.analysis.pipeline import analyze
+    from pos_geometry.plotting import plot_explained_variance, plot_helix
+
+    a = analyze(s.table, random_state=random_state, progress=progress)
+    verdicts = [_helix(a), _periodicity(a), _recurrence(a)]
+    ident = _identified(a)
+    if ident is not None:
+        verdicts.append(ident)
+    rows = tuple(a.summary_rows())
+    figures = [
+        ("table_helix", plot_helix(a.pca, fit=a.helix if a.helix is not None else None),
+         "The table in its top three principal components, with the fitted helix (drag to turn)."),
+        ("table_spectrum", plot_explained_variance(a.pca, n_components=min(20, a.pca.n_components_)),
+         "Cumulative share of the variance in the leading principal components."),
+    ]  # fmt: skip
+    values = {
+        "top1": a.top1, "top3": a.top3, "top10": a.top10, "stable_rank": a.stable_rank, "notes": dict(a.notes),
+        "helix": None if a.helix is None else {
+            "verdict": a.helix.verdict, "p_value": a.helix.p_value, "reason": a.helix.reason,
+            "periods": a.helix.periods, "turns": a.helix.turns,
+            "tests": a.helix.tests,
+        },
+        "periodicity": None if a.periodicity is None else {
+            "dominant_periods": [(p.label, p.period, p.period_std, p.p_value) for p in a.periodicity.dominant_periods],
+            "min_p_value": a.periodicity.min_p_value,
+        },
+        "recurrence": None if a.recurrence is None else {
+            "status": a.recurrence.status, "reason": a.recurrence.reason,
+            "rotations": a.recurrence.rotation_pairs(), "tests": a.recurrence.tests,
+        },
+        "identity": None if a.identity is None else {"kind": a.identity.kind, "reason": a.identity.reason},
+    }  # fmt: skip
+    section = Section(
+        KEY, TITLE, "ran", "", tuple(verdicts), rows, values, 0.0, (a.provenance,), tuple(figures)
+    )
+    return section, a

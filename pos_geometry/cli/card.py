@@ -1,0 +1,95 @@
+"""``pos-geometry card``: one model's positional card, written to a folder."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from pos_geometry.cli._common import DEVICE, REVISION, check_out, err, guard, out_console, progress_bar
+
+__all__ = ["card"]
+
+
+def card(
+    model: str = typer.Argument(
+        ...,
+        metavar="MODEL_OR_PATH",
+        help="Model-table name, hub repo id, local model folder, .gguf file or table file (.npy/.safetensors).",
+    ),
+    out: Path = typer.Option(
+        ..., "--out", help="Folder for index.html, card.json, card.md and plotly.min.js."
+    ),
+    corpus: Path | None = typer.Option(
+        None,
+        "--corpus",
+        help="Text file (the model's tokenizer) or token ids (.npy, n_sequences x seq_len). Default: the "
+        "public-domain text in data/corpus (offline); random tokens for a model without a tokenizer.",
+    ),
+    fast: bool = typer.Option(
+        False, "--fast", help="Skip the causal edits and read fewer, shorter contexts (8 x 256)."
+    ),
+    seq_len: int | None = typer.Option(
+        None, "--seq-len", help="Context length (default 512; 256 with --fast)."
+    ),
+    n_sequences: int | None = typer.Option(
+        None, "--n-sequences", help="Contexts to read (default 16; 8 with --fast)."
+    ),
+    random_state: int = typer.Option(0, "--random-state", help="Seed of every null and bootstrap."),
+    plotlyjs: str = typer.Option(
+        "directory",
+        "--plotlyjs",
+        help="directory (plotly.min.js once beside the page) or inline (one self-contained page, ~5 MB).",
+    ),
+    revision: str | None = REVISION,
+    device: str = DEVICE,
+) -> None:
+    """Write MODEL's positional card: every analysis that applies to its kind of position, each verdict with its null.
+
+    One page (index.html, offline) with the verdicts in plain words at the top, then a section per part: identity,
+    the learned table, rotary planes, how attention reads position, the residual stream, causal edits. What does
+    not apply to the model, or is not on this machine, is listed with the reason. card.json holds every number
+    with its provenance; card.md the same as text. The verdicts are printed when done.
+    """
+    from pos_geometry import _progress
+    from pos_geometry.cards import SECTION_KEYS
+    from pos_geometry.cards import card as make_card
+    from pos_geometry.cards.build import SECTION_TITLES
+
+    def run() -> None:
+        from pos_geometry.plotting.export import check_plotlyjs
+
+        check_out(out)
+        if check_plotlyjs(plotlyjs) == "cdn":
+            from pos_geometry.errors import InvalidArgumentError
+
+            raise InvalidArgumentError(
+                "a card works offline: --plotlyjs must be directory or inline; got cdn."
+            )
+        log = err()
+        import time
+
+        start = time.monotonic()
+        with progress_bar() as bar:
+            task = bar.add_task("card", total=len(SECTION_KEYS))
+
+            def report(done: int, total: int) -> None:
+                title = SECTION_TITLES[SECTION_KEYS[done - 1]]
+                bar.update(task, completed=done, total=total, description=f"card: {title.lower()} done")
+                if not log.is_terminal and not _progress._settings["quiet"]:  # a log file: a line per section
+                    log.print(
+                        f"card [{done}/{total}]: {title} ({time.monotonic() - start:.0f} s)", markup=False
+                    )
+
+            result = make_card(
+                model, corpus, fast=fast, seq_len=seq_len, n_sequences=n_sequences, revision=revision,
+                device=device, random_state=random_state, progress=report,
+            )  # fmt: skip
+        written = result.save(out, plotlyjs=plotlyjs)
+        console = out_console()
+        console.print(f"{result.model}: {result.kind}", markup=False)
+        for verdict in result.verdicts:
+            console.print(f"  [{verdict.status}] {verdict.text}", markup=False)
+        console.print(f"wrote {len(written)} files to {out} (open {out / 'index.html'})", markup=False)
+
+    guard(run)

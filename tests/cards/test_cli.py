@@ -1,0 +1,37 @@
+"""``pos-geometry card``: the files, the verdicts printed, a line per section in a log, one-line errors."""
+
+from __future__ import annotations
+
+import json
+
+from typer.testing import CliRunner
+
+from pos_geometry.cli import app
+
+
+def test_card_writes_the_folder_and_prints_every_verdict(kind_models, tmp_path):
+    path, tokens = kind_models["rotary"]
+    out = tmp_path / "card"
+    result = CliRunner().invoke(app, ["card", str(path), "--out", str(out), "--corpus", str(tokens), "--fast",
+                                      "--device", "cpu"])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    data = json.loads((out / "card.json").read_text())
+    for section in data["sections"]:
+        for verdict in section["verdicts"]:
+            assert verdict["text"] in result.output
+    assert "[skipped] Does the model use it: causal edits: skipped: fast card" in result.output
+    assert (
+        "card [6/6]: Does the model use it: causal edits" in result.output
+    )  # no terminal: a line per section
+    assert f"open {out / 'index.html'}" in result.output
+
+
+def test_a_misspelt_model_is_one_line_with_the_closest_names_and_no_folder(tmp_path):
+    result = CliRunner().invoke(app, ["card", "gtp2", "--out", str(tmp_path / "o")])
+    assert result.exit_code == 1 and "Traceback" not in result.output
+    assert "gpt2" in result.output and not (tmp_path / "o").exists()
+
+
+def test_the_cdn_is_refused_before_any_work(tmp_path):
+    result = CliRunner().invoke(app, ["card", "gpt2", "--out", str(tmp_path / "o"), "--plotlyjs", "cdn"])
+    assert result.exit_code == 1 and "offline" in result.output and not (tmp_path / "o").exists()
