@@ -49,6 +49,13 @@ class RecurrenceFit(Result):
     period_halves: np.ndarray | None = None
     """``(k, 2)``: each eigenvalue's period fitted on the first and on the second half of the window (no row in
     common); a rotation whose two periods differ beyond their error bars is ``"drifting"``, not a rotation."""
+    refined_periods: np.ndarray | None = None
+    """``(k,)``: each rotation's period refined by least squares of its sinusoid on the trajectory
+    (:mod:`~pos_geometry.analysis._recurrence_phase`); NaN for other pairs and where it was not refined."""
+    period_interval: np.ndarray | None = None
+    """``(k, 2)``: the ``confidence`` interval of each refined period (NaN elsewhere); its coverage is measured
+    by ``benchmarks/bench_coverage.py``."""
+    confidence: float = 0.95
 
     @property
     def test(self) -> NullTest | None:
@@ -73,6 +80,21 @@ class RecurrenceFit(Result):
         sel = np.array([c != "" and (kind is None or c == kind) for c in self.pair_classes], dtype=bool)
         return sorted(zip(self.periods[sel].tolist(), self.moduli[sel].tolist(), strict=True), reverse=True)
 
+    def rotation_periods(self) -> list[tuple[float, float, float]]:
+        """``(period, low, high)`` of each rotation, longest first: the refined period and its
+        ``confidence`` interval, or the eigenvalue's period with NaN bounds where it was not refined."""
+        if self.status != "rotations":
+            return []
+        out = []
+        for i, c in enumerate(self.pair_classes):
+            if c != "rotation":
+                continue
+            refined = self.refined_periods[i] if self.refined_periods is not None else np.nan
+            low, high = self.period_interval[i] if self.period_interval is not None else (np.nan, np.nan)
+            period = float(refined) if np.isfinite(refined) else float(self.periods[i])
+            out.append((period, float(low), float(high)))
+        return sorted(out, reverse=True)
+
     def rotation_pairs(self) -> list[tuple[float, float]]:
         """``(period, modulus)`` of each rotation: an undamped conjugate pair (``| |λ| − 1 | ≤
         MODULUS_TOLERANCE``) that turns at least once in the window and is resolved from every other
@@ -80,23 +102,47 @@ class RecurrenceFit(Result):
         return self.pairs("rotation") if self.status == "rotations" else []
 
     def summary_rows(self) -> list[tuple[str, str]]:
-        spread = {
-            float(p): s
-            for p, s, c in zip(self.periods, self.period_spread, self.pair_classes, strict=True)
-            if c
-        }
+        def drifts() -> str:
+            halves = (
+                self.period_halves
+                if self.period_halves is not None
+                else np.full((len(self.periods), 2), np.nan)
+            )
+            return (
+                ", ".join(
+                    f"from {a:.4g} to {b:.4g}"
+                    for (a, b), c in zip(halves, self.pair_classes, strict=True)
+                    if c == "drifting" and np.isfinite(a) and np.isfinite(b)
+                )
+                + " (first half, second half)"
+            )
 
-        def listed(kind: str) -> str:
-            return ", ".join(
-                f"{p:.4g}" + (f" ± {spread[p] * p:.2g}" if np.isfinite(spread.get(p, np.nan)) else "")
-                + f" (|λ|={m:.4f})"
-                for p, m in self.pairs(kind)
-            )  # fmt: skip
+        def rotations() -> str:
+            found = self.rotation_periods()
+            if not any(np.isfinite(lo) for _, lo, _ in found):
+                return ", ".join(f"{p:.4g}" for p, _, _ in found) + " (eigenvalue periods: no intervals)"
 
-        pairs = listed("rotation") if self.status == "rotations" else ""
+            def one(p: float, lo: float, hi: float) -> str:
+                if not np.isfinite(lo):
+                    return f"{p:.5g}"
+                return f"{p:.5g} [{lo:.5g}, {hi:.5g}]" if lo < hi else f"{p:.6g} (exact)"
+
+            return ", ".join(one(*r) for r in found) + f" ({self.confidence:.0%} intervals)"
+
+        def counted(kind: str) -> str:
+            found = len(self.pairs(kind))
+            if kind == "slower than the window":
+                return f"{found} pair(s), each period > {self.n_positions} (less than a turn: no estimate)"
+            if kind == "unresolved":
+                return f"{found} pair(s) within a Fourier bin of another (no period can be given)"
+            if kind == "unstable":
+                return f"{found} pair(s) whose angle moves by more than 10% between overlapping windows (no period given)"
+            return drifts()
+
+        pairs = rotations() if self.status == "rotations" and self.pairs("rotation") else ""
         pairs = pairs or (f"does not apply: {self.reason}" if self.status != "rotations" else "none")
         untestable = "; ".join(
-            f"{kind}: {listed(kind)}"
+            f"{kind}: {counted(kind)}"
             for kind in ("slower than the window", "unresolved", "unstable", "drifting")
             if self.pairs(kind)
         )

@@ -20,6 +20,8 @@ import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import numpy as np
+
 from pos_geometry import _progress
 from pos_geometry._limits import check_positions
 from pos_geometry._progress import Progress
@@ -219,7 +221,7 @@ def _consistent_helix(helix: Any, recurrence: Any, periodicity: Any) -> Any:
     that a top-3 helix fit did not: several rotation planes that share the leading components are mixed by
     them, so "not a helix" there says nothing against the rotations the other analyses found."""
     if helix.verdict == "helix":
-        return helix
+        return _drift_said(helix, recurrence)
     found = []
     if recurrence is not None and recurrence.status == "rotations" and recurrence.rotation_pairs():
         periods = ", ".join(f"{p:.4g}" for p, _ in recurrence.rotation_pairs())
@@ -236,6 +238,26 @@ def _consistent_helix(helix: Any, recurrence: Any, periodicity: Any) -> Any:
         reason=f"{helix.reason}. In the same analysis {' and '.join(found)}: rotations that share the leading "
         "components are mixed by them (several helices, or a helix beside other rotations), so this top-3 fit "
         "does not contradict them; they are the analysis to read here",
+    )
+
+
+def _drift_said(helix: Any, recurrence: Any) -> Any:
+    """``helix`` with its reason completed when the same call's recurrence finds the rotation's angle drifting:
+    the helix's period is then a mean, and its harmonics are the drift's sidebands, not a second rotation."""
+    if recurrence is None or recurrence.period_halves is None:
+        return helix
+    drifts = [
+        f"from {a:.4g} to {b:.4g}"
+        for (a, b), c in zip(recurrence.period_halves, recurrence.pair_classes, strict=True)
+        if c == "drifting" and np.isfinite(a) and np.isfinite(b)
+    ]
+    if not drifts:
+        return helix
+    return dataclasses.replace(
+        helix,
+        reason=f"{helix.reason}. Its period is a mean: in the same analysis the recurrence finds the period drifting "
+        f"{', '.join(drifts)} positions between the window's halves (a one-parameter group turns by a constant "
+        "angle), so the helix's harmonics are sidebands of that drift, not rotations of their own",
     )
 
 

@@ -68,6 +68,7 @@ import math
 from typing import Any
 
 import numpy as np
+import scipy.stats
 import torch
 
 from pos_geometry import _progress
@@ -92,6 +93,7 @@ from pos_geometry.analysis._recurrence_pairs import (
     spread,
     status_before_null,
 )
+from pos_geometry.analysis._recurrence_phase import refine_angles
 from pos_geometry.analysis._recurrence_results import RecurrenceFit
 from pos_geometry.analysis.nulls.basis import check_null_method
 from pos_geometry.analysis.nulls.monte_carlo import NullTest, check_sequential
@@ -112,6 +114,46 @@ __all__ = [
     "MODULUS_TOLERANCE",
     "PERSISTENCE_RATIO",
 ]
+
+
+CONFIDENCE = 0.95
+"""The level of the rotations' period intervals."""
+REFINE_CAP = 16
+"""At most this many rotations are refined (a wider spectrum keeps its eigenvalues' periods, with no interval)."""
+EXACT = 1e-9
+"""A one-step prediction error below this is round-off: the eigenvalues are already exact, and so is each period."""
+
+
+def _refined(
+    z: np.ndarray, ev: np.ndarray, classes: list[str], pred_err: dict[int, float]
+) -> tuple[np.ndarray, np.ndarray]:
+    """``(refined periods (k,), intervals (k, 2))`` of the rotations (both eigenvalues of a pair), NaN elsewhere:
+    the angles refined on the trajectory with their standard errors (:func:`refine_angles`)."""
+    k = len(ev)
+    periods, interval = np.full(k, np.nan), np.full((k, 2), np.nan)
+    undamped = (PairClass.DAMPED, PairClass.GROWING)
+    upper = [i for i, c in enumerate(classes) if c and c not in undamped and ev[i].imag > 0]  # slow ones too
+    rot = np.array([classes[i] == PairClass.ROTATION for i in upper], dtype=bool)
+    if not rot.any():
+        return periods, interval
+    start = np.abs(np.angle(ev[upper]))
+    if pred_err.get(1, math.inf) < EXACT:
+        angles, errors = start, np.where(rot, 0.0, np.nan)
+    elif rot.sum() > REFINE_CAP:
+        return periods, interval
+    else:
+        angles, errors = refine_angles(z, start, rot)
+    q = float(scipy.stats.norm.ppf(0.5 + CONFIDENCE / 2))
+    for i, a, e, r in zip(upper, angles, errors, rot, strict=True):
+        if not r:
+            continue
+        partner = int(np.argmin(np.abs(ev - np.conj(ev[i]))))
+        for j in {i, partner}:
+            periods[j] = 2 * math.pi / a
+            if np.isfinite(e):
+                hi_angle, lo_angle = a + q * e, max(a - q * e, 1e-300)
+                interval[j] = (2 * math.pi / hi_angle, 2 * math.pi / lo_angle)
+    return periods, interval
 
 
 def _fit_one(
@@ -175,6 +217,7 @@ def _fit_one(
             drift_words.append(
                 f"the period drifts from {a:.4g} ± {sa:.2g} to {b:.4g} ± {sb:.2g} between the two halves"
             )
+    refined, interval = _refined(z, ev, classes, pred_err)
     verdict = status_before_null(ev, classes, pred_err, pers_err, n, drift_words)
     tests: tuple[NullTest, ...] = ()
     if null["n_surrogates"] and pred_err and verdict is None:
@@ -206,6 +249,9 @@ def _fit_one(
         period_halves=np.where(
             half_angles > 0, 2 * math.pi / np.where(half_angles > 0, half_angles, 1.0), np.inf
         ),
+        refined_periods=refined,
+        period_interval=interval,
+        confidence=CONFIDENCE,
         prediction_error=pred_err,
         persistence_error=pers_err,
         skipped_horizons=tuple(h for h in horizons if h >= n),

@@ -164,3 +164,24 @@ def test_the_helix_reason_never_contradicts_the_rotations_found_beside_it():
     assert "periodicity finds significant period(s) 97" in two.helix.reason
     walk = analyze(torch.from_numpy(rng.normal(size=(256, 16)).cumsum(0)), n_surrogates=39, alpha=0.05)
     assert "In the same analysis" not in walk.helix.reason
+
+
+def _chirp_helix(drift: bool, seed: int = 0, d: int = 64) -> torch.Tensor:
+    """A helix whose period drifts from 400 to 324 over 1024 positions (``drift``), or stays at 360."""
+    rng = np.random.default_rng(seed)
+    t = np.arange(1024)
+    phase = 2 * np.pi * (t / 400 + (1 / 324 - 1 / 400) * t**2 / 2048) if drift else 2 * np.pi * t / 360
+    basis = np.linalg.qr(rng.normal(size=(d, 3)))[0]
+    x = np.stack([np.cos(phase), np.sin(phase), t / 1024], 1) @ basis.T * np.sqrt(d / 2)
+    return torch.from_numpy(x + 0.05 * rng.normal(size=x.shape))
+
+
+@pytest.mark.parametrize("drift", [True, False])
+def test_a_helix_whose_period_drifts_says_its_period_is_a_mean(drift):
+    a = analyze(_chirp_helix(drift), analyses=("helix", "recurrence"), n_surrogates=99, progress=False)
+    assert a.helix.verdict == "helix"
+    said = (
+        "Its period is a mean: in the same analysis the recurrence finds the period drifting from"
+        in a.helix.reason
+    )
+    assert said == drift == ("drifting" in a.recurrence.pair_classes)
