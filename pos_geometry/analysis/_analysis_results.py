@@ -78,6 +78,9 @@ class Analysis(Result):
     recurrence: RecurrenceFit | None
     notes: Mapping[str, str] = field(default_factory=dict)
     identity: Identification | None = None
+    helices: tuple[HelixFit, ...] = ()
+    """When the recurrence finds several rotations: one helix fit per rotation, in its own plane with the trend
+    axis of the rest, each with its own nulls (:mod:`~pos_geometry.analysis.helix_planes`); else empty."""
 
     # --- the headline numbers ---------------------------------------------------------------
     def _cumulative(self, k: int) -> float | None:
@@ -201,4 +204,12 @@ class Analysis(Result):
         for name in ANALYSES:
             text = done[name] if getattr(self, name) is not None else self.notes.get(name, "not requested")
             rows.append((name, text))
+            if name == "helix" and self.helices:
+                rows.append((
+                    "helices (one per rotation plane)",
+                    "; ".join(
+                        f"period {h.periods[0]:.4g}: {h.verdict} (p = {h.p_value:.3g})" if h.periods.size else h.verdict
+                        for h in self.helices
+                    ),
+                ))  # fmt: skip
         return rows

@@ -30,6 +30,7 @@ from pos_geometry.analysis._analysis_results import ANALYSES, Analysis
 from pos_geometry.analysis._inputs import Window, check_int, parse_window
 from pos_geometry.analysis.costs import COSTLY_POSITIONS, CostWarning, cost_note
 from pos_geometry.analysis.helix import fit_helix
+from pos_geometry.analysis.helix_planes import fit_helices
 from pos_geometry.analysis.identify import identify
 from pos_geometry.analysis.leverage import repaired_table
 from pos_geometry.analysis.nulls.basis import _decomposition, check_null_method
@@ -200,8 +201,12 @@ def analyze(
             )  # fmt: skip
     with _progress.task(f"nulls of {res.provenance.model_id}", total, show=progress):
         done = _run_side_by_side(jobs, res)
+    helices = ()
     if done.get("helix") is not None:
-        done["helix"] = _consistent_helix(done["helix"], done.get("recurrence"), done.get("periodicity"))
+        helices = fit_helices(res, done.get("recurrence"), sequential=sequential, **nulls)
+        done["helix"] = _consistent_helix(
+            done["helix"], done.get("recurrence"), done.get("periodicity"), helices
+        )
     return Analysis(
         provenance=res.provenance,
         window=(start, stop),
@@ -213,10 +218,11 @@ def analyze(
         recurrence=done.get("recurrence"),
         notes=notes,
         identity=identity,
+        helices=helices,
     )
 
 
-def _consistent_helix(helix: Any, recurrence: Any, periodicity: Any) -> Any:
+def _consistent_helix(helix: Any, recurrence: Any, periodicity: Any, helices: tuple = ()) -> Any:
     """``helix`` with its reason completed when the same call's recurrence or periodicity found rotations
     that a top-3 helix fit did not: several rotation planes that share the leading components are mixed by
     them, so "not a helix" there says nothing against the rotations the other analyses found."""
@@ -233,11 +239,21 @@ def _consistent_helix(helix: Any, recurrence: Any, periodicity: Any) -> Any:
         found.append(f"periodicity finds significant period(s) {periods}")
     if not found:
         return helix
+    planes = ""
+    if helices:
+        each = "; ".join(
+            f"period {h.periods[0]:.4g}: {h.verdict} (p = {h.p_value:.3g})" if h.periods.size else h.verdict
+            for h in helices
+        )
+        planes = (
+            f". Fitted in each rotation's own plane (with the trend axis of the rest), with its own nulls: {each} "
+            "(Analysis.helices)"
+        )
     return dataclasses.replace(
         helix,
         reason=f"{helix.reason}. In the same analysis {' and '.join(found)}: rotations that share the leading "
         "components are mixed by them (several helices, or a helix beside other rotations), so this top-3 fit "
-        "does not contradict them; they are the analysis to read here",
+        f"does not contradict them; they are the analysis to read here{planes}",
     )
 
 

@@ -54,6 +54,23 @@ def _helix(a: Any) -> Verdict:
     return Verdict(text, null=against or None, p_value=h.p_value)
 
 
+def _planes(a: Any) -> list[Verdict]:
+    """One line per helix fitted in a rotation's own plane (when the recurrence finds several rotations)."""
+    out = []
+    for h in getattr(a, "helices", ()):
+        period = f"period {h.periods[0]:.4g}" if h.periods.size else "a rotation"
+        words = "a helix" if h.verdict == "helix" else h.verdict
+        out.append(
+            Verdict(
+                f"learned table, in the plane of the rotation of {period}: {words}, against "
+                f"{nulls_in_words(h.tests)} ({_p(h.p_value)})",
+                null=nulls_in_words(h.tests) or None,
+                p_value=h.p_value,
+            )
+        )
+    return out
+
+
 def _periodicity(a: Any) -> Verdict:
     per = a.periodicity
     if per is None:
@@ -113,7 +130,7 @@ def table_section(s: Subject, *, random_state: int = 0, progress: Any = None) ->
     from pos_geometry.plotting import plot_explained_variance, plot_helix
 
     a = analyze(s.table, random_state=random_state, progress=progress)
-    verdicts = [_helix(a), _periodicity(a), _recurrence(a)]
+    verdicts = [_helix(a), *_planes(a), _periodicity(a), _recurrence(a)]
     ident = _identified(a)
     if ident is not None:
         verdicts.append(ident)
@@ -140,6 +157,10 @@ def table_section(s: Subject, *, random_state: int = 0, progress: Any = None) ->
             "rotations": a.recurrence.rotation_pairs(), "tests": a.recurrence.tests,
         },
         "identity": None if a.identity is None else {"kind": a.identity.kind, "reason": a.identity.reason},
+        "helices": [
+            {"period": float(h.periods[0]) if h.periods.size else None, "verdict": h.verdict, "p_value": h.p_value}
+            for h in a.helices
+        ],
     }  # fmt: skip
     section = Section(
         KEY, TITLE, "ran", "", tuple(verdicts), rows, values, 0.0, (a.provenance,), tuple(figures)

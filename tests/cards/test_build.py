@@ -167,3 +167,19 @@ def test_a_model_s_folder_and_its_gguf_give_the_same_card(arch, tmp_path):
     share_a = [r["positional_share"] for r in folder.section("residual").values["metrics"]]
     share_b = [r["positional_share"] for r in gguf.section("residual").values["metrics"]]
     assert share_b == pytest.approx(share_a, abs=1e-4)
+
+
+def test_each_helix_in_its_own_plane_gets_a_line():
+    from types import SimpleNamespace
+
+    from pos_geometry.cards.table_section import _planes
+
+    t = np.arange(400)[:, None]
+    table = np.hstack([np.cos(2 * np.pi * t / 100), np.sin(2 * np.pi * t / 100), t / 400])
+    fit = pg.fit_helix(table + 0.01 * np.random.default_rng(0).normal(size=table.shape), n_surrogates=99)
+    lines = _planes(SimpleNamespace(helices=(fit, fit)))
+    assert len(lines) == 2 and lines[0].p_value == fit.p_value
+    assert lines[0].text.startswith(
+        f"learned table, in the plane of the rotation of period {fit.periods[0]:.4g}: a helix"
+    )
+    assert _planes(SimpleNamespace(helices=())) == []

@@ -1,0 +1,67 @@
+"""Several helices at once: one helix fit per rotation the recurrence finds, in that rotation's own plane.
+
+The helix fit reads the top three principal components. Two helices of equal variance in disjoint subspaces
+share those components, which then mix them arbitrarily, and the top-3 fit finds no helix while the
+recurrence finds both rotations. :func:`fit_helices` looks beyond the top three: for each rotation of the
+fitted one-step map (a conjugate eigenvalue pair ``λ``, right eigenvector ``v``), the trajectory in its plane
+``span(Re v, Im v)`` of the PCA coordinates, with the trend axis of what is left (the direction of the
+remaining coordinates that moves most linearly with position), is a three-column table; :func:`fit_helix`
+fits it with its own nulls (random walks of its steps, smooth curves of its length scale, its own
+spectrum). Each rotation gets its own verdict, period and p-value.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+
+from pos_geometry.analysis.helix import HelixFit, fit_helix
+from pos_geometry.embedding import PositionalEmbedding
+
+__all__ = ["MIN_ROTATIONS", "fit_helices", "plane_tables"]
+
+MIN_ROTATIONS = 2
+""":func:`fit_helices` runs when the recurrence finds at least this many rotations (one is the top-3 fit's job)."""
+
+
+def plane_tables(pca: Any, recurrence: Any) -> list[tuple[float, np.ndarray]]:
+    """``[(period, (n, 3) table)]``, one per rotation of ``recurrence`` (longest period first): the trajectory in
+    the rotation's plane and along the trend axis of the rest, from the same PCA coordinates."""
+    k = recurrence.n_components
+    z = pca.coordinates[:, :k].detach().to("cpu", torch.float64).numpy()
+    z = z - z.mean(axis=0)
+    values, vectors = np.linalg.eig(recurrence.transition)
+    t = np.arange(z.shape[0], dtype=np.float64)
+    t -= t.mean()
+    out = []
+    for period, _ in recurrence.rotation_pairs():
+        angle = 2 * np.pi / period
+        j = int(np.argmin(np.abs(np.abs(np.angle(values)) - angle) + (values.imag < 0)))
+        plane, _ = np.linalg.qr(np.stack([vectors[:, j].real, vectors[:, j].imag], axis=1))
+        inside = z @ plane
+        rest = z - inside @ plane.T
+        trend = rest.T @ t
+        axis = rest @ (trend / np.linalg.norm(trend)) if np.linalg.norm(trend) > 0 else np.zeros_like(t)
+        out.append((float(period), np.column_stack([inside, axis])))
+    return out
+
+
+def fit_helices(pca: Any, recurrence: Any, **nulls: Any) -> tuple[HelixFit, ...]:
+    """One :func:`fit_helix` (with ``nulls``: ``n_surrogates``, ``alpha``, ``random_state``, ``null_method``,
+    ``sequential``) per rotation of ``recurrence``, each on its :func:`plane_tables` table; empty when the
+    recurrence found fewer than :data:`MIN_ROTATIONS` rotations."""
+    if (
+        recurrence is None
+        or recurrence.status != "rotations"
+        or len(recurrence.rotation_pairs()) < MIN_ROTATIONS
+    ):
+        return ()
+    fits = []
+    for period, table in plane_tables(pca, recurrence):
+        prov = pca.provenance.with_processing(
+            f"plane of the rotation of period {period:.4g} (recurrence) + trend"
+        )
+        fits.append(fit_helix(PositionalEmbedding(torch.from_numpy(table), prov), n_components=3, **nulls))
+    return tuple(fits)
