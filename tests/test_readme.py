@@ -219,7 +219,7 @@ def test_the_recurrence_row_is_what_fit_recurrence_gives(beside_shared: Path) ->
         if line.startswith("| recurrence |")
     )
     components = int(re.search(r"(\d+) components", row)[1])
-    period = float(re.search(r"period (\d+) ±", row)[1])
+    period = float(re.search(r"period ≈ (\d+)", row)[1])
     fit = pg.fit_recurrence(pg.load("gpt2"), n_surrogates=0)
     ((measured, _modulus),) = fit.rotation_pairs()
     assert fit.n_components == components and round(measured) == period
