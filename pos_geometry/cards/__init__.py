@@ -6,7 +6,7 @@ kind of position (:mod:`~pos_geometry.cards.table_section`, :mod:`~pos_geometry.
 :class:`Card`; :meth:`Card.save` writes it (:mod:`~pos_geometry.cards.render`).
 """
 
-from pos_geometry.cards.build import SECTION_KEYS, card
-from pos_geometry.cards.result import SECTION_STATUSES, Card, Section, Verdict
+from pos_geometry.cards.build import card
+from pos_geometry.cards.result import SECTION_KEYS, SECTION_STATUSES, Card, Section, Verdict
 
 __all__ = ["SECTION_KEYS", "SECTION_STATUSES", "Card", "Section", "Verdict", "card"]

@@ -18,21 +18,9 @@ from typing import Any
 from pos_geometry import _progress
 from pos_geometry._device import Device
 from pos_geometry._progress import Progress, check_progress, new_bar, shown
-from pos_geometry.cards.result import Card, Section
+from pos_geometry.cards.result import SECTION_KEYS, SECTION_TITLES, Card, Section
 
 __all__ = ["SECTION_KEYS", "SECTION_TITLES", "card"]
-
-SECTION_KEYS = ("identity", "table", "rotary", "attention", "residual", "causal")
-"""The card's sections, in page order."""
-
-SECTION_TITLES = {
-    "identity": "Identity",
-    "table": "The learned table",
-    "rotary": "Rotary planes",
-    "attention": "How attention reads position",
-    "residual": "Position in the residual stream",
-    "causal": "Does the model use it: causal edits",
-}
 
 
 def _timed(fn: Callable[[], Any]) -> tuple[Any, float]:
@@ -116,15 +104,7 @@ def card(
         step("rotary")
         (rotary, _), seconds = _timed(lambda: rotary_section(s, device=device))
         done(rotary, seconds)
-        context = next(
-            (
-                int(s.config[k])
-                for k in ("max_position_embeddings", "n_positions", "n_ctx")
-                if (s.config or {}).get(k)
-            ),
-            None,
-        )
-        plan = plan_corpus(corpus, fast=fast, context=context, seq_len=seq_len, n_sequences=n_sequences)
+        plan = plan_corpus(corpus, fast=fast, context=s.context, seq_len=seq_len, n_sequences=n_sequences)
         step("residual")
         run, run_seconds = _timed(
             lambda: run_hidden(s, plan, device=device, random_state=random_state, progress=inner)

@@ -16,12 +16,13 @@ from typing import Any
 
 from pos_geometry.cards.corpus import CorpusPlan
 from pos_geometry.cards.identity import Subject
-from pos_geometry.cards.result import Section, Verdict, not_run, short_reason
+from pos_geometry.cards.model_sections import UNAVAILABLE
+from pos_geometry.cards.result import SECTION_TITLES, Section, Verdict, not_run, short_reason
 from pos_geometry.errors import MissingTensorError, NotApplicableError, NotCachedError
 
 __all__ = ["DEFAULT_EDITS", "causal_section", "default_edits"]
 
-KEY, TITLE = "causal", "Does the model use it: causal edits"
+KEY = "causal"
 
 
 def _learned(n_planes: int) -> list[Any]:
@@ -76,11 +77,11 @@ def causal_section(
     ``analysis``: the table section's :class:`~pos_geometry.Analysis`; the helix edit needs its helix, and
     is listed as not applying when the table is not one."""
     if fast:
-        return not_run(KEY, TITLE, "skipped", "fast card: the causal edits were not run"), None
+        return not_run(KEY, "skipped", "fast card: the causal edits were not run"), None
     if s.no_model:
-        return not_run(KEY, TITLE, "does not apply", f"a bare table has no model to run ({s.no_model})"), None
+        return not_run(KEY, "does not apply", f"a bare table has no model to run ({s.no_model})"), None
     if unavailable:
-        return not_run(KEY, TITLE, "not available", unavailable), None
+        return not_run(KEY, "not available", unavailable), None
     n_planes = min((t.d_model // 2 for t in s.tables.values()), default=0)
     dropped: list[Verdict] = []
     if edits is None:
@@ -99,10 +100,10 @@ def causal_section(
     edits = list(edits)
     if not edits:
         why = f"there is no positional table or rotation to edit ({short_reason(s.reason)})"
-        return not_run(KEY, TITLE, "does not apply", why), None
+        return not_run(KEY, "does not apply", why), None
     if plan.tokens is None:
         why = f"the corpus is {plan.note}; random tokens have no next-token structure, so a loss says nothing. Pass a corpus"
-        return not_run(KEY, TITLE, "not available", why), None
+        return not_run(KEY, "not available", why), None
     from pos_geometry.interventions.run import intervene_sweep
     from pos_geometry.plotting import plot_intervention_sweep
 
@@ -112,9 +113,9 @@ def causal_section(
             random_state=random_state, revision=s.revision, progress=progress,
         )  # fmt: skip
     except (MissingTensorError, NotCachedError) as exc:
-        return not_run(KEY, TITLE, "not available", f"the model's weights are not all here: {exc}"), None
+        return not_run(KEY, "not available", f"{UNAVAILABLE}: {exc}"), None
     except NotApplicableError as exc:
-        return not_run(KEY, TITLE, "does not apply", str(exc)), None
+        return not_run(KEY, "does not apply", str(exc)), None
     verdicts = (*(_line(r) for r in sweep.results), *dropped)
     rows = (("corpus", sweep.results[0].corpus), *sweep.summary_rows())
     values = {
@@ -128,4 +129,6 @@ def causal_section(
     figures = (
         ("causal_sweep", plot_intervention_sweep(sweep), "Δloss of each edit with its bootstrap interval."),
     )
-    return Section(KEY, TITLE, "ran", "", verdicts, rows, values, 0.0, (sweep.provenance,), figures), sweep
+    return Section(
+        KEY, SECTION_TITLES[KEY], "ran", "", verdicts, rows, values, 0.0, (sweep.provenance,), figures
+    ), sweep

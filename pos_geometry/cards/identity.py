@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pos_geometry.cards.result import Section, Verdict, short_reason
+from pos_geometry.cards.result import SECTION_TITLES, Section, Verdict, short_reason
 from pos_geometry.embedding import PositionalEmbedding, Provenance
 from pos_geometry.errors import CheckpointFormatError, InvalidArgumentError, NoLearnedTableError
 
@@ -79,6 +79,12 @@ class Subject:
             config=tuple((k, v) for k, v in (self.config or {}).items() if isinstance(v, str | int | float)),
             processing=("no positional table",),
         )
+
+    @property
+    def context(self) -> int | None:
+        """The model's context length from its config (the ``"context"`` row of the identity), or None."""
+        value = _first(self.config or {}, dict(_CONFIG_ROWS)["context"])
+        return int(value) if value is not None else None
 
     @property
     def is_rotary(self) -> bool:
@@ -221,6 +227,6 @@ def identity_section(s: Subject) -> Section:
         )
     values = {"kind": s.kind, "reason": s.reason, "config": dict(s.config or {}), "location": s.location}
     return Section(
-        "identity", "Identity", "ran", "", (Verdict(f"position: {words}{detail}", null=None),), tuple(rows),
+        "identity", SECTION_TITLES["identity"], "ran", "", (Verdict(f"position: {words}{detail}", null=None),), tuple(rows),
         values, provenance=(prov,),
     )  # fmt: skip

@@ -16,7 +16,7 @@ import numpy as np
 
 from pos_geometry.cards.corpus import CorpusPlan
 from pos_geometry.cards.identity import Subject
-from pos_geometry.cards.result import Section, Verdict, not_run, short_reason
+from pos_geometry.cards.result import SECTION_TITLES, Section, Verdict, not_run, short_reason
 from pos_geometry.errors import MissingTensorError, NotApplicableError, NotCachedError
 
 __all__ = [
@@ -148,9 +148,9 @@ def _qk_view(s: Subject, device: Any) -> tuple[list[Verdict], list[tuple[str, st
 
 def attention_section(s: Subject, run: ModelRun, *, device: Any = "auto") -> Section:
     """How attention reads position: the QK view (learned tables) and attention by offset on the corpus."""
-    key, title = "attention", "How attention reads position"
+    key = "attention"
     if s.kind == "table file":
-        return not_run(key, title, "does not apply", f"a bare table has no attention weights ({s.no_model})")
+        return not_run(key, "does not apply", f"a bare table has no attention weights ({s.no_model})")
     verdicts, rows, values, figures, provenance = [], [], {}, [], []
     notes = []
     if s.kind == "learned table":
@@ -176,20 +176,29 @@ def attention_section(s: Subject, run: ModelRun, *, device: Any = "auto") -> Sec
     else:
         notes.append(f"attention by offset: {short_reason(run.why or run.attention_why)}")
     if not verdicts:
-        return not_run(key, title, "not available", "; ".join(notes))
+        return not_run(key, "not available", "; ".join(notes))
     verdicts += [Verdict(n, "not available") for n in notes]
     return Section(
-        key, title, "ran", "", tuple(verdicts), tuple(rows), values, 0.0, tuple(provenance), tuple(figures)
+        key,
+        SECTION_TITLES[key],
+        "ran",
+        "",
+        tuple(verdicts),
+        tuple(rows),
+        values,
+        0.0,
+        tuple(provenance),
+        tuple(figures),
     )
 
 
 def residual_section(s: Subject, run: ModelRun) -> Section:
     """Position in the residual stream: each layer's positional share beside its sampling floor."""
-    key, title = "residual", "Position in the residual stream"
+    key = "residual"
     hidden = run.hidden
     if hidden is None:
         status = "does not apply" if s.kind == "table file" else "not available"
-        return not_run(key, title, status, run.why)
+        return not_run(key, status, run.why)
     from pos_geometry.hidden.reading import layer_line, residual_reading
     from pos_geometry.plotting import plot_hidden_metrics, plot_hidden_trajectory
 
@@ -209,5 +218,14 @@ def residual_section(s: Subject, run: ModelRun) -> Section:
     ]  # fmt: skip
     values = {"reading": reading, "metrics": metric_rows}
     return Section(
-        key, title, "ran", "", (verdict,), tuple(rows), values, 0.0, (hidden.provenance,), tuple(figures)
+        key,
+        SECTION_TITLES[key],
+        "ran",
+        "",
+        (verdict,),
+        tuple(rows),
+        values,
+        0.0,
+        (hidden.provenance,),
+        tuple(figures),
     )

@@ -15,7 +15,20 @@ from typing import Any
 from pos_geometry.analysis._results import Result, to_jsonable
 from pos_geometry.embedding import Provenance
 
-__all__ = ["SECTION_STATUSES", "Card", "Section", "Verdict"]
+__all__ = ["SECTION_KEYS", "SECTION_STATUSES", "SECTION_TITLES", "Card", "Section", "Verdict"]
+
+SECTION_TITLES = {
+    "identity": "Identity",
+    "table": "The learned table",
+    "rotary": "Rotary planes",
+    "attention": "How attention reads position",
+    "residual": "Position in the residual stream",
+    "causal": "Does the model use it: causal edits",
+}
+"""Each section's anchor and heading, in page order."""
+
+SECTION_KEYS = tuple(SECTION_TITLES)
+"""The card's sections, in page order."""
 
 SECTION_STATUSES = ("ran", "does not apply", "not available", "skipped")
 """What happened to a section: it ran; its premise is false for this kind of model ("does not apply");
@@ -87,8 +100,9 @@ def short_reason(reason: str) -> str:
     return first if len(first) <= SHORT_REASON else first[: SHORT_REASON - 1] + "…"
 
 
-def not_run(key: str, title: str, status: str, reason: str) -> Section:
-    """A section that did not run, with one verdict line saying why (its first sentence)."""
+def not_run(key: str, status: str, reason: str) -> Section:
+    """Section ``key`` that did not run, with one verdict line saying why (its first sentence)."""
+    title = SECTION_TITLES[key]
     return Section(
         key, title, status, reason, (Verdict(f"{title}: {status}: {short_reason(reason)}", status),)
     )

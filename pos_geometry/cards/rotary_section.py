@@ -13,11 +13,11 @@ from typing import Any
 import torch
 
 from pos_geometry.cards.identity import Subject
-from pos_geometry.cards.result import Section, Verdict, not_run
+from pos_geometry.cards.result import SECTION_TITLES, Section, Verdict, not_run
 
 __all__ = ["rotary_section"]
 
-KEY, TITLE = "rotary", "Rotary planes"
+KEY = "rotary"
 N_LOCAL = 3  # heads named as "most local"
 
 
@@ -64,7 +64,7 @@ def rotary_section(s: Subject, *, device: Any = "auto") -> tuple[Section, dict[s
             "learned table": "the model's positions come from a learned table: no query/key plane turns with position",
             "table file": "a bare table has no attention weights to read",
         }.get(s.kind, "the model does not rotate its queries and keys")
-        return not_run(KEY, TITLE, "does not apply", why), {}
+        return not_run(KEY, "does not apply", why), {}
     from pos_geometry.atlas.rotary import rotary_atlas
     from pos_geometry.errors import MissingTensorError, NotCachedError
     from pos_geometry.plotting import plot_atlas_heatmap, plot_atlas_short_share, plot_atlas_usage
@@ -77,7 +77,7 @@ def rotary_section(s: Subject, *, device: Any = "auto") -> tuple[Section, dict[s
                 s.model, revision=s.revision, layer_type=label or None, fold_norm=True, device=device
             )
         except (MissingTensorError, NotCachedError) as exc:
-            return not_run(KEY, TITLE, "not available", str(exc)), {}
+            return not_run(KEY, "not available", str(exc)), {}
         atlases[label] = atlas
         v, numbers = _type_verdicts(label, atlas)
         verdicts += v
@@ -95,6 +95,15 @@ def rotary_section(s: Subject, *, device: Any = "auto") -> tuple[Section, dict[s
         ]  # fmt: skip
         provenance.append(atlas.provenance)
     section = Section(
-        KEY, TITLE, "ran", "", tuple(verdicts), tuple(rows), values, 0.0, tuple(provenance), tuple(figures)
+        KEY,
+        SECTION_TITLES[KEY],
+        "ran",
+        "",
+        tuple(verdicts),
+        tuple(rows),
+        values,
+        0.0,
+        tuple(provenance),
+        tuple(figures),
     )
     return section, atlases

@@ -10,11 +10,11 @@ from __future__ import annotations
 from typing import Any
 
 from pos_geometry.cards.identity import Subject
-from pos_geometry.cards.result import Section, Verdict, not_run
+from pos_geometry.cards.result import SECTION_TITLES, Section, Verdict, not_run
 
 __all__ = ["NULL_WORDS", "nulls_in_words", "table_section"]
 
-KEY, TITLE = "table", "The learned table"
+KEY = "table"
 
 NULL_WORDS = {
     "step_walk": "random walks of its own steps",
@@ -119,13 +119,13 @@ def _identified(a: Any) -> Verdict | None:
 def table_section(s: Subject, *, random_state: int = 0, progress: Any = None) -> tuple[Section, Any]:
     """The learned-table section and the :class:`~pos_geometry.Analysis` behind it (None when it does not apply)."""
     if s.table is None:
-        return not_run(KEY, TITLE, "does not apply", "the model has no positional table"), None
+        return not_run(KEY, "does not apply", "the model has no positional table"), None
     if s.is_rotary:
         why = (
             "a rotary model has no learned table; its rotary table is exact, built from the config, so its "
             "geometry is the formula's (see the rotary section)"
         )
-        return not_run(KEY, TITLE, "does not apply", why), None
+        return not_run(KEY, "does not apply", why), None
     from pos_geometry.analysis.pipeline import analyze
     from pos_geometry.plotting import plot_explained_variance, plot_helix
 
@@ -163,6 +163,15 @@ def table_section(s: Subject, *, random_state: int = 0, progress: Any = None) ->
         ],
     }  # fmt: skip
     section = Section(
-        KEY, TITLE, "ran", "", tuple(verdicts), rows, values, 0.0, (a.provenance,), tuple(figures)
+        KEY,
+        SECTION_TITLES[KEY],
+        "ran",
+        "",
+        tuple(verdicts),
+        rows,
+        values,
+        0.0,
+        (a.provenance,),
+        tuple(figures),
     )
     return section, a
