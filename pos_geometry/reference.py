@@ -8,7 +8,6 @@ here then answers None instead of failing.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,13 +22,9 @@ REFERENCE_ENV = "POS_GEOMETRY_REFERENCE"
 
 def reference_dir() -> Path | None:
     """``$POS_GEOMETRY_REFERENCE``, else ``<checkout>/data/reference``; None when the folder does not exist."""
-    from pos_geometry.sources.locations import checkout_root
+    from pos_geometry.sources.locations import checkout_data
 
-    if os.environ.get(REFERENCE_ENV):
-        folder = Path(os.environ[REFERENCE_ENV]).expanduser()
-    else:
-        root = checkout_root()
-        folder = root / "data" / "reference" if root is not None else None
+    folder = checkout_data(REFERENCE_ENV, "reference")
     return folder if folder is not None and folder.is_dir() else None
 
 

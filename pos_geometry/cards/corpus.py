@@ -27,13 +27,9 @@ FAST = (8, 256)  # and of a fast one
 
 def default_corpus() -> Path | None:
     """``$POS_GEOMETRY_CORPUS``, else ``<checkout>/data/corpus/alice.txt``; None when neither is a file."""
-    from pos_geometry.sources.locations import checkout_root
+    from pos_geometry.sources.locations import checkout_data
 
-    if os.environ.get(CORPUS_ENV):
-        path = Path(os.environ[CORPUS_ENV]).expanduser()
-    else:
-        root = checkout_root()
-        path = root / "data" / "corpus" / DEFAULT_CORPUS if root is not None else None
+    path = checkout_data(CORPUS_ENV, "corpus", DEFAULT_CORPUS)
     return path if path is not None and path.is_file() else None
 
 

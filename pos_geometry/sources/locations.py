@@ -43,6 +43,7 @@ __all__ = [
     "Location",
     "LocalTable",
     "cache_status",
+    "checkout_data",
     "checkout_root",
     "export_stem",
     "fetch_command",
@@ -81,6 +82,15 @@ def checkout_root() -> Path | None:
     here = Path(__file__).resolve().parents[2]
     cwd = Path.cwd().resolve()
     return next((root for root in (here, cwd, *cwd.parents) if _is_checkout(root)), None)
+
+
+def checkout_data(env: str, *parts: str) -> Path | None:
+    """``$env`` when it is set, else ``<checkout>/data/<parts>``; None without a checkout (callers check that
+    it exists: a folder or a file)."""
+    if os.environ.get(env):
+        return Path(os.environ[env]).expanduser()
+    root = checkout_root()
+    return root.joinpath("data", *parts) if root is not None else None
 
 
 def _has_real_tables(folder: Path) -> bool:
