@@ -21,11 +21,12 @@ bfloat16 copy of a formula is within 3e-3, a float16 copy within 4e-4; a learned
 whose frequencies are not one geometric series). A table that no arrangement rebuilds may still be a
 **linear image** ``X = S·A`` of one (its columns mixed, its rows rotated, its phases shifted): its shift
 structure says so (:func:`_linear_image`, ESPRIT on its leading left singular vectors, checked by rebuilding
-the table from the eigenvalues' powers), with the frequencies, the base (from the planes that complete four
-cycles) and the map's condition number. Otherwise ``"learned"`` for a table read from a trained checkpoint,
-and ``"unknown"`` for anything else, with the best residual found. Large tables whose slow planes cannot be
-resolved (many planes completing fewer than a few cycles) are not recognised as linear images: the verdict
-then stays ``"unknown"``.
+the table from the eigenvalues' powers), with the frequencies, the base (from the planes the window
+resolves) and the map's condition number. The table is read at the precision it was stored in
+(:func:`storage_eps`: a float16 checkpoint upcast to float32 still holds float16 numbers, and its rounding is
+noise, not planes). Otherwise ``"learned"`` for a table read from a trained checkpoint, and ``"unknown"`` for
+anything else, with the best residual found. Planes that turn too slowly to rise above the storage precision
+are not estimated (a wide table's slowest), and crowded slow planes are listed but not resolved.
 """
 
 from __future__ import annotations
@@ -223,18 +224,21 @@ def _identify_one(data: torch.Tensor, prov: Provenance, window: Any) -> Identifi
     best = min(fits, key=lambda f: (f["residual"], f["formula"] if f["formula"] is not None else math.inf))
     where = f"{best['layout']} layout, {best['order']} pairs"
     if best["residual"] > TOLERANCE:
-        image = _linear_image(
-            table, positions, float(torch.finfo(data.dtype).eps) if data.is_floating_point() else 1e-16
-        )
+        eps = storage_eps(data[start:stop])
+        image = _linear_image(table, positions, eps)
         if image is not None:
-            freqs, base, residual, condition = image
+            freqs, base, residual, condition, resolved = image
             return Identification(
                 LINEAR_IMAGE, None, None, base, None, freqs, residual, None, (start, stop),
-                f"a linear image x = S·A of a table S of {freqs.size} sinusoid pairs (no arrangement of its columns "
-                f"is one: the best leaves {best['residual']:.3g}); rebuilt from the shift map's eigenvalues to a "
+                f"a linear image x = S·A of a table S of {freqs.size} sinusoid pairs above the storage precision "
+                f"({resolved} resolved: {resolution_turns(eps)} "
+                "turns, a Fourier bin from their neighbours; slower planes sink into the precision); no arrangement "
+                f"of its columns is one (the best leaves {best['residual']:.3g}); rebuilt from the shift map's eigenvalues to a "
                 f"relative error of {residual:.2g}; map condition number {condition:.3g}; "
-                + (f"its frequencies follow the rule with base {base:.6g}" if base is not None
-                   else "its frequencies follow no single base rule"),
+                + (f"its resolved frequencies follow the rule θ_i = base^(−2i/d) with base {base:.6g} (the "
+                   f"interleaved rule of Vaswani et al. and RoPE), that is base {base ** ((d - 2) / d):.6g} under the "
+                   "blocks rule θ_i = base^(−i/(d/2−1)) (Whisper): a linear image cannot tell the layouts apart"
+                   if base is not None else "its frequencies follow no single base rule"),
                 prov, condition,
             )  # fmt: skip
         return Identification(
@@ -258,10 +262,68 @@ def _identify_one(data: torch.Tensor, prov: Provenance, window: Any) -> Identifi
     )  # fmt: skip
 
 
+def storage_eps(data: torch.Tensor) -> float:
+    """The relative precision ``data`` was stored in: that of the coarsest of bfloat16, float16 and its own
+    floating dtype whose numbers hold every value exactly. Analyses upcast half-precision tables to float32, so
+    the dtype alone would claim a float32 table's precision for a float16 checkpoint; its values say otherwise."""
+    if not data.is_floating_point():
+        return 1e-16
+    own = float(torch.finfo(data.dtype).eps)
+    finite = data[torch.isfinite(data)]
+    if not finite.numel():
+        return own
+    for narrow in (torch.bfloat16, torch.float16):  # coarsest first
+        info = torch.finfo(narrow)
+        fits = float(info.eps) > own and float(finite.abs().max()) <= info.max
+        if fits and torch.equal(finite.to(narrow).to(data.dtype), finite):
+            return float(info.eps)
+    return own
+
+
+def resolution_turns(eps: float) -> int:
+    """How many turns in the window resolve a plane stored at relative precision ``eps``: 4, or 8 in half
+    precision (``eps`` > 1e-6), where the shift map's angles of the slower planes wander by percents."""
+    return 4 if eps <= 1e-6 else 8
+
+
+def resolved_planes(freqs: np.ndarray, span: float, eps: float) -> np.ndarray:
+    """``(m,)`` bool: which of ``freqs`` (rad/position) a window of ``span`` positions resolves: each turns at
+    least four times (eight in half precision, ``eps`` > 1e-6) and lies at least one Fourier bin (``2π/span``)
+    from its neighbours (the classical resolution; a wide sinusoidal table's slow planes crowd closer)."""
+    turns = resolution_turns(eps)
+    order = np.sort(freqs)
+    gaps = np.diff(order)
+    nearest = np.minimum(np.r_[np.inf, gaps], np.r_[gaps, np.inf]) if freqs.size > 1 else np.full(1, np.inf)
+    ok_sorted = (order * span >= 2 * np.pi * turns) & (nearest >= 2 * np.pi / span)
+    out = np.zeros(freqs.shape, dtype=bool)
+    out[np.argsort(freqs)] = ok_sorted
+    return out
+
+
+def _lattice_base(freqs: np.ndarray, d: int) -> float | None:
+    """The base of ``θ_i = base^{−2i/d}`` that the resolved frequencies ``freqs`` (descending) follow to 1%, or
+    None. A linear image need not show every plane (slow ones sink into the storage noise, and nothing says which
+    index a frequency has), so each frequency's index is read off the lattice: ``i = round(log θ / log q)``
+    with ``q`` the median ratio of neighbours; ``log q`` is then fitted on the indices by least squares."""
+    if freqs.size < 2 or np.any(freqs <= 0):
+        return None
+    logs = np.log(freqs)
+    step = float(np.median(np.diff(logs)))  # log q < 0
+    if not step < 0:
+        return None
+    index = np.round(logs / step)
+    if np.unique(index).size != index.size or float(index @ index) == 0:
+        return None
+    step = float(index @ logs) / float(index @ index)
+    if np.max(np.abs(np.exp(index * step) / freqs - 1)) > 1e-2:
+        return None
+    return math.exp(-step * d / 2)
+
+
 def _linear_image(
     x: np.ndarray, positions: np.ndarray, eps: float
-) -> tuple[np.ndarray, float | None, float, float] | None:
-    """``(frequencies, base, residual, condition)`` when ``x`` ``(n, d)`` is ``S·A``: a table of sinusoid pairs
+) -> tuple[np.ndarray, float | None, float, float, int] | None:
+    """``(frequencies, base, residual, condition, number resolved)`` when ``x`` ``(n, d)`` is ``S·A``: a table of sinusoid pairs
     times a linear map; else None. ``eps``: the relative precision the table was stored in.
 
     Such a table is shift-invariant: its column space over positions is spanned by ``e^{±iθp}``, so (ESPRIT)
@@ -270,8 +332,8 @@ def _linear_image(
     (``eps``, at least 1e-8, of the largest singular value): the planes that turn too slowly to leave the noise are not
     estimated. Both checks must pass: every kept eigenvalue within 1e-2 of the unit circle, the rebuild within
     :data:`TOLERANCE`. The frequencies are the eigen-angles of the conjugate pairs (largest first); the base is
-    fitted on those that complete four cycles in the window and reported when they follow ``θ_i = base^{−2i/d}``
-    to 1%."""
+    fitted on those the window resolves (:func:`resolved_planes`) and reported when they follow
+    ``θ_i = base^{−2i/d}`` to 1% (:func:`_lattice_base`)."""
     n, d = x.shape
     if n < 2 * d + 2:
         return None
@@ -297,15 +359,6 @@ def _linear_image(
     s = _table(positions, freqs, 1.0, np.arange(m), np.arange(m, 2 * m), 2 * m)  # [sines | cosines]
     a, *_ = np.linalg.lstsq(s, x, rcond=None)
     condition = float(np.linalg.cond(a))
-    cycles = freqs * (positions[-1] - positions[0]) >= 8 * np.pi  # four cycles: well resolved
-    k = 2 * np.arange(freqs.size, dtype=np.float64)[cycles] / d
-    base = None
-    if cycles.sum() >= 2 and (k @ k) > 0:
-        log_base = float(-(k @ np.log(freqs[cycles])) / (k @ k))
-        if (
-            math.isfinite(log_base)
-            and log_base > 0
-            and np.max(np.abs(np.exp(-k * log_base) / freqs[cycles] - 1)) <= 1e-2
-        ):
-            base = math.exp(log_base)
-    return freqs, base, residual, condition
+    resolved = resolved_planes(freqs, positions[-1] - positions[0] + 1, eps)
+    base = _lattice_base(freqs[resolved], d)
+    return freqs, base, residual, condition, int(resolved.sum())

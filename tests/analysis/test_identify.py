@@ -75,6 +75,8 @@ def test_learned_and_random_tables_are_not_formulas(gpt2_wpe):
     )
     ident = identify(gpt2)
     assert ident.kind == "learned" and ident.residual > 0.5 and not ident.is_formula and ident.base is None
+    for half in (torch.float16, torch.bfloat16):  # read at its storage precision, still no linear image
+        assert identify(torch.as_tensor(gpt2_wpe).to(half)).kind == "unknown"
     noise = identify(np.random.default_rng(0).standard_normal((300, 64)))
     assert noise.kind == "unknown" and noise.residual > TOLERANCE
     assert identify(np.ones((10, 5))).kind == "unknown"  # odd width: no pairs
@@ -133,3 +135,51 @@ def test_what_is_no_linear_image_is_not_called_one(make):
         + np.outer(np.linspace(0, 1, 512) ** 2, rng.normal(size=16)) * 5,  # a drift no rotation makes
     }[make]
     assert identify(torch.from_numpy(x)).kind == "unknown"
+
+
+def test_the_storage_precision_is_read_from_the_values():
+    # Analyses upcast half precision to float32: the values, not the dtype, say a table was float16.
+    from pos_geometry.analysis.identify import storage_eps
+
+    x = torch.randn(200, 16, generator=torch.Generator().manual_seed(0))
+    assert storage_eps(x) == torch.finfo(torch.float32).eps
+    assert storage_eps(x.double()) == torch.finfo(torch.float64).eps
+    assert storage_eps(x.half().float()) == torch.finfo(torch.float16).eps
+    assert storage_eps(x.half()) == torch.finfo(torch.float16).eps
+    assert storage_eps(x.bfloat16().double()) == torch.finfo(torch.bfloat16).eps
+    assert storage_eps(x * 1e6) == torch.finfo(torch.float32).eps  # beyond float16's range: not half
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_a_wide_half_precision_linear_image_is_recognised_with_its_base(dtype):
+    # Vaswani's 1024 × 128 table times a random map, stored in half precision, was "unknown": upcast to
+    # float32, its rounding noise was kept as signal and the shift map's noise eigenvalues left the unit
+    # circle. Read at its storage precision it is a linear image; the planes the window resolves (eight
+    # turns, a bin from their neighbours) give their frequencies to 1e-3 and the base to 1e-3.
+    from pos_geometry.analysis.identify import resolved_planes
+
+    rng = np.random.default_rng(0)
+    x = pg.sinusoidal(1024, 128).matrix.double() @ torch.from_numpy(
+        rng.normal(size=(128, 128)) / np.sqrt(128)
+    )
+    ident = identify(x.to(dtype))
+    assert ident.kind == "linear image", ident.reason
+    assert ident.base == pytest.approx(1e4, rel=1e-3)
+    truth = 1e4 ** (-2 * np.arange(64) / 128)
+    ok = resolved_planes(ident.frequencies, 1024, float(torch.finfo(dtype).eps))
+    assert ok.sum() >= 15
+    for f in ident.frequencies[ok]:
+        assert np.min(np.abs(truth - f) / truth) < 1e-3
+    assert f"({ok.sum()} resolved" in ident.reason
+
+
+@pytest.mark.slow
+def test_whispers_float16_table_under_a_map_gives_its_blocks_base():
+    # Whisper's encoder table (1500 × 384, blocks rule θ_i = 10000^(−i/191)) times a random map, in float16:
+    # the base read under the interleaved rule is 10000^(192/191); under the blocks rule, 10000.
+    rng = np.random.default_rng(0)
+    s = pg.sinusoidal(1500, 384, layout="blocks").matrix.double()
+    ident = identify((s @ torch.from_numpy(rng.normal(size=(384, 384)) / np.sqrt(384))).half())
+    assert ident.kind == "linear image", ident.reason
+    assert ident.base ** (382 / 384) == pytest.approx(1e4, rel=1e-3)
+    assert "blocks rule" in ident.reason and f"{ident.base ** (382 / 384):.6g}" in ident.reason
