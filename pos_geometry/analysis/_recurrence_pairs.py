@@ -188,10 +188,15 @@ def status_before_null(
     return None
 
 
-def auto_components(ratios: np.ndarray, d: int, n: int, center: bool, affine: bool) -> int:
+def auto_components(
+    ratios: np.ndarray, d: int, n: int, center: bool, affine: bool, floor: float = 0.0
+) -> int:
     """``n_components="auto"`` for a window of ``n`` positions and ``d`` columns whose PCA computed
     ``ratios`` (see the recurrence module docstring). A rank that only the window's shape limits (a
-    256-row window of 768 columns has rank 255 once centred) is not a low-rank code. The result leaves the
+    256-row window of 768 columns has rank 255 once centred) is not a low-rank code. ``floor``: the edge of
+    the storage rounding's spectrum relative to the largest singular value (``_dtypes.rounding_edge``);
+    directions below twice it are rounding, so a half-precision code's rank is counted above it (a float16
+    Whisper table has 150 directions above its rounding, not 384). The result leaves the
     fit at least one equation more than its unknowns (``n ≥ k + 3 + affine``)."""
     most = max(2, n - 3 - int(affine))
     if d <= SMALL_TABLE:
@@ -199,7 +204,7 @@ def auto_components(ratios: np.ndarray, d: int, n: int, center: bool, affine: bo
     ratios = np.clip(ratios, 0.0, None)
     full = min(n - 1 if center else n, d)  # the largest rank the window's shape allows
     if ratios.size and ratios[0] > 0:
-        rank = int(np.count_nonzero(np.sqrt(ratios / ratios[0]) > RANK_TOLERANCE))
+        rank = int(np.count_nonzero(np.sqrt(ratios / ratios[0]) > max(RANK_TOLERANCE, 2 * floor)))
         if rank < min(int(ratios.size), full):  # an exact code of low rank (sinusoidal, rotary): all of it
             return max(2, min(rank, most))
     reached = np.nonzero(np.cumsum(ratios) >= AUTO_VARIANCE)[0]

@@ -23,7 +23,7 @@ whose frequencies are not one geometric series). A table that no arrangement reb
 structure says so (:func:`_linear_image`, ESPRIT on its leading left singular vectors, checked by rebuilding
 the table from the eigenvalues' powers), with the frequencies, the base (from the planes the window
 resolves) and the map's condition number. The table is read at the precision it was stored in
-(:func:`storage_eps`: a float16 checkpoint upcast to float32 still holds float16 numbers, and its rounding is
+(``_dtypes.storage_eps``: a float16 checkpoint upcast to float32 still holds float16 numbers, and its rounding is
 noise, not planes). Otherwise ``"learned"`` for a table read from a trained checkpoint, and ``"unknown"`` for
 anything else, with the best residual found. Planes that turn too slowly to rise above the storage precision
 are not estimated (a wide table's slowest), and crowded slow planes are listed but not resolved.
@@ -38,6 +38,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from pos_geometry._dtypes import storage_eps
 from pos_geometry.analysis._batch import BatchResult
 from pos_geometry.analysis._inputs import Window, as_batch, parse_window
 from pos_geometry.analysis._results import Result
@@ -260,24 +261,6 @@ def _identify_one(data: torch.Tensor, prov: Provenance, window: Any) -> Identifi
         kind, best["layout"], best["order"], best["base"] if geometric else None, best["amplitude"],
         best["freqs"], best["residual"], best["formula"], (start, stop), reason, prov,
     )  # fmt: skip
-
-
-def storage_eps(data: torch.Tensor) -> float:
-    """The relative precision ``data`` was stored in: that of the coarsest of bfloat16, float16 and its own
-    floating dtype whose numbers hold every value exactly. Analyses upcast half-precision tables to float32, so
-    the dtype alone would claim a float32 table's precision for a float16 checkpoint; its values say otherwise."""
-    if not data.is_floating_point():
-        return 1e-16
-    own = float(torch.finfo(data.dtype).eps)
-    finite = data[torch.isfinite(data)]
-    if not finite.numel():
-        return own
-    for narrow in (torch.bfloat16, torch.float16):  # coarsest first
-        info = torch.finfo(narrow)
-        fits = float(info.eps) > own and float(finite.abs().max()) <= info.max
-        if fits and torch.equal(finite.to(narrow).to(data.dtype), finite):
-            return float(info.eps)
-    return own
 
 
 def resolution_turns(eps: float) -> int:

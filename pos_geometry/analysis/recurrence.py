@@ -25,7 +25,10 @@ real axis), else None.
 
 Defaults that hold: ``n_components="auto"`` takes every column of a table at most :data:`SMALL_TABLE` (32)
 wide (a rotary table is covered whole); a table of low numerical rank (fewer singular values above
-:data:`RANK_TOLERANCE` times the largest than components computed: a sinusoidal code) whole, to its rank;
+:data:`RANK_TOLERANCE` times the largest than components computed: a sinusoidal code) whole, to its rank
+(a table stored in half precision counts its rank above twice its rounding's spectral edge,
+``_dtypes.rounding_edge``: a float16 Whisper table has about 148 directions above its rounding, and a learned
+table's smoothly decaying spectrum stays far above it);
 else the fewest principal components holding :data:`AUTO_VARIANCE` (99.9%) of the variance, at most
 :data:`VARIANCE_CAP` (32: a learned table's map has ``k²`` free parameters); at most :data:`AUTO_CAP`
 (256) and at least 2. A code's rank matters: 99.9% of a sinusoidal table's variance
@@ -72,6 +75,7 @@ import scipy.stats
 import torch
 
 from pos_geometry import _progress
+from pos_geometry._dtypes import rounding_edge, storage_eps
 from pos_geometry._progress import Progress
 from pos_geometry.analysis._batch import BatchResult, PCAItem, pca_items, renamed
 from pos_geometry.analysis._inputs import Window, as_batch, check_int, check_level, parse_window
@@ -156,6 +160,22 @@ def _refined(
     return periods, interval
 
 
+def _floor(item: PCAItem, center: bool) -> float:
+    """The storage rounding's spectral edge relative to the window's largest singular value (0 when the rows
+    are not held, or are stored finer than half precision: float32's rounding is far below ``RANK_TOLERANCE``)."""
+    rows = item.rows
+    ratio0 = (
+        float(np.asarray(item.explained_variance_ratio)[0]) if len(item.explained_variance_ratio) else 0.0
+    )
+    if rows is None or ratio0 <= 0 or storage_eps(rows) <= 1e-6:
+        return 0.0
+    x = rows.detach().to("cpu", torch.float64)
+    if center:
+        x = x - x.mean(dim=0, keepdim=True)
+    top = math.sqrt(ratio0 * float(x.pow(2).sum()))
+    return rounding_edge(rows) / top if top > 0 else 0.0
+
+
 def _fit_one(
     item: PCAItem,
     horizons: tuple[int, ...],
@@ -168,7 +188,9 @@ def _fit_one(
     d = int(item.rows.shape[1]) if item.rows is not None else SMALL_TABLE + 1
     n_rows = int(item.coords.shape[0])
     k = (
-        auto_components(np.asarray(item.explained_variance_ratio), d, n_rows, center, affine)
+        auto_components(
+            np.asarray(item.explained_variance_ratio), d, n_rows, center, affine, _floor(item, center)
+        )
         if auto
         else int(item.coords.shape[1])
     )

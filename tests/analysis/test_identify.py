@@ -137,19 +137,6 @@ def test_what_is_no_linear_image_is_not_called_one(make):
     assert identify(torch.from_numpy(x)).kind == "unknown"
 
 
-def test_the_storage_precision_is_read_from_the_values():
-    # Analyses upcast half precision to float32: the values, not the dtype, say a table was float16.
-    from pos_geometry.analysis.identify import storage_eps
-
-    x = torch.randn(200, 16, generator=torch.Generator().manual_seed(0))
-    assert storage_eps(x) == torch.finfo(torch.float32).eps
-    assert storage_eps(x.double()) == torch.finfo(torch.float64).eps
-    assert storage_eps(x.half().float()) == torch.finfo(torch.float16).eps
-    assert storage_eps(x.half()) == torch.finfo(torch.float16).eps
-    assert storage_eps(x.bfloat16().double()) == torch.finfo(torch.bfloat16).eps
-    assert storage_eps(x * 1e6) == torch.finfo(torch.float32).eps  # beyond float16's range: not half
-
-
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 def test_a_wide_half_precision_linear_image_is_recognised_with_its_base(dtype):
     # Vaswani's 1024 × 128 table times a random map, stored in half precision, was "unknown": upcast to
