@@ -9,7 +9,10 @@ every entry), ``n`` positions. For each table:
   coverage the earlier error bar would have had (the eigenvalue's period ± its ``period_spread``, the change
   between fits on the first and last 7/8 of the window);
 * ``periodicity`` (19 surrogates: the peak and its ``period_std`` do not depend on them): whether the true
-  period is within 1.96 ``period_std`` of the peak nearest to it.
+  period is within 1.96 ``period_std`` of the strongest peak within 20% of it that has an error bar (the
+  first in ``peaks`` order: what a user reads; the similarity by offset's peaks carry none). Taking the
+  peak *nearest* the truth instead, out of three principal coordinates' estimates, would pick the best of
+  three and overstate the coverage.
 
 A nominal 95% interval should cover the truth 90–98% of the time. Usage::
 
@@ -69,10 +72,10 @@ def one(pe: pg.PositionalEmbedding, period: float) -> dict[str, float]:
         spread = rec.period_spread[i] * rec.periods[i]
         out["spread_covered"] = float(abs(rec.periods[i] - period) <= spread)
     per = pg.periodicity(pe, n_surrogates=19, alpha=0.05, progress=False)
-    peaks = [pk for pk in per.peaks if pk.status == "period" and abs(pk.period - period) < 0.2 * period]
-    if peaks:
-        pk = min(peaks, key=lambda q: abs(q.period - period))
-        out["per_covered"] = float(abs(pk.period - period) <= 1.96 * pk.period_std)
+    near = [p for p in per.peaks if p.status == "period" and abs(p.period - period) < 0.2 * period]
+    pcs = [p for p in near if np.isfinite(p.period_std)]  # the similarity by offset's carry no error bar
+    if pcs:  # the strongest (peaks are in order of p-value, then power), as a user reads it
+        out["per_covered"] = float(abs(pcs[0].period - period) <= 1.96 * pcs[0].period_std)
     return out
 
 
@@ -93,12 +96,13 @@ def main() -> None:
         width = np.array([r["width"] for r in results if r["found"]])
         per = np.array([r["per_covered"] for r in results])
         per = per[np.isfinite(per)]
+        per_ok = per.size > 0 and 0.90 <= per.mean() <= 0.98
         se = math.sqrt(0.95 * 0.05 / max(len(covered), 1))
         ok = 0.90 <= covered.mean() <= 0.98
         rows.append(
             f"| {period:g} | {snr:g} | {n} × {d} | {found.mean():.3f} | **{covered.mean():.3f}** (± {se:.3f}) | "
-            f"{np.median(width):.2%} | {spread.mean():.3f} | {per.mean() if per.size else math.nan:.3f} ({per.size}) | "
-            f"{'met' if ok else 'not met'} |"
+            f"{np.median(width):.2%} | {spread.mean():.3f} | {'met' if ok else 'not met'} | "
+            f"**{per.mean() if per.size else math.nan:.3f}** ({per.size}) | {'met' if per_ok else 'not met'} |"
         )
         print(rows[-1], f"{time.perf_counter() - t0:.0f} s", flush=True)
     text = "\n".join([
@@ -108,8 +112,9 @@ def main() -> None:
         f"{args.tables} helices per setting (white noise, a drift along the axis; the script's docstring). "
         "Target: the nominal 95% interval covers the true period 90–98% of the time.", "",
         "| period | SNR | n × d | true rotation found | recurrence: 95% interval covers | median width (of the period) "
-        "| earlier ± spread covered | periodicity: ± 1.96 period_std covers (peaks) | verdict |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| earlier ± spread covered | recurrence | periodicity: ± 1.96 period_std of the strongest peak covers "
+        "(tables with a peak) | periodicity |",
+        "|---|---|---|---|---|---|---|---|---|---|",
         *rows,
     ])  # fmt: skip
     print(text)

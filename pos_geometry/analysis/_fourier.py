@@ -20,6 +20,7 @@ from scipy.optimize import minimize_scalar
 __all__ = [
     "best_sinusoid",
     "mean_similarity_fft",
+    "noise_colour",
     "refine_period",
     "sinusoid_rss",
     "frequency_grid",
@@ -239,21 +240,59 @@ def mean_similarity_fft(x: torch.Tensor) -> torch.Tensor:
 
 
 def sinusoid_rss(y: np.ndarray, t: np.ndarray, w: float) -> tuple[float, np.ndarray]:
+    rss, coef, _ = _sinusoid_fit(y, t, w)
+    return rss, coef
+
+
+def _sinusoid_fit(y: np.ndarray, t: np.ndarray, w: float) -> tuple[float, np.ndarray, np.ndarray]:
+    """``(rss, coefficients, residual)`` of ``c + s·(t − t̄) + a cos(wt) + b sin(wt)`` fitted to ``y``."""
     design = np.stack([np.ones_like(t), t - t.mean(), np.cos(w * t), np.sin(w * t)], axis=1)
     coef, *_ = np.linalg.lstsq(design, y, rcond=None)
     r = y - design @ coef
-    return float(r @ r), coef
+    return float(r @ r), coef, r
+
+
+NEAR_BINS = (2, 6)
+"""The residual's spectrum beside a line is read from the Fourier bins this far from it (the fit empties the
+nearer ones)."""
+
+
+def noise_colour(r: np.ndarray, w: float) -> float:
+    """How much the residual ``r`` ``(n,)`` of a sinusoid fit at ``w`` (rad/position) exceeds white noise beside
+    the line: its mean periodogram over the bins :data:`NEAR_BINS` away from ``w``, over its mean periodogram
+    (``‖r‖²/n``, by Parseval), at least 1.
+
+    The least-squares frequency's variance is set by the noise spectrum *at* the line's frequency (Whittle;
+    Hannan 1973): ``σ²`` of the white-noise formula becomes ``2π f(w)``. A residual whose power sits at low
+    frequencies (the similarity by offset, an average over pairs, is such a curve) thus has a frequency error
+    several times the white-noise one; the ratio is never taken below 1 (the local estimate, from a dozen
+    bins, is itself noisy)."""
+    n = r.shape[0]
+    power = np.abs(np.fft.rfft(r)) ** 2 / n
+    away = np.abs(np.arange(power.shape[0]) - w * n / (2 * math.pi))
+    near = (away >= NEAR_BINS[0]) & (away <= NEAR_BINS[1])
+    near[0] = False  # the constant
+    if n % 2 == 0:
+        near[-1] = False  # Nyquist: a real bin, half the degrees of freedom
+    mean = float(r @ r) / n
+    if near.sum() < 2 or mean <= 0:
+        return 1.0
+    return max(1.0, float(power[near].mean()) / mean)
 
 
 def refine_period(
     y: np.ndarray, t: np.ndarray, w0: float, w_lo: float, w_hi: float
-) -> tuple[float, float, bool]:
+) -> tuple[float, float, bool, bool]:
     """Least-squares sinusoid ``c + s·t + a cos(wt) + b sin(wt)`` near ``w0`` within ``[w_lo, w_hi]``.
 
-    Returns ``(w, w_std, at_edge)``: the frequency minimising the residual sum of squares within two
-    periodogram bins of ``w0`` (a 41-point grid, then Brent's method around its best point; bounded, so
-    never outside the band), its standard error from the fit's
-    covariance ``σ² (JᵀJ)⁻¹``, and whether the fit ran into the band's low-frequency end.
+    Returns ``(w, w_std, at_edge, off_peak)``: the frequency minimising the residual sum of squares within
+    two periodogram bins of ``w0`` (a 41-point grid, then Brent's method around its best point; bounded, so
+    never outside the band); its standard error, from the fit's covariance ``σ² (JᵀJ)⁻¹`` scaled by the
+    residual's spectrum beside the line (:func:`noise_colour`: residuals are rarely white, and a frequency's
+    error depends on the noise at that frequency); whether the fit ran into the band's low-frequency end;
+    and whether it ran into the end of the two bins searched inside the band (``off_peak``: the residual
+    falls further outside them, towards a stronger line; the peak is a side lobe or a shoulder of that line,
+    not a sinusoid of its own).
     """
     span = float(t[-1] - t[0]) + 1.0
     bin_w = 2 * math.pi / span
@@ -272,7 +311,7 @@ def refine_period(
         options={"xatol": 1e-12},
     )
     w = float(res.x) if res.fun <= costs[i] else float(grid[i])
-    rss, coef = sinusoid_rss(y, t, w)
+    rss, coef, r = _sinusoid_fit(y, t, w)
     a, b = coef[2], coef[3]
     jac = np.stack(
         [
@@ -287,8 +326,10 @@ def refine_period(
     dof = max(len(t) - 5, 1)
     try:
         cov = np.linalg.inv(jac.T @ jac) * (rss / dof)
-        w_std = float(math.sqrt(max(cov[4, 4], 0.0)))
+        w_std = float(math.sqrt(max(cov[4, 4], 0.0) * noise_colour(r, w)))
     except np.linalg.LinAlgError:
         w_std = math.inf
-    at_edge = w <= w_lo + 1e-3 * bin_w
-    return w, w_std, bool(at_edge)
+    tol = 1e-3 * bin_w
+    at_edge = w <= w_lo + tol
+    off_peak = not at_edge and ((lo > w_lo and w <= lo + tol) or (hi < w_hi and w >= hi - tol))
+    return w, w_std, bool(at_edge), bool(off_peak)

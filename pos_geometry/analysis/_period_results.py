@@ -30,8 +30,10 @@ class PeriodPeak:
     """A spectral peak of one ``series`` (``"mean_similarity"`` or ``"PC1"``...).
 
     ``period``: least-squares period in positions (inside the band; for ``at_edge`` peaks the band's
-    longest period, a lower bound); ``period_std``: its standard error (from the fit; residuals are
-    serially correlated, so read it as a scale, not an exact interval); ``power_fraction``: share of the
+    longest period, a lower bound); ``period_std``: its standard error (from the fit, scaled by the
+    residual's spectrum beside the line, so serially correlated residuals widen it; ± 1.96 ``period_std`` is a
+    95% interval, its coverage checked in ``benchmarks/bench_coverage.py``; NaN for the similarity by offset,
+    whose error the fit cannot state: see :mod:`~pos_geometry.analysis.periodicity`); ``power_fraction``: share of the
     series' tapered power at the peak; ``p_value`` against the red-noise null; ``significant``:
     ``p_value <= alpha`` and not at the edge; ``status``: ``"period"`` or ``"does not apply"``, with ``reason``;
     ``also_in``: in :attr:`PeriodicityResult.dominant_periods`, the other series whose significant peak lies
@@ -56,6 +58,12 @@ class PeriodPeak:
     def label(self) -> str:
         """The series in words: ``"similarity by offset"`` or ``"PC1"``."""
         return SERIES_LABELS.get(self.series, self.series)
+
+    @property
+    def period_words(self) -> str:
+        """``"300.2 ± 0.41"`` (the period ± its standard error), or ``"300.2"`` for a peak without an error bar."""
+        spread = f" ± {self.period_std:.2g}" if math.isfinite(self.period_std) else ""
+        return f"{self.period:.4g}{spread}"
 
 
 @dataclass(frozen=True, eq=False, repr=False)
@@ -118,7 +126,8 @@ class PeriodicityResult(Result):
     def dominant_periods(self) -> tuple[PeriodPeak, ...]:
         """The significant peaks (p ≤ ``alpha``, not at the band edge), one per spectral line, strongest
         first: peaks of several series within :data:`LINE_BINS` Fourier bins of each other are one line,
-        reported by its first peak in ``peaks`` order, with the other series named in ``also_in``."""
+        reported by its first peak in ``peaks`` order that has an error bar (the similarity by offset's have
+        none; a line only it shows is reported by it), with the other series named in ``also_in``."""
         kept: list[PeriodPeak] = []
         for peak in (p for p in self.peaks if p.significant):
             home = next(
@@ -131,6 +140,10 @@ class PeriodicityResult(Result):
             )
             if home is None:
                 kept.append(peak)
+            elif not math.isfinite(kept[home].period_std) and math.isfinite(peak.period_std):
+                old = kept[home]  # the first with an error bar reports the line; the rest are named
+                named = (old.label, *old.also_in)
+                kept[home] = dataclasses.replace(peak, also_in=tuple(n for n in named if n != peak.label))
             elif peak.label != kept[home].label and peak.label not in kept[home].also_in:
                 kept[home] = dataclasses.replace(kept[home], also_in=(*kept[home].also_in, peak.label))
         return tuple(kept)
@@ -145,7 +158,7 @@ class PeriodicityResult(Result):
         col_periods = torch.sort(self.column_periods[good]).values.cpu().tolist()
         shown = ", ".join(f"{p:.4g}" for p in col_periods[:8]) + (" ..." if len(col_periods) > 8 else "")
         peaks = "; ".join(
-            f"{p.label}: {p.period:.4g} ± {p.period_std:.2g} (p={p.p_value:.3g})"
+            f"{p.label}: {p.period_words} (p={p.p_value:.3g})"
             + (f", also in {', '.join(p.also_in)}" if p.also_in else "")
             for p in self.dominant_periods
         )

@@ -16,7 +16,19 @@ device ``X`` lives on:
   fewer than two cycles fit the window; the least-squares period is not (< 0.1% for a pure sinusoid with
   ≥ 1 cycle; ``benchmarks/RESULTS.md`` has the table). Periods are always positive and inside the band
   ``[2, length / min_cycles]``: a peak whose fit runs into the long end is reported ``at_edge`` (its period
-  is only known to be ≥ ``length / min_cycles``) with status ``"does not apply"``, never extrapolated.
+  is only known to be ≥ ``length / min_cycles``) with status ``"does not apply"``, never extrapolated. A
+  peak whose fit runs out of its two bins towards a stronger line is that line's side lobe, not a period:
+  it is not reported (so the reported peaks are a subset of the ``n_peaks`` strongest, and no period is
+  called that the spectrum's strongest peaks did not already hold). The standard error of a principal coordinate's
+  period is the fit's, scaled by the residual's spectrum beside the line (``_fourier.noise_colour``: a
+  frequency's error is set by the noise at that frequency, and a learned table's residual is far from
+  white); ± 1.96 ``period_std`` is a 95% interval, its coverage measured in ``benchmarks/bench_coverage.py``.
+  The similarity by offset's peaks carry **no** error bar (``period_std`` is NaN): that curve is an average
+  over pairs, its error neither white nor stationary (it grows with the offset as the pairs run out), and its
+  mean is not exactly a sinusoid (a noisy helix's rows have varying norms); on noisy helices its fit's error
+  bars, white or scaled, covered the true period 30–97% of the time depending on the setting, and its
+  period was biased by about 1e-3 of itself, so a line is reported with the interval of a principal
+  coordinate that shows it (:attr:`PeriodicityResult.dominant_periods`).
 * columns: each column, as a function of position, fitted by ``c + a cos(wt) + b sin(wt)`` with ``w``
   searched; the fraction with R² ≥ ``column_r2_threshold`` and their periods.
 
@@ -173,9 +185,13 @@ def _analyse(
         w_lo, w_hi = 2 * math.pi * min_cycles / length, math.pi
         for i in _peaks(torch.from_numpy(ratio), band.cpu(), n_peaks):
             w0 = min(max(2 * math.pi * (i + 1) / (_PAD * length), w_lo), w_hi)
-            w, w_std, edge = refine_period(y, t, w0, w_lo, w_hi)
+            w, w_std, edge, off_peak = refine_period(y, t, w0, w_lo, w_hi)
+            if off_peak:
+                continue  # a side lobe of a stronger line (its fit runs out of the peak towards it)
             pv = p_value(float(ratio[i]))
             period = 2 * math.pi / w
+            if j == 0:
+                w_std = math.nan  # the similarity by offset gets no error bar (module docstring)
             reason = (
                 f"the fit runs into the longest period searched ({length / min_cycles:.0f} = length/min_cycles): "
                 f"the period, if any, is ≥ {length / min_cycles:.0f} positions"

@@ -83,9 +83,7 @@ def _periodicity(a: Any) -> Verdict:
             null=against,
         )
     best = found[0]
-    words = ", ".join(
-        f"{p.period:.4g} ± {p.period_std:.2g} in {p.label} ({_p(p.p_value)})" for p in found[:4]
-    )
+    words = ", ".join(f"{p.period_words} in {p.label} ({_p(p.p_value)})" for p in found[:4])
     return Verdict(f"periodicity: period(s) {words}", null=against, p_value=best.p_value)
 
 

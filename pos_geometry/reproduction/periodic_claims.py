@@ -48,7 +48,7 @@ def claim_similarity(result: PeriodicityResult | None) -> Claim:
         found = f"strongest peak at the band edge ({strongest.reason})"
     else:
         found = (
-            f"strongest period {strongest.period:.0f} ± {strongest.period_std:.0f} positions, p = "
+            f"strongest period {strongest.period_words} positions, p = "
             f"{strongest.p_value:.3g} against red noise, random walks of its own steps and smooth GP curves "
             f"({'significant' if strongest.significant else 'not significant'})"
         )

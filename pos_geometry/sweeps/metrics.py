@@ -253,10 +253,11 @@ def _periodicity(emb: Any, config: SweepConfig) -> dict[str, Any]:
         random_state=config.random_state, null_method=config.null_method,
     )  # fmt: skip
     top = res.dominant_periods[0] if res.dominant_periods else None
+    std = None if top is None or not math.isfinite(top.period_std) else float(top.period_std)
     return {
         "periodicity_status": "period" if top is not None else "none significant",
         "periodicity_period": None if top is None else float(top.period),
-        "periodicity_period_std": None if top is None else float(top.period_std),
+        "periodicity_period_std": std,
         "periodicity_series": None if top is None else top.series,
         "periodicity_p_value": None if top is None else float(top.p_value),
         "periodicity_n_significant": len(res.dominant_periods),
