@@ -33,8 +33,8 @@ class PeriodPeak:
     longest period, a lower bound); ``period_std``: its standard error (from the fit, scaled by the
     residual's spectrum beside the line, so serially correlated residuals widen it; ± 1.96 ``period_std`` is a
     95% interval, its coverage checked in ``benchmarks/bench_coverage.py``; NaN for the similarity by offset,
-    whose error the fit cannot state: see :mod:`~pos_geometry.analysis.periodicity`); ``power_fraction``: share of the
-    series' tapered power at the peak; ``p_value`` against the red-noise null; ``significant``:
+    whose error the fit cannot state: see :mod:`~pos_geometry.analysis.periodicity`); ``power_fraction``:
+    share of the series' tapered power at the peak; ``p_value``: the largest of its p-values against the three null families; ``significant``:
     ``p_value <= alpha`` and not at the edge; ``status``: ``"period"`` or ``"does not apply"``, with ``reason``;
     ``also_in``: in :attr:`PeriodicityResult.dominant_periods`, the other series whose significant peak lies
     on the same spectral line (empty in ``peaks``, which keeps every series' own peaks); ``ratio``: the
