@@ -17,7 +17,7 @@ from typing import Any
 from pos_geometry.cards.corpus import CorpusPlan
 from pos_geometry.cards.identity import Subject
 from pos_geometry.cards.model_sections import UNAVAILABLE
-from pos_geometry.cards.result import SECTION_TITLES, Section, Verdict, not_run, short_reason
+from pos_geometry.cards.result import Section, Verdict, not_run, ran, short_reason
 from pos_geometry.errors import MissingTensorError, NotApplicableError, NotCachedError
 
 __all__ = ["DEFAULT_EDITS", "causal_section", "default_edits"]
@@ -129,6 +129,4 @@ def causal_section(
     figures = (
         ("causal_sweep", plot_intervention_sweep(sweep), "Δloss of each edit with its bootstrap interval."),
     )
-    return Section(
-        KEY, SECTION_TITLES[KEY], "ran", "", verdicts, rows, values, 0.0, (sweep.provenance,), figures
-    ), sweep
+    return ran(KEY, verdicts, rows, values, (sweep.provenance,), figures), sweep

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pos_geometry.cards.result import SECTION_TITLES, Section, Verdict, short_reason
+from pos_geometry.cards.result import Section, Verdict, ran, short_reason
 from pos_geometry.embedding import PositionalEmbedding, Provenance
 from pos_geometry.errors import CheckpointFormatError, InvalidArgumentError, NoLearnedTableError
 
@@ -226,7 +226,4 @@ def identity_section(s: Subject) -> Section:
             f"{lt.label} (layers {layer_list(lt.layers)}): {lt.describe()}" for lt in arch.layer_types
         )
     values = {"kind": s.kind, "reason": s.reason, "config": dict(s.config or {}), "location": s.location}
-    return Section(
-        "identity", SECTION_TITLES["identity"], "ran", "", (Verdict(f"position: {words}{detail}", null=None),), tuple(rows),
-        values, provenance=(prov,),
-    )  # fmt: skip
+    return ran("identity", (Verdict(f"position: {words}{detail}", null=None),), rows, values, (prov,))

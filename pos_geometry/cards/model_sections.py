@@ -16,7 +16,7 @@ import numpy as np
 
 from pos_geometry.cards.corpus import CorpusPlan
 from pos_geometry.cards.identity import Subject
-from pos_geometry.cards.result import SECTION_TITLES, Section, Verdict, not_run, short_reason
+from pos_geometry.cards.result import Section, Verdict, not_run, ran, short_reason
 from pos_geometry.errors import MissingTensorError, NotApplicableError, NotCachedError
 
 __all__ = [
@@ -178,18 +178,7 @@ def attention_section(s: Subject, run: ModelRun, *, device: Any = "auto") -> Sec
     if not verdicts:
         return not_run(key, "not available", "; ".join(notes))
     verdicts += [Verdict(n, "not available") for n in notes]
-    return Section(
-        key,
-        SECTION_TITLES[key],
-        "ran",
-        "",
-        tuple(verdicts),
-        tuple(rows),
-        values,
-        0.0,
-        tuple(provenance),
-        tuple(figures),
-    )
+    return ran(key, verdicts, rows, values, provenance, figures)
 
 
 def residual_section(s: Subject, run: ModelRun) -> Section:
@@ -217,15 +206,4 @@ def residual_section(s: Subject, run: ModelRun) -> Section:
          "Each layer's positional part in its top three principal components (slider: layer)."),
     ]  # fmt: skip
     values = {"reading": reading, "metrics": metric_rows}
-    return Section(
-        key,
-        SECTION_TITLES[key],
-        "ran",
-        "",
-        (verdict,),
-        tuple(rows),
-        values,
-        0.0,
-        (hidden.provenance,),
-        tuple(figures),
-    )
+    return ran(key, (verdict,), rows, values, (hidden.provenance,), figures)

@@ -8,7 +8,7 @@ its figures and its numbers. A :class:`Card` is the sections of one model, in or
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -98,6 +98,21 @@ def short_reason(reason: str) -> str:
     """The first sentence of ``reason``, at most :data:`SHORT_REASON` characters."""
     first = reason.split(". ")[0].rstrip(".")
     return first if len(first) <= SHORT_REASON else first[: SHORT_REASON - 1] + "…"
+
+
+def ran(
+    key: str,
+    verdicts: Iterable[Verdict],
+    rows: Iterable[tuple[str, str]],
+    values: Mapping[str, Any],
+    provenance: Iterable[Provenance],
+    figures: Iterable[tuple[str, Any, str]] = (),
+) -> Section:
+    """Section ``key`` that ran, titled from :data:`SECTION_TITLES` (its ``seconds`` are filled in by the build)."""
+    return Section(
+        key, SECTION_TITLES[key], "ran", "", tuple(verdicts), tuple(rows), values, 0.0,
+        tuple(provenance), tuple(figures),
+    )  # fmt: skip
 
 
 def not_run(key: str, status: str, reason: str) -> Section:

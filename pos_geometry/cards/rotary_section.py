@@ -13,7 +13,7 @@ from typing import Any
 import torch
 
 from pos_geometry.cards.identity import Subject
-from pos_geometry.cards.result import SECTION_TITLES, Section, Verdict, not_run
+from pos_geometry.cards.result import Section, Verdict, not_run, ran
 
 __all__ = ["rotary_section"]
 
@@ -94,16 +94,4 @@ def rotary_section(s: Subject, *, device: Any = "auto") -> tuple[Section, dict[s
              f"{prefix}share of each layer's QK form in the planes that turn within its span (short) and the rest (long)."),
         ]  # fmt: skip
         provenance.append(atlas.provenance)
-    section = Section(
-        KEY,
-        SECTION_TITLES[KEY],
-        "ran",
-        "",
-        tuple(verdicts),
-        tuple(rows),
-        values,
-        0.0,
-        tuple(provenance),
-        tuple(figures),
-    )
-    return section, atlases
+    return ran(KEY, verdicts, rows, values, provenance, figures), atlases

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from pos_geometry.cards.identity import Subject
-from pos_geometry.cards.result import SECTION_TITLES, Section, Verdict, not_run
+from pos_geometry.cards.result import Section, Verdict, not_run, ran
 
 __all__ = ["NULL_WORDS", "nulls_in_words", "table_section"]
 
@@ -160,16 +160,4 @@ def table_section(s: Subject, *, random_state: int = 0, progress: Any = None) ->
             for h in a.helices
         ],
     }  # fmt: skip
-    section = Section(
-        KEY,
-        SECTION_TITLES[KEY],
-        "ran",
-        "",
-        tuple(verdicts),
-        rows,
-        values,
-        0.0,
-        (a.provenance,),
-        tuple(figures),
-    )
-    return section, a
+    return ran(KEY, verdicts, rows, values, (a.provenance,), figures), a
