@@ -121,3 +121,26 @@ def _record_decompositions(mp: pytest.MonkeyPatch) -> list[tuple]:
 def record_decompositions():
     """``calls = record_decompositions(monkeypatch)``: from then on, each table decomposition is appended."""
     return _record_decompositions
+
+
+def _noisy_helix(seed: int, period: float = 300.0, snr: float = 1.0, n: int = 1024, d: int = 128):
+    """A helix of known ``period`` (cos, sin and a drift along the axis in a random orthonormal 3-plane of
+    ``d`` dimensions) at SNR ``snr`` (signal variance per entry over the unit white noise added to every
+    entry), ``n`` positions, as a ``PositionalEmbedding``."""
+    import torch
+
+    from pos_geometry.embedding import PositionalEmbedding, Provenance
+
+    rng = np.random.default_rng(seed)
+    t = np.arange(n)[:, None]
+    basis = np.linalg.qr(rng.normal(size=(d, 3)))[0]
+    curve = np.concatenate([np.cos(2 * np.pi * t / period), np.sin(2 * np.pi * t / period), t / n], axis=1)
+    x = curve @ basis.T * np.sqrt(d * snr) + rng.normal(size=(n, d))
+    return PositionalEmbedding(torch.from_numpy(x), Provenance("helix", "learned", f"seed {seed}"))
+
+
+@pytest.fixture(scope="session")
+def noisy_helix():
+    """``noisy_helix(seed, period=300, snr=1, n=1024, d=128)``: a noisy helix of known period (the generator of
+    ``benchmarks/bench_coverage.py``)."""
+    return _noisy_helix

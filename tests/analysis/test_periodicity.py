@@ -200,18 +200,13 @@ def test_one_spectral_line_is_reported_once(gpt1_positions):
     assert pcs and min(p.p_value for p in pcs) < 0.1
 
 
-def test_a_noisy_helix_has_one_line_with_a_principal_coordinates_error_bar():
+def test_a_noisy_helix_has_one_line_with_a_principal_coordinates_error_bar(noisy_helix):
     # A period-300 helix at SNR 4 (1024 × 128, white noise): every peak near the line is the line (its side
     # lobes, whose fits ran out of their bins towards it, were reported at 272.8 and 327.4 with errors a
     # thirtieth of their distance from the truth); the similarity by offset's peak has no error bar; the line
     # is reported by a principal coordinate with one that covers the truth, the offset curve named beside it.
-    rng = np.random.default_rng(3)
-    n, d, period = 1024, 128, 300.0
-    t = np.arange(n)[:, None]
-    basis = np.linalg.qr(rng.normal(size=(d, 3)))[0]
-    curve = np.concatenate([np.cos(2 * np.pi * t / period), np.sin(2 * np.pi * t / period), t / n], axis=1)
-    x = curve @ basis.T * np.sqrt(d * 4.0) + rng.normal(size=(n, d))
-    res = periodicity(x, n_surrogates=19, alpha=0.05)
+    period = 300.0
+    res = periodicity(noisy_helix(3, period, snr=4.0), n_surrogates=19, alpha=0.05)
     near = [p for p in res.peaks if abs(p.period - period) < 0.2 * period]
     assert near and all(abs(p.period - period) < 0.01 * period for p in near), near
     offset = [p for p in near if p.series == "mean_similarity"]

@@ -7,30 +7,17 @@ import math
 
 import numpy as np
 import pytest
-import torch
 
 import pos_geometry as pg
 from pos_geometry.analysis._recurrence_phase import refine_angles
 
 
-def _helix(
-    seed: int, period: float = 300.0, snr: float = 1.0, n: int = 1024, d: int = 128
-) -> pg.PositionalEmbedding:
-    """A helix of known period at SNR ``snr`` (signal variance per entry over the unit white noise)."""
-    rng = np.random.default_rng(seed)
-    t = np.arange(n)[:, None]
-    basis = np.linalg.qr(rng.normal(size=(d, 3)))[0]
-    curve = np.concatenate([np.cos(2 * np.pi * t / period), np.sin(2 * np.pi * t / period), t / n], axis=1)
-    x = curve @ basis.T * np.sqrt(d * snr) + rng.normal(size=(n, d))
-    return pg.PositionalEmbedding(torch.from_numpy(x), pg.Provenance("helix", "learned", f"seed {seed}"))
-
-
-def test_a_noisy_helix_gets_its_period_inside_a_narrow_interval():
+def test_a_noisy_helix_gets_its_period_inside_a_narrow_interval(noisy_helix):
     """At SNR 1 the eigenvalue of the least-squares map is off by several of the old error bars; the refined
     period's interval holds 300 and is narrow enough to exclude 1% away (both sides of the rule)."""
     covered = 0
     for seed in range(6):
-        rec = pg.fit_recurrence(_helix(seed), n_surrogates=0, progress=False)
+        rec = pg.fit_recurrence(noisy_helix(seed), n_surrogates=0, progress=False)
         (period, low, high), *_ = rec.rotation_periods()
         assert abs(period - 300) < 3 and high - low < 0.01 * 300
         assert not low <= 297 <= high and not low <= 303 <= high  # it can miss: it is not a blanket
@@ -38,8 +25,8 @@ def test_a_noisy_helix_gets_its_period_inside_a_narrow_interval():
     assert covered >= 5  # nominal 95% of 6 (benchmarks/bench_coverage.py measures it on 200 per setting)
 
 
-def test_the_summary_gives_each_rotation_its_interval():
-    rec = pg.fit_recurrence(_helix(0), n_surrogates=0, progress=False)
+def test_the_summary_gives_each_rotation_its_interval(noisy_helix):
+    rec = pg.fit_recurrence(noisy_helix(0), n_surrogates=0, progress=False)
     (period, low, high), *_ = rec.rotation_periods()
     text = dict(rec.summary_rows())["rotation periods (positions)"]
     assert text.startswith(f"{period:.5g} [{low:.5g}, {high:.5g}]") and text.endswith("(95% intervals)")
