@@ -33,14 +33,15 @@ def storage_eps(data: torch.Tensor) -> float:
     return own
 
 
-def rounding_edge(data: torch.Tensor) -> float:
+def rounding_edge(data: torch.Tensor, eps: float | None = None) -> float:
     """The largest singular value that rounding ``data`` ``(n, d)`` to its storage precision makes: the edge of
     the rounding noise's spectrum, in the units of ``data``.
 
     Rounding to relative precision ``eps`` (:func:`storage_eps`) adds errors uniform within half a unit in the
     last place, of standard deviation ``σ ≈ eps/(2√3)·rms(data)``; an ``n × d`` matrix of such errors has its
     largest singular value near ``σ(√n + √d)`` (Marchenko–Pastur). Directions of a table below this carry
-    rounding, not signal."""
+    rounding, not signal. ``eps``: the storage precision when already known (else read from ``data``)."""
     n, d = data.shape
     rms = float(data.detach().to(torch.float64).pow(2).mean().sqrt())
-    return storage_eps(data) / (2 * math.sqrt(3)) * rms * (math.sqrt(n) + math.sqrt(d))
+    eps = storage_eps(data) if eps is None else eps
+    return eps / (2 * math.sqrt(3)) * rms * (math.sqrt(n) + math.sqrt(d))

@@ -167,13 +167,16 @@ def _floor(item: PCAItem, center: bool) -> float:
     ratio0 = (
         float(np.asarray(item.explained_variance_ratio)[0]) if len(item.explained_variance_ratio) else 0.0
     )
-    if rows is None or ratio0 <= 0 or storage_eps(rows) <= 1e-6:
+    if rows is None or ratio0 <= 0:
+        return 0.0
+    eps = storage_eps(rows)
+    if eps <= 1e-6:
         return 0.0
     x = rows.detach().to("cpu", torch.float64)
     if center:
         x = x - x.mean(dim=0, keepdim=True)
     top = math.sqrt(ratio0 * float(x.pow(2).sum()))
-    return rounding_edge(rows) / top if top > 0 else 0.0
+    return rounding_edge(rows, eps) / top if top > 0 else 0.0
 
 
 def _fit_one(
