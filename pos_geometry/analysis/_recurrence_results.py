@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from pos_geometry.analysis._recurrence_pairs import SPREAD_TOLERANCE
 from pos_geometry.analysis._results import Result
 from pos_geometry.analysis.nulls.monte_carlo import NullTest
 from pos_geometry.embedding import Provenance
@@ -136,7 +137,10 @@ class RecurrenceFit(Result):
             if kind == "unresolved":
                 return f"{found} pair(s) within a Fourier bin of another (no period can be given)"
             if kind == "unstable":
-                return f"{found} pair(s) whose angle moves by more than 10% between overlapping windows (no period given)"
+                return (
+                    f"{found} pair(s) whose angle moves by more than {SPREAD_TOLERANCE:.0%} between overlapping "
+                    "windows (no period given)"
+                )
             return drifts()
 
         pairs = rotations() if self.status == "rotations" and self.pairs("rotation") else ""
