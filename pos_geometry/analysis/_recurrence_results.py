@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
+import scipy.stats
 
 from pos_geometry.analysis._recurrence_pairs import SPREAD_TOLERANCE
 from pos_geometry.analysis._results import Result
@@ -12,6 +14,9 @@ from pos_geometry.analysis.nulls.monte_carlo import NullTest
 from pos_geometry.embedding import Provenance
 
 __all__ = ["RecurrenceFit"]
+
+SHOWN = 16
+"""The summary lists at most this many rotation periods (the longest); ``rotation_periods()`` has them all."""
 
 
 @dataclass(frozen=True, eq=False, repr=False)
@@ -57,6 +62,13 @@ class RecurrenceFit(Result):
     """``(k, 2)``: the ``confidence`` interval of each refined period (NaN elsewhere); its coverage is measured
     by ``benchmarks/bench_coverage.py``."""
     confidence: float = 0.95
+    stored_planes: np.ndarray | None = None
+    """``(d/2, 2)``: when the table's stored columns pair into single rotations (a sinusoidal or rotary
+    table: :func:`~pos_geometry.analysis.identify.stored_planes`), each pair's frequency (rad/position) and
+    its standard error, fitted on its own two columns; None otherwise. The shift map cannot separate planes
+    within a Fourier bin of each other; these need not."""
+    stored_layout: str | None = None
+    """The arrangement of :attr:`stored_planes` in the columns (e.g. ``"interleaved layout, sin-cos pairs"``)."""
 
     @property
     def test(self) -> NullTest | None:
@@ -82,10 +94,16 @@ class RecurrenceFit(Result):
         return sorted(zip(self.periods[sel].tolist(), self.moduli[sel].tolist(), strict=True), reverse=True)
 
     def rotation_periods(self) -> list[tuple[float, float, float]]:
-        """``(period, low, high)`` of each rotation, longest first: the refined period and its
-        ``confidence`` interval, or the eigenvalue's period with NaN bounds where it was not refined."""
+        """``(period, low, high)`` of each rotation, longest first, with its ``confidence`` interval.
+
+        When the stored columns hold the planes (:attr:`stored_planes`), every plane that turns at least
+        once in the window, each fitted on its own pair of columns (the shift map's rotations are among
+        them; its unresolved pairs are not left out). Otherwise the map's rotations: the refined period, or
+        the eigenvalue's period with NaN bounds where it was not refined."""
         if self.status != "rotations":
             return []
+        if self.stored_planes is not None:
+            return self._plane_periods()
         out = []
         for i, c in enumerate(self.pair_classes):
             if c != "rotation":
@@ -95,6 +113,15 @@ class RecurrenceFit(Result):
             period = float(refined) if np.isfinite(refined) else float(self.periods[i])
             out.append((period, float(low), float(high)))
         return sorted(out, reverse=True)
+
+    def _plane_periods(self) -> list[tuple[float, float, float]]:
+        q = float(scipy.stats.norm.ppf(0.5 + self.confidence / 2))
+        theta, se = np.asarray(self.stored_planes, dtype=np.float64).T
+        turning = theta * self.n_positions >= 2 * math.pi
+        return sorted(
+            (2 * math.pi / t, 2 * math.pi / (t + q * e), 2 * math.pi / max(t - q * e, 1e-300))
+            for t, e in zip(theta[turning].tolist(), se[turning].tolist(), strict=True)
+        )[::-1]
 
     def rotation_pairs(self) -> list[tuple[float, float]]:
         """``(period, modulus)`` of each rotation: an undamped conjugate pair (``| |λ| − 1 | ≤
@@ -126,15 +153,30 @@ class RecurrenceFit(Result):
             def one(p: float, lo: float, hi: float) -> str:
                 if not np.isfinite(lo):
                     return f"{p:.5g}"
-                return f"{p:.5g} [{lo:.5g}, {hi:.5g}]" if lo < hi else f"{p:.6g} (exact)"
+                if not lo < hi:
+                    return f"{p:.6g} (exact)"
+                if hi - lo < 1e-4 * p:  # narrower than five digits show: the half-width instead
+                    return f"{p:.9g} ± {(hi - lo) / 2:.1g}"
+                return f"{p:.5g} [{lo:.5g}, {hi:.5g}]"
 
-            return ", ".join(one(*r) for r in found) + f" ({self.confidence:.0%} intervals)"
+            words = f" ({self.confidence:.0%} intervals)"
+            if self.stored_planes is not None:
+                words = (
+                    f" ({len(found)} planes, each fitted on its own pair of stored columns, {self.stored_layout}; "
+                    f"{self.confidence:.0%} intervals; the shift map resolves {len(self.pairs('rotation'))})"
+                )
+            shown = [one(*r) for r in found[:SHOWN]]
+            if len(found) > SHOWN:
+                shown.append(f"... {len(found) - SHOWN} more (rotation_periods())")
+            return ", ".join(shown) + words
 
         def counted(kind: str) -> str:
             found = len(self.pairs(kind))
             if kind == "slower than the window":
                 return f"{found} pair(s), each period > {self.n_positions} (less than a turn: no estimate)"
             if kind == "unresolved":
+                if self.stored_planes is not None and self.status == "rotations":
+                    return f"{found} pair(s) of the map within a Fourier bin of another (the stored pairs give them)"
                 return f"{found} pair(s) within a Fourier bin of another (no period can be given)"
             if kind == "unstable":
                 return (

@@ -45,7 +45,7 @@ from pos_geometry.analysis._results import Result
 from pos_geometry.embedding import Provenance
 from pos_geometry.errors import InvalidArgumentError
 
-__all__ = ["Identification", "identify", "LINEAR_IMAGE", "TOLERANCE"]
+__all__ = ["Identification", "identify", "LINEAR_IMAGE", "TOLERANCE", "stored_planes"]
 
 LINEAR_IMAGE = "linear image"
 """The kind of a table that is a sinusoidal (or rotary) table times a linear map, ``x = S·A``."""
@@ -77,6 +77,8 @@ class Identification(Result):
     map_condition: float | None = None
     """For a ``"linear image"``: the condition number of the map ``A`` in ``x = S A`` (S the sinusoidal
     table of the found frequencies); large when the map nearly collapses some planes."""
+    frequency_std: np.ndarray | None = None
+    """For a formula: each frequency's standard error ``(d/2,)`` rad/position (:func:`stored_planes`)."""
 
     def pair_columns(self) -> tuple[np.ndarray, np.ndarray]:
         """The column indices of each rotation plane's sine and cosine, ``(d/2,)`` each, in the order of
@@ -160,7 +162,10 @@ def _fit(x: np.ndarray, positions: np.ndarray, layout: str, order: str) -> dict[
     phase = np.unwrap(np.arctan2(s, c), axis=0)  # (n, d/2)
     # the slope of φ(p) = ω p + c (the rebuild below, from absolute positions, checks c = ω·start mod 2π)
     centred = positions - positions.mean()
-    freqs = centred @ (phase - phase.mean(axis=0)) / float(centred @ centred)
+    spread = float(centred @ centred)
+    freqs = centred @ (phase - phase.mean(axis=0)) / spread
+    line = phase - phase.mean(axis=0) - centred[:, None] * freqs[None, :]
+    phase_noise = np.sqrt(np.sum(line**2, axis=0) / max(positions.size - 2, 1))  # (d/2,)
     norm = float(np.linalg.norm(x)) or 1.0
     residual = float(np.linalg.norm(x - _table(positions, freqs, amplitude, s_cols, c_cols, d))) / norm
     base = formula = None
@@ -181,6 +186,8 @@ def _fit(x: np.ndarray, positions: np.ndarray, layout: str, order: str) -> dict[
         "layout": layout,
         "order": order,
         "freqs": freqs,
+        "phase_noise": phase_noise,
+        "spread": spread,
         "amplitude": amplitude,
         "residual": residual,
         "base": base,
@@ -220,9 +227,7 @@ def _identify_one(data: torch.Tensor, prov: Provenance, window: Any) -> Identifi
         )  # fmt: skip
     table = data[start:stop].detach().to("cpu", torch.float64).numpy()
     positions = np.arange(start, stop, dtype=np.float64)
-    fits = [_fit(table, positions, layout, order) for layout in ("interleaved", "blocks")
-            for order in ("sin-cos", "cos-sin")]  # fmt: skip
-    best = min(fits, key=lambda f: (f["residual"], f["formula"] if f["formula"] is not None else math.inf))
+    best = _best_arrangement(table, positions)
     where = f"{best['layout']} layout, {best['order']} pairs"
     if best["residual"] > TOLERANCE:
         eps = storage_eps(data[start:stop])
@@ -260,7 +265,45 @@ def _identify_one(data: torch.Tensor, prov: Provenance, window: Any) -> Identifi
     return Identification(
         kind, best["layout"], best["order"], best["base"] if geometric else None, best["amplitude"],
         best["freqs"], best["residual"], best["formula"], (start, stop), reason, prov,
+        frequency_std=_standard_errors(best, n),
     )  # fmt: skip
+
+
+def _best_arrangement(table: np.ndarray, positions: np.ndarray) -> dict[str, Any]:
+    """The :func:`_fit` of the arrangement (layout and order of the pairs) that rebuilds ``table`` best."""
+    fits = [_fit(table, positions, layout, order) for layout in ("interleaved", "blocks")
+            for order in ("sin-cos", "cos-sin")]  # fmt: skip
+    return min(fits, key=lambda f: (f["residual"], f["formula"] if f["formula"] is not None else math.inf))
+
+
+def _standard_errors(fit: dict[str, Any], n: int) -> np.ndarray:
+    """``(d/2,)``: the standard error of each pair's phase slope, from the scatter of its phase about the
+    line; at least the slope's own float64 arithmetic (a sum of ``n`` products: ``4 √n ε |ω|``), which is
+    what limits an exact table's."""
+    floor = 4 * math.sqrt(n) * float(np.finfo(np.float64).eps) * np.abs(fit["freqs"])
+    return np.maximum(fit["phase_noise"] / math.sqrt(fit["spread"]), floor)
+
+
+def stored_planes(rows: torch.Tensor, start: int = 0) -> tuple[np.ndarray, np.ndarray, str] | None:
+    """The rotation planes that a table's stored columns hold, one per pair of columns.
+
+    ``rows`` ``(n, d)``: the table at positions ``start .. start + n - 1``. When some arrangement of its
+    columns in pairs (interleaved or blocks, sine or cosine first) rebuilds it to :data:`TOLERANCE` -- a
+    sinusoidal or rotary table, whatever its frequencies -- returns ``(frequencies (d/2,), standard errors
+    (d/2,), arrangement)`` in rad/position; else None. Each frequency is the least-squares slope of its
+    pair's unwrapped phase: at high signal-to-noise the maximum-likelihood estimate of one rotation in white
+    noise (Tretter, 1985), and, reading only its own two columns, undisturbed by any neighbouring frequency
+    however close (where a shift map of the whole table cannot separate planes within a Fourier bin of each
+    other). Its standard error is the slope's, from the scatter of the phase about its line."""
+    n, d = int(rows.shape[0]), int(rows.shape[1])
+    if n < 3 or d < 4 or d % 2:
+        return None
+    table = rows.detach().to("cpu", torch.float64).numpy()
+    best = _best_arrangement(table, np.arange(start, start + n, dtype=np.float64))
+    if not best["residual"] <= TOLERANCE:
+        return None
+    where = f"{best['layout']} layout, {best['order']} pairs"
+    return best["freqs"], _standard_errors(best, n), where
 
 
 def resolution_turns(eps: float) -> int:

@@ -47,7 +47,10 @@ cannot show it, and on a dense spectrum such as a wide sinusoidal table it fills
 pairs that match no frequency), and its angle changes by at most :data:`SPREAD_TOLERANCE` (10%) between
 the fits on the first and the last 7/8 of the window (else ``"unstable"``: a pair that a noisy table's fit
 places differently on overlapping windows is not a rotation of the table). Others are ``"damped"`` or
-``"growing"``.
+``"growing"``. When the table's stored columns pair into single rotations (a sinusoidal or rotary table:
+:func:`~pos_geometry.analysis.identify.stored_planes`), each plane is also fitted on its own two columns
+(``stored_planes``, with standard errors), where no neighbour within a Fourier bin disturbs it, and
+``rotation_periods()`` lists every plane that turns in the window from those fits.
 
 When rotations do not apply, ``status`` is ``"does not apply"`` with ``reason``, and ``rotation_pairs()``
 is empty: when the map grows (``spectral_radius`` > 1 + tolerance: its predictions diverge), when it
@@ -99,6 +102,7 @@ from pos_geometry.analysis._recurrence_pairs import (
 )
 from pos_geometry.analysis._recurrence_phase import refine_angles
 from pos_geometry.analysis._recurrence_results import RecurrenceFit
+from pos_geometry.analysis.identify import stored_planes
 from pos_geometry.analysis.nulls.basis import check_null_method
 from pos_geometry.analysis.nulls.monte_carlo import NullTest, check_sequential
 from pos_geometry.analysis.nulls.recurrence_test import RECURRENCE_NULLS, recurrence_null_tests
@@ -260,8 +264,18 @@ def _fit_one(
                 f"the map predicts {horizon} rows ahead no better than it does for curves with no rotation: gain "
                 "over persistence " + "; ".join(t.words() for t in failed),
             )
+    planes = stored_planes(item.rows, item.window[0]) if item.rows is not None else None
     if verdict is None:
         verdict = "rotations", f"{classes.count(PairClass.ROTATION)} undamped rotation pair(s)"
+        if planes is not None:
+            turning = int(np.sum(planes[0] * n >= 2 * math.pi))
+            verdict = (
+                "rotations",
+                (
+                    f"{verdict[1]} of the shift map; the stored columns hold {turning} planes that turn in the window "
+                    f"({planes[2]}), each fitted on its own pair"
+                ),
+            )
     return RecurrenceFit(
         transition=m,
         offset=b * unit if affine else None,
@@ -292,6 +306,8 @@ def _fit_one(
         reason=verdict[1],
         tests=tests,
         provenance=item.provenance,
+        stored_planes=np.stack(planes[:2], axis=1) if planes is not None else None,
+        stored_layout=planes[2] if planes is not None else None,
     )
 
 

@@ -7,9 +7,11 @@ import math
 
 import numpy as np
 import pytest
+import torch
 
 import pos_geometry as pg
 from pos_geometry.analysis._recurrence_phase import refine_angles
+from pos_geometry.encodings.sinusoidal import frequencies
 
 
 def test_a_noisy_helix_gets_its_period_inside_a_narrow_interval(noisy_helix):
@@ -45,16 +47,44 @@ def test_an_exact_rotary_table_keeps_its_exact_frequencies():
 
 
 def test_pairs_that_cannot_be_estimated_carry_no_number():
-    """A float64 sinusoidal table's slowest pairs are too close to each other (unresolved) or turn less than once
-    (slower than the window): the summary counts them and gives no period, rather than one that looks like an
-    answer (the slowest were listed as 698.5 ± 120 where the truth is 3059)."""
-    table = pg.sinusoidal(1024, 128)
-    table = pg.PositionalEmbedding(table.matrix.double(), table.provenance)
+    """In a linear image of a float64 sinusoidal table (its columns mixed, so no pair of columns holds a plane)
+    the slowest pairs are too close to each other (unresolved) or turn less than once (slower than the window):
+    the summary counts them and gives no period, rather than one that looks like an answer (the slowest were
+    listed as 698.5 ± 120 where the truth is 3059)."""
+    mix = torch.from_numpy(np.random.default_rng(0).normal(size=(128, 128)) / math.sqrt(128))
+    table = pg.sinusoidal(1024, 128, dtype=torch.float64).matrix @ mix
     rec = pg.fit_recurrence(table, n_surrogates=0, progress=False)
+    assert rec.stored_planes is None
     words = dict(rec.summary_rows())["not testable"]
     assert "unresolved: " in words and "no period can be given" in words
-    assert "slower than the window: 1 pair(s), each period > 1024" in words
+    assert "slower than the window: " in words and "each period > 1024" in words
     assert "±" not in words and "698" not in words
+
+
+@pytest.mark.parametrize(
+    ("dtype", "tolerance", "least_coverage"), [(torch.float64, 1e-12, 1.0), (torch.float16, 1e-5, 0.85)]
+)
+def test_every_plane_of_a_sinusoidal_table_that_turns_gets_its_frequency(dtype, tolerance, least_coverage):
+    """Stored as pairs of columns, every one of the 36 planes of a 1024 × 128 table that turns in the window is
+    a rotation with its period to ``tolerance`` and an interval around the truth, the 14 slow ones that the
+    shift map cannot separate (within a Fourier bin of each other) included; the plane that turns less than
+    once is not listed."""
+    truth = frequencies(128).numpy()
+    truth = np.sort(truth[truth * 1024 >= 2 * math.pi])
+    rec = pg.fit_recurrence(pg.sinusoidal(1024, 128, dtype=torch.float64).matrix.to(dtype), n_surrogates=0,
+                            progress=False)  # fmt: skip
+    assert rec.status == "rotations" and rec.stored_layout == "interleaved layout, sin-cos pairs"
+    assert len(rec.pairs("rotation")) < 36 and rec.pairs("unresolved")  # the map alone falls short
+    found = rec.rotation_periods()  # longest period first: ascending frequency, as truth
+    assert len(found) == truth.size == 36
+    periods = np.array([p for p, _, _ in found])
+    assert np.max(np.abs(2 * math.pi / periods - truth) / truth) < tolerance
+    covered = [lo <= 2 * math.pi / t <= hi for t, (_, lo, hi) in zip(truth, found, strict=True)]
+    assert np.mean(covered) >= least_coverage
+    assert (
+        "36 planes, each fitted on its own pair of stored columns"
+        in dict(rec.summary_rows())["rotation periods (positions)"]
+    )
 
 
 def test_refine_angles_on_two_sinusoids_in_several_columns():
