@@ -8,6 +8,8 @@ bfloat16, as they are and times a random map (a linear image ``S·A``, columns m
   frequencies that complete a cycle in the window its rotations reach to 1e-6 (exact) or 1e-3 (half
   precision), the worst relative error of those it lists (each against the nearest true one), how many of
   their 95% intervals hold the truth, and how many pairs its shift map alone resolves;
+* the linear image's directions above its storage precision (singular values above ``eps`` times the
+  largest), against the two per turning plane a separation would need;
 * ``fit_recurrence`` of the linear image (no pair of columns holds a plane: the shift map is all it has):
   how many it reaches;
 * ``identify`` on the linear image: the frequencies it calls resolved, their worst relative error, and the
@@ -75,6 +77,9 @@ def one(name: str, n: int, d: int, layout: str, dtype: torch.dtype) -> str:
     mix = torch.from_numpy(np.random.default_rng(0).normal(size=(d, d)) / math.sqrt(d))
     image_fit = pg.fit_recurrence((table @ mix).to(dtype), n_surrogates=0, progress=False)
     image_reached, image_worst, _ = _reach(image_fit.rotation_periods(), target, tol)
+    stored = (table @ mix).to(dtype).double()
+    sv = torch.linalg.svdvals(stored)
+    rank = int((sv > torch.finfo(dtype).eps * sv[0]).sum())
     ident = pg.identify((table @ mix).to(dtype))
     if ident.kind == "linear image":
         ok = resolved_planes(ident.frequencies, n, float(torch.finfo(dtype).eps))
@@ -90,7 +95,7 @@ def one(name: str, n: int, d: int, layout: str, dtype: torch.dtype) -> str:
     return (
         f"| {name} {n} × {d} | {str(dtype).removeprefix('torch.')} | {reached} / {target.size} (to {tol:g}) | "
         f"{worst:.1e} | {cover} | {len(fit.pairs('rotation'))} of {fit.n_components // 2} | {seconds:.1f} s | "
-        f"{image_reached} / {target.size}, worst {image_worst:.1e} | {image} |"
+        f"{rank} for {2 * target.size} | {image_reached} / {target.size}, worst {image_worst:.1e} | {image} |"
     )
 
 
@@ -110,14 +115,17 @@ def main() -> None:
         f"1-minute load average {load:.2f} at the start. Target: every frequency that completes a cycle in the "
         "window to 1e-6 on exact tables and to 1e-3 on float16 ones. `fit_recurrence` (`n_components=\"auto\"`, "
         "no null): its rotations are the planes its stored column pairs hold, each fitted on its own pair "
-        "(`identify.stored_planes`); its shift map alone resolves fewer (column 'map'), and it is all a linear "
+        "(`pos_geometry.analysis.identify.stored_planes`); its shift map alone resolves fewer (column 'map'), and it is all a linear "
         "image `S·A` (columns mixed by a random map) has: there the slow planes lie within a Fourier bin of "
-        "each other and in directions the storage precision hides, and are counted unresolved, without a number.",
+        "each other and in directions the storage precision hides, and are counted unresolved, without a number. "
+        "No estimator can separate them there: the linear image has fewer directions above its storage precision "
+        "(singular values above `eps` times the largest) than the planes that turn need (two each), before the "
+        "slower planes take their share.",
         "",
         "| table | stored as | frequencies reached | worst rotation error | 95% intervals holding the truth "
-        "| map: rotations of components/2 | fit time | linear image: `fit_recurrence` reached | linear image: "
-        "`identify` |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| map: rotations of components/2 | fit time | linear image: directions above the precision, for the "
+        "turning planes' | linear image: `fit_recurrence` reached | linear image: `identify` |",
+        "|---|---|---|---|---|---|---|---|---|---|",
         *rows,
     ])  # fmt: skip
     print(text)

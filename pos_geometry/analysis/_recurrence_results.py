@@ -185,7 +185,7 @@ class RecurrenceFit(Result):
                 )
             return drifts()
 
-        pairs = rotations() if self.status == "rotations" and self.pairs("rotation") else ""
+        pairs = rotations() if self.rotation_periods() else ""
         pairs = pairs or (f"does not apply: {self.reason}" if self.status != "rotations" else "none")
         untestable = "; ".join(
             f"{kind}: {counted(kind)}"

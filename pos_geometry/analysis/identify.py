@@ -110,7 +110,12 @@ class Identification(Result):
             )
             rows.append(("amplitude", f"{self.amplitude:.6g}"))
             freqs = self.frequencies if self.frequencies is not None else np.zeros(0)
-            rows.append(("frequencies", f"{freqs.size}, {freqs.max():.4g} .. {freqs.min():.4g} rad/position"))
+            errors = ""
+            if self.frequency_std is not None and freqs.size and np.all(freqs > 0):
+                errors = f" (standard errors at most {float(np.max(self.frequency_std / freqs)):.1g} of each)"
+            rows.append(
+                ("frequencies", f"{freqs.size}, {freqs.max():.4g} .. {freqs.min():.4g} rad/position{errors}")
+            )
         rows.append(
             (
                 "residual",

@@ -247,7 +247,11 @@ def _fit_one(
                 f"the period drifts from {a:.4g} ± {sa:.2g} to {b:.4g} ± {sb:.2g} between the two halves"
             )
     refined, interval = _refined(z, ev, classes, pred_err)
-    verdict = status_before_null(ev, classes, pred_err, pers_err, n, drift_words)
+    planes = stored_planes(item.rows, item.window[0]) if item.rows is not None else None
+    turning = int(np.sum(planes[0] * n >= 2 * math.pi)) if planes is not None else 0
+    # Pairs the map cannot separate are testable when the stored columns separate them.
+    testable = [PairClass.ROTATION if turning and c == PairClass.UNRESOLVED else c for c in classes]
+    verdict = status_before_null(ev, testable, pred_err, pers_err, n, drift_words)
     tests: tuple[NullTest, ...] = ()
     if null["n_surrogates"] and pred_err and verdict is None:
         if item.rows is None:
@@ -264,11 +268,9 @@ def _fit_one(
                 f"the map predicts {horizon} rows ahead no better than it does for curves with no rotation: gain "
                 "over persistence " + "; ".join(t.words() for t in failed),
             )
-    planes = stored_planes(item.rows, item.window[0]) if item.rows is not None else None
     if verdict is None:
         verdict = "rotations", f"{classes.count(PairClass.ROTATION)} undamped rotation pair(s)"
         if planes is not None:
-            turning = int(np.sum(planes[0] * n >= 2 * math.pi))
             verdict = (
                 "rotations",
                 (

@@ -152,7 +152,8 @@ def table_section(s: Subject, *, random_state: int = 0, progress: Any = None) ->
         },
         "recurrence": None if a.recurrence is None else {
             "status": a.recurrence.status, "reason": a.recurrence.reason,
-            "rotations": a.recurrence.rotation_pairs(), "tests": a.recurrence.tests,
+            "rotations": a.recurrence.rotation_pairs(), "periods": a.recurrence.rotation_periods(),
+            "tests": a.recurrence.tests,
         },
         "identity": None if a.identity is None else {"kind": a.identity.kind, "reason": a.identity.reason},
         "helices": [
