@@ -289,6 +289,17 @@ def _standard_errors(fit: dict[str, Any], n: int) -> np.ndarray:
     return np.maximum(fit["phase_noise"] / math.sqrt(fit["spread"]), floor)
 
 
+def _may_pair(table: np.ndarray, layout: str) -> bool:
+    """Whether ``layout`` can pass :data:`TOLERANCE`, from the pairs' radii alone (a cheap test first). A point's
+    distance to the circle of radius ``A`` is at most its distance to any point on it, so the rebuild's error
+    is at least ``‖r − A‖`` (``r`` the pairs' radii, ``A`` the amplitude :func:`_fit` uses)."""
+    first, second = _pairs(table.shape[1], layout, "sin-cos")
+    r2 = table[:, first] ** 2 + table[:, second] ** 2
+    amplitude = math.sqrt(float(r2.mean()))
+    norm = float(np.linalg.norm(table)) or 1.0
+    return float(np.linalg.norm(np.sqrt(r2) - amplitude)) <= TOLERANCE * norm
+
+
 def stored_planes(rows: torch.Tensor, start: int = 0) -> tuple[np.ndarray, np.ndarray, str] | None:
     """The rotation planes that a table's stored columns hold, one per pair of columns.
 
@@ -304,6 +315,8 @@ def stored_planes(rows: torch.Tensor, start: int = 0) -> tuple[np.ndarray, np.nd
     if n < 3 or d < 4 or d % 2:
         return None
     table = rows.detach().to("cpu", torch.float64).numpy()
+    if not any(_may_pair(table, layout) for layout in ("interleaved", "blocks")):
+        return None
     best = _best_arrangement(table, np.arange(start, start + n, dtype=np.float64))
     if not best["residual"] <= TOLERANCE:
         return None

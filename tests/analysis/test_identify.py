@@ -69,6 +69,19 @@ def test_frequency_errors_cover_the_truth_in_white_noise():
     assert 0.9 <= covered <= 0.98
 
 
+@pytest.mark.parametrize("noise", [2e-3, 6.5e-3, 7.5e-3, 5e-2])  # residual 0.003, 0.009, 0.011, 0.07
+def test_stored_planes_agree_with_identify_at_the_tolerance(noise):
+    """``stored_planes`` rejects a table from its pairs' radii before fitting phases: that cheap test never
+    refuses a table ``identify`` calls a formula, on either side of the tolerance."""
+    from pos_geometry.analysis.identify import stored_planes
+
+    clean = pg.sinusoidal(400, 32, dtype=torch.float64).matrix
+    table = clean + noise * torch.from_numpy(np.random.default_rng(2).normal(size=clean.shape))
+    ident = identify(table)
+    assert (stored_planes(table) is not None) == ident.is_formula
+    assert ident.is_formula == (ident.residual <= TOLERANCE)
+
+
 def test_an_exact_tables_errors_are_its_arithmetic():
     """Exact float64 frequencies are found to their last digits, and their errors are as small (not zero)."""
     ident = identify(pg.sinusoidal(1024, 128, dtype=torch.float64))
