@@ -9,7 +9,7 @@ bfloat16, as they are and times a random map (a linear image ``S·A``, columns m
   precision), the worst relative error of those it lists (each against the nearest true one), how many of
   their 95% intervals hold the truth, and how many pairs its shift map alone resolves;
 * the linear image's directions above its storage precision (singular values above ``eps`` times the
-  largest), against the two per turning plane a separation would need;
+  largest), against the two per plane (turning, and slower) a separation would need;
 * ``fit_recurrence`` of the linear image (no pair of columns holds a plane: the shift map is all it has):
   how many it reaches;
 * ``identify`` on the linear image: the frequencies it calls resolved, their worst relative error, and the
@@ -95,7 +95,7 @@ def one(name: str, n: int, d: int, layout: str, dtype: torch.dtype) -> str:
     return (
         f"| {name} {n} × {d} | {str(dtype).removeprefix('torch.')} | {reached} / {target.size} (to {tol:g}) | "
         f"{worst:.1e} | {cover} | {len(fit.pairs('rotation'))} of {fit.n_components // 2} | {seconds:.1f} s | "
-        f"{rank} for {2 * target.size} | {image_reached} / {target.size}, worst {image_worst:.1e} | {image} |"
+        f"{rank} for {2 * target.size} + {2 * (truth.size - target.size)} | {image_reached} / {target.size}, worst {image_worst:.1e} | {image} |"
     )
 
 
@@ -119,12 +119,12 @@ def main() -> None:
         "image `S·A` (columns mixed by a random map) has: there the slow planes lie within a Fourier bin of "
         "each other and in directions the storage precision hides, and are counted unresolved, without a number. "
         "No estimator can separate them there: the linear image has fewer directions above its storage precision "
-        "(singular values above `eps` times the largest) than the planes that turn need (two each), before the "
-        "slower planes take their share.",
+        "(singular values above `eps` times the largest) than its planes need, two each, the turning ones' "
+        "and the slower ones' (whose directions mix with the slowest turning planes').",
         "",
         "| table | stored as | frequencies reached | worst rotation error | 95% intervals holding the truth "
         "| map: rotations of components/2 | fit time | linear image: directions above the precision, for the "
-        "turning planes' | linear image: `fit_recurrence` reached | linear image: `identify` |",
+        "turning + slower planes' | linear image: `fit_recurrence` reached | linear image: `identify` |",
         "|---|---|---|---|---|---|---|---|---|---|",
         *rows,
     ])  # fmt: skip
