@@ -41,6 +41,14 @@ import torch
 from pos_geometry._dtypes import storage_eps
 from pos_geometry.analysis._batch import BatchResult
 from pos_geometry.analysis._inputs import Window, as_batch, parse_window
+from pos_geometry.analysis._pair_phases import (
+    TOLERANCE,
+    best_arrangement,
+    pair_indices,
+    rebuild,
+    standard_errors,
+    stored_planes,
+)
 from pos_geometry.analysis._results import Result
 from pos_geometry.embedding import Provenance
 from pos_geometry.errors import InvalidArgumentError
@@ -50,7 +58,6 @@ __all__ = ["Identification", "identify", "LINEAR_IMAGE", "TOLERANCE", "stored_pl
 LINEAR_IMAGE = "linear image"
 """The kind of a table that is a sinusoidal (or rotary) table times a linear map, ``x = S·A``."""
 
-TOLERANCE = 1e-2
 _KINDS = {"sin-cos": "sinusoidal", "cos-sin": "rotary"}
 
 
@@ -87,7 +94,7 @@ class Identification(Result):
             raise InvalidArgumentError(
                 f"pair_columns needs a sinusoidal or rotary table; this one is {self.kind}."
             )
-        return _pairs(2 * len(self.frequencies), str(self.layout), str(self.order))
+        return pair_indices(2 * len(self.frequencies), str(self.layout), str(self.order))
 
     @property
     def is_formula(self) -> bool:
@@ -127,79 +134,6 @@ class Identification(Result):
         return rows
 
 
-def _pairs(d: int, layout: str, order: str) -> tuple[np.ndarray, np.ndarray]:
-    """Column indices of the sines and the cosines ``(d/2,)`` each."""
-    half = d // 2
-    first, second = (
-        (np.arange(0, d, 2), np.arange(1, d, 2))
-        if layout == "interleaved"
-        else (np.arange(half), np.arange(half, d))
-    )
-    return (first, second) if order == "sin-cos" else (second, first)
-
-
-def _rule(d: int, layout: str) -> np.ndarray:
-    """``c_i`` with ``log ω_i = −c_i log(base)``: ``2i/d`` (interleaved) or ``i/(d/2 − 1)`` (blocks)."""
-    i = np.arange(d // 2, dtype=np.float64)
-    return 2 * i / d if layout == "interleaved" else i / (d // 2 - 1)
-
-
-def _table(
-    positions: np.ndarray,
-    freqs: np.ndarray,
-    amplitude: float,
-    sin_cols: np.ndarray,
-    cos_cols: np.ndarray,
-    d: int,
-) -> np.ndarray:
-    ang = positions[:, None] * freqs[None, :]
-    out = np.empty((positions.size, d))
-    out[:, sin_cols] = amplitude * np.sin(ang)
-    out[:, cos_cols] = amplitude * np.cos(ang)
-    return out
-
-
-def _fit(x: np.ndarray, positions: np.ndarray, layout: str, order: str) -> dict[str, Any]:
-    d = x.shape[1]
-    s_cols, c_cols = _pairs(d, layout, order)
-    s, c = x[:, s_cols], x[:, c_cols]
-    amplitude = float(np.sqrt(np.mean(s**2 + c**2)))
-    phase = np.unwrap(np.arctan2(s, c), axis=0)  # (n, d/2)
-    # the slope of φ(p) = ω p + c (the rebuild below, from absolute positions, checks c = ω·start mod 2π)
-    centred = positions - positions.mean()
-    spread = float(centred @ centred)
-    freqs = centred @ (phase - phase.mean(axis=0)) / spread
-    line = phase - phase.mean(axis=0) - centred[:, None] * freqs[None, :]
-    phase_noise = np.sqrt(np.sum(line**2, axis=0) / max(positions.size - 2, 1))  # (d/2,)
-    norm = float(np.linalg.norm(x)) or 1.0
-    residual = float(np.linalg.norm(x - _table(positions, freqs, amplitude, s_cols, c_cols, d))) / norm
-    base = formula = None
-    coef = _rule(d, layout)
-    if np.all(freqs > 0) and coef[-1] > 0:
-        log_base = float(-(coef @ np.log(freqs)) / (coef @ coef))
-        if math.isfinite(log_base) and log_base > 0:
-            base = math.exp(log_base)
-            formula = (
-                float(
-                    np.linalg.norm(
-                        x - _table(positions, np.exp(-coef * log_base), amplitude, s_cols, c_cols, d)
-                    )
-                )
-                / norm
-            )
-    return {
-        "layout": layout,
-        "order": order,
-        "freqs": freqs,
-        "phase_noise": phase_noise,
-        "spread": spread,
-        "amplitude": amplitude,
-        "residual": residual,
-        "base": base,
-        "formula": formula,
-    }
-
-
 def identify(x: Any, *, window: Window = None) -> Identification | BatchResult:
     """Whether ``x`` ``(n, d)`` is a sinusoidal or rotary formula, and which; see the module docstring.
 
@@ -232,7 +166,7 @@ def _identify_one(data: torch.Tensor, prov: Provenance, window: Any) -> Identifi
         )  # fmt: skip
     table = data[start:stop].detach().to("cpu", torch.float64).numpy()
     positions = np.arange(start, stop, dtype=np.float64)
-    best = _best_arrangement(table, positions)
+    best = best_arrangement(table, positions)
     where = f"{best['layout']} layout, {best['order']} pairs"
     if best["residual"] > TOLERANCE:
         eps = storage_eps(data[start:stop])
@@ -270,58 +204,8 @@ def _identify_one(data: torch.Tensor, prov: Provenance, window: Any) -> Identifi
     return Identification(
         kind, best["layout"], best["order"], best["base"] if geometric else None, best["amplitude"],
         best["freqs"], best["residual"], best["formula"], (start, stop), reason, prov,
-        frequency_std=_standard_errors(best, n),
+        frequency_std=standard_errors(best, n),
     )  # fmt: skip
-
-
-def _best_arrangement(table: np.ndarray, positions: np.ndarray) -> dict[str, Any]:
-    """The :func:`_fit` of the arrangement (layout and order of the pairs) that rebuilds ``table`` best."""
-    fits = [_fit(table, positions, layout, order) for layout in ("interleaved", "blocks")
-            for order in ("sin-cos", "cos-sin")]  # fmt: skip
-    return min(fits, key=lambda f: (f["residual"], f["formula"] if f["formula"] is not None else math.inf))
-
-
-def _standard_errors(fit: dict[str, Any], n: int) -> np.ndarray:
-    """``(d/2,)``: the standard error of each pair's phase slope, from the scatter of its phase about the
-    line; at least the slope's own float64 arithmetic (a sum of ``n`` products: ``4 √n ε |ω|``), which is
-    what limits an exact table's."""
-    floor = 4 * math.sqrt(n) * float(np.finfo(np.float64).eps) * np.abs(fit["freqs"])
-    return np.maximum(fit["phase_noise"] / math.sqrt(fit["spread"]), floor)
-
-
-def _may_pair(table: np.ndarray, layout: str) -> bool:
-    """Whether ``layout`` can pass :data:`TOLERANCE`, from the pairs' radii alone (a cheap test first). A point's
-    distance to the circle of radius ``A`` is at most its distance to any point on it, so the rebuild's error
-    is at least ``‖r − A‖`` (``r`` the pairs' radii, ``A`` the amplitude :func:`_fit` uses)."""
-    first, second = _pairs(table.shape[1], layout, "sin-cos")
-    r2 = table[:, first] ** 2 + table[:, second] ** 2
-    amplitude = math.sqrt(float(r2.mean()))
-    norm = float(np.linalg.norm(table)) or 1.0
-    return float(np.linalg.norm(np.sqrt(r2) - amplitude)) <= TOLERANCE * norm
-
-
-def stored_planes(rows: torch.Tensor, start: int = 0) -> tuple[np.ndarray, np.ndarray, str] | None:
-    """The rotation planes that a table's stored columns hold, one per pair of columns.
-
-    ``rows`` ``(n, d)``: the table at positions ``start .. start + n - 1``. When some arrangement of its
-    columns in pairs (interleaved or blocks, sine or cosine first) rebuilds it to :data:`TOLERANCE` -- a
-    sinusoidal or rotary table, whatever its frequencies -- returns ``(frequencies (d/2,), standard errors
-    (d/2,), arrangement)`` in rad/position; else None. Each frequency is the least-squares slope of its
-    pair's unwrapped phase: at high signal-to-noise the maximum-likelihood estimate of one rotation in white
-    noise (Tretter, 1985), and, reading only its own two columns, undisturbed by any neighbouring frequency
-    however close (where a shift map of the whole table cannot separate planes within a Fourier bin of each
-    other). Its standard error is the slope's, from the scatter of the phase about its line."""
-    n, d = int(rows.shape[0]), int(rows.shape[1])
-    if n < 3 or d < 4 or d % 2:
-        return None
-    table = rows.detach().to("cpu", torch.float64).numpy()
-    if not any(_may_pair(table, layout) for layout in ("interleaved", "blocks")):
-        return None
-    best = _best_arrangement(table, np.arange(start, start + n, dtype=np.float64))
-    if not best["residual"] <= TOLERANCE:
-        return None
-    where = f"{best['layout']} layout, {best['order']} pairs"
-    return best["freqs"], _standard_errors(best, n), where
 
 
 def resolution_turns(eps: float) -> int:
@@ -400,7 +284,7 @@ def _linear_image(
     if residual > TOLERANCE or freqs.size < 2:
         return None
     m = freqs.size
-    s = _table(positions, freqs, 1.0, np.arange(m), np.arange(m, 2 * m), 2 * m)  # [sines | cosines]
+    s = rebuild(positions, freqs, 1.0, np.arange(m), np.arange(m, 2 * m), 2 * m)  # [sines | cosines]
     a, *_ = np.linalg.lstsq(s, x, rcond=None)
     condition = float(np.linalg.cond(a))
     resolved = resolved_planes(freqs, positions[-1] - positions[0] + 1, eps)

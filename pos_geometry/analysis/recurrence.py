@@ -82,6 +82,7 @@ from pos_geometry._dtypes import rounding_edge, storage_eps
 from pos_geometry._progress import Progress
 from pos_geometry.analysis._batch import BatchResult, PCAItem, pca_items, renamed
 from pos_geometry.analysis._inputs import Window, as_batch, check_int, check_level, parse_window
+from pos_geometry.analysis._pair_phases import stored_planes
 from pos_geometry.analysis._recurrence_map import fit_map, predict, real_log
 from pos_geometry.analysis._recurrence_pairs import (
     AUTO_CAP,
@@ -102,7 +103,6 @@ from pos_geometry.analysis._recurrence_pairs import (
 )
 from pos_geometry.analysis._recurrence_phase import refine_angles
 from pos_geometry.analysis._recurrence_results import RecurrenceFit
-from pos_geometry.analysis.identify import stored_planes
 from pos_geometry.analysis.nulls.basis import check_null_method
 from pos_geometry.analysis.nulls.monte_carlo import NullTest, check_sequential
 from pos_geometry.analysis.nulls.recurrence_test import RECURRENCE_NULLS, recurrence_null_tests
