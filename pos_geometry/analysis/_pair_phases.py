@@ -48,6 +48,8 @@ def rebuild(
     cos_cols: np.ndarray,
     d: int,
 ) -> np.ndarray:
+    """The table ``(n, d)`` holding ``amplitude·sin(p ω_i)`` in ``sin_cols`` and ``amplitude·cos(p ω_i)`` in
+    ``cos_cols``, for ``positions`` ``(n,)`` and ``freqs`` ``(d/2,)``."""
     ang = positions[:, None] * freqs[None, :]
     out = np.empty((positions.size, d))
     out[:, sin_cols] = amplitude * np.sin(ang)
@@ -56,6 +58,10 @@ def rebuild(
 
 
 def _fit(x: np.ndarray, positions: np.ndarray, layout: str, order: str) -> dict[str, Any]:
+    """One arrangement's fit of ``x`` ``(n, d)``: each pair's phase slope ``freqs`` ``(d/2,)`` and the scatter of
+    its phase about the line ``phase_noise`` ``(d/2,)``, the positions' ``spread`` (``Σ (p − p̄)²``), one
+    ``amplitude``, the rebuild's relative error ``residual``, and the ``base`` of the arrangement's rule with its
+    rebuild's error ``formula`` (None when the slopes follow no positive base)."""
     d = x.shape[1]
     s_cols, c_cols = pair_indices(d, layout, order)
     s, c = x[:, s_cols], x[:, c_cols]
