@@ -13,7 +13,15 @@ from pos_geometry.analysis._results import Result
 from pos_geometry.analysis.nulls.monte_carlo import NullTest
 from pos_geometry.embedding import Provenance
 
-__all__ = ["RecurrenceFit"]
+__all__ = ["RecurrenceFit", "period_interval"]
+
+
+def period_interval(angle: float, error: float, confidence: float) -> tuple[float, float]:
+    """``(low, high)``: the ``confidence`` interval of the period ``2π/angle`` of an angle (rad/position) with
+    standard error ``error``, from the normal interval of the angle (its upper bound gives the shorter period)."""
+    q = float(scipy.stats.norm.ppf(0.5 + confidence / 2))
+    return 2 * math.pi / (angle + q * error), 2 * math.pi / max(angle - q * error, 1e-300)
+
 
 SHOWN = 16
 """The summary lists at most this many rotation periods (the longest); ``rotation_periods()`` has them all."""
@@ -115,11 +123,10 @@ class RecurrenceFit(Result):
         return sorted(out, reverse=True)
 
     def _plane_periods(self) -> list[tuple[float, float, float]]:
-        q = float(scipy.stats.norm.ppf(0.5 + self.confidence / 2))
         theta, se = np.asarray(self.stored_planes, dtype=np.float64).T
         turning = theta * self.n_positions >= 2 * math.pi
         return sorted(
-            (2 * math.pi / t, 2 * math.pi / (t + q * e), 2 * math.pi / max(t - q * e, 1e-300))
+            (2 * math.pi / t, *period_interval(t, e, self.confidence))
             for t, e in zip(theta[turning].tolist(), se[turning].tolist(), strict=True)
         )[::-1]
 

@@ -74,7 +74,6 @@ import math
 from typing import Any
 
 import numpy as np
-import scipy.stats
 import torch
 
 from pos_geometry import _progress
@@ -102,7 +101,7 @@ from pos_geometry.analysis._recurrence_pairs import (
     status_before_null,
 )
 from pos_geometry.analysis._recurrence_phase import refine_angles
-from pos_geometry.analysis._recurrence_results import RecurrenceFit
+from pos_geometry.analysis._recurrence_results import RecurrenceFit, period_interval
 from pos_geometry.analysis.nulls.basis import check_null_method
 from pos_geometry.analysis.nulls.monte_carlo import NullTest, check_sequential
 from pos_geometry.analysis.nulls.recurrence_test import RECURRENCE_NULLS, recurrence_null_tests
@@ -151,7 +150,6 @@ def _refined(
         return periods, interval
     else:
         angles, errors = refine_angles(z, start, rot)
-    q = float(scipy.stats.norm.ppf(0.5 + CONFIDENCE / 2))
     for i, a, e, r in zip(upper, angles, errors, rot, strict=True):
         if not r:
             continue
@@ -159,8 +157,7 @@ def _refined(
         for j in {i, partner}:
             periods[j] = 2 * math.pi / a
             if np.isfinite(e):
-                hi_angle, lo_angle = a + q * e, max(a - q * e, 1e-300)
-                interval[j] = (2 * math.pi / hi_angle, 2 * math.pi / lo_angle)
+                interval[j] = period_interval(a, e, CONFIDENCE)
     return periods, interval
 
 
@@ -269,15 +266,13 @@ def _fit_one(
                 "over persistence " + "; ".join(t.words() for t in failed),
             )
     if verdict is None:
-        verdict = "rotations", f"{classes.count(PairClass.ROTATION)} undamped rotation pair(s)"
+        words = f"{classes.count(PairClass.ROTATION)} undamped rotation pair(s)"
         if planes is not None:
-            verdict = (
-                "rotations",
-                (
-                    f"{verdict[1]} of the shift map; the stored columns hold {turning} planes that turn in the window "
-                    f"({planes[2]}), each fitted on its own pair"
-                ),
+            words += (
+                f" of the shift map; the stored columns hold {turning} planes that turn in the window "
+                f"({planes[2]}), each fitted on its own pair"
             )
+        verdict = "rotations", words
     return RecurrenceFit(
         transition=m,
         offset=b * unit if affine else None,
