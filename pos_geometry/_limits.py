@@ -127,7 +127,8 @@ MAX_CONFIG_BYTES = 16 * 2**20
 
 def read_config_json(path: Path, where: str) -> dict:
     """A ``config.json`` as a dict: its size checked before it is read (:data:`MAX_CONFIG_BYTES`), deep nesting
-    and malformed text refused as :class:`~pos_geometry.errors.CheckpointFormatError`, never a RecursionError."""
+    and malformed text refused as :class:`~pos_geometry.errors.CheckpointFormatError`, never a RecursionError; the
+    values every path reads checked (:func:`~pos_geometry._config_values.check_config_values`)."""
     from pos_geometry.errors import CheckpointFormatError
 
     check_regular_file(path, where)
@@ -155,6 +156,9 @@ def read_config_json(path: Path, where: str) -> dict:
         raise CheckpointFormatError(
             f"{where} must be a JSON object; got a {type(config).__name__}. Fix the file."
         )
+    from pos_geometry._config_values import check_config_values
+
+    check_config_values(config, where)
     return config
 
 

@@ -6,7 +6,8 @@ names before any test module is imported: ``import _pos_geometry_tests_hub_serve
 loopback hub, ``tests/sources/hub_server.py``) and ``import _pos_geometry_tests_torch_pickles`` (hand-made
 torch checkpoints, ``tests/sources/torch_pickles.py``) and ``import _pos_geometry_tests_rotary_run`` (a
 rotary training run, ``tests/sweeps/rotary_run.py``) and ``import _pos_geometry_tests_gguf_files`` (GGUF files
-written with the gguf package, ``tests/sources/gguf/gguf_files.py``) and ``import _pos_geometry_tests_planted`` (planted-plane
+written with the gguf package, ``tests/sources/gguf/gguf_files.py``) and ``import _pos_geometry_tests_markdown``
+(Markdown rendered as MkDocs and notebooks render it, ``tests/core/markdown_render.py``) and ``import _pos_geometry_tests_planted`` (planted-plane
 helpers, ``tests/registry/planted.py``) work in every test folder.
 """
 
@@ -29,6 +30,7 @@ HELPER_MODULES = {
     "_pos_geometry_tests_rotary_run": REPO_ROOT / "tests" / "sweeps" / "rotary_run.py",
     "_pos_geometry_tests_gguf_files": REPO_ROOT / "tests" / "sources" / "gguf" / "gguf_files.py",
     "_pos_geometry_tests_planted": REPO_ROOT / "tests" / "registry" / "planted.py",
+    "_pos_geometry_tests_markdown": REPO_ROOT / "tests" / "core" / "markdown_render.py",
 }
 
 

@@ -16,7 +16,15 @@ from typing import Any
 import numpy as np
 import torch
 
-__all__ = ["TOLERANCE", "best_arrangement", "pair_indices", "rebuild", "standard_errors", "stored_planes"]
+__all__ = [
+    "TOLERANCE",
+    "best_arrangement",
+    "pair_indices",
+    "rebuild",
+    "standard_errors",
+    "stored_planes",
+    "unit_scaled",
+]
 
 TOLERANCE = 1e-2
 """The relative error within which a rebuilt table is the table (a bfloat16 copy of a formula is within 3e-3, a
@@ -102,6 +110,18 @@ def _fit(x: np.ndarray, positions: np.ndarray, layout: str, order: str) -> dict[
     }
 
 
+def unit_scaled(table: np.ndarray) -> tuple[np.ndarray | None, float]:
+    """``(table / scale, scale)`` with ``scale`` the power of two at or just above the largest ``|value|``: the
+    division is exact (only exponents change), and every norm, square and ratio taken on the result stays far
+    from float64's overflow and underflow, so a table scaled by 1e300 or 1e-300 gets the answers it gets
+    unscaled. ``(None, peak)`` when the table is zero, or holds NaN or infinity (``peak`` says which)."""
+    peak = float(np.max(np.abs(table))) if table.size else 0.0
+    if not math.isfinite(peak) or peak == 0.0:
+        return None, peak
+    scale = math.ldexp(1.0, math.frexp(peak)[1])
+    return table / scale, scale
+
+
 def best_arrangement(table: np.ndarray, positions: np.ndarray) -> dict[str, Any]:
     """The :func:`_fit` of the arrangement (layout and order of the pairs) that rebuilds ``table`` best."""
     fits = [_fit(table, positions, layout, order) for layout in ("interleaved", "blocks")
@@ -142,8 +162,8 @@ def stored_planes(rows: torch.Tensor, start: int = 0) -> tuple[np.ndarray, np.nd
     n, d = int(rows.shape[0]), int(rows.shape[1])
     if n < 3 or d < 4 or d % 2:
         return None
-    table = rows.detach().to("cpu", torch.float64).numpy()
-    if not any(_may_pair(table, layout) for layout in ("interleaved", "blocks")):
+    table = unit_scaled(rows.detach().to("cpu", torch.float64).numpy())[0]
+    if table is None or not any(_may_pair(table, layout) for layout in ("interleaved", "blocks")):
         return None
     best = best_arrangement(table, np.arange(start, start + n, dtype=np.float64))
     if not best["residual"] <= TOLERANCE:

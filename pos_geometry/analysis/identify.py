@@ -48,6 +48,7 @@ from pos_geometry.analysis._pair_phases import (
     rebuild,
     standard_errors,
     stored_planes,
+    unit_scaled,
 )
 from pos_geometry.analysis._results import Result
 from pos_geometry.embedding import Provenance
@@ -166,7 +167,19 @@ def _identify_one(data: torch.Tensor, prov: Provenance, window: Any) -> Identifi
         )  # fmt: skip
     table = data[start:stop].detach().to("cpu", torch.float64).numpy()
     positions = np.arange(start, stop, dtype=np.float64)
+    # every norm and ratio below is taken on the table divided exactly by a power of two near its largest value,
+    # so a table scaled to 1e300 cannot overflow a norm to inf, nor one at 1e-300 underflow it to 0
+    scaled, scale = unit_scaled(table)
+    if scaled is None:
+        what = "is zero" if scale == 0.0 else "holds NaN or infinite values"
+        return Identification(
+            fallback, None, None, None, None, None, math.inf, None, (start, stop),
+            f"the table {what} in the window: there is nothing a formula could rebuild", prov,
+        )  # fmt: skip
+    table = scaled
     best = best_arrangement(table, positions)
+    if best["amplitude"] is not None:
+        best["amplitude"] = best["amplitude"] * scale
     where = f"{best['layout']} layout, {best['order']} pairs"
     if best["residual"] > TOLERANCE:
         eps = storage_eps(data[start:stop])

@@ -66,12 +66,13 @@ def card(
         later failure to apply is a section that says why.
     """
     from pos_geometry.cards.causal_section import causal_section
-    from pos_geometry.cards.corpus import plan_corpus
+    from pos_geometry.cards.corpus import check_corpus_options, plan_corpus
     from pos_geometry.cards.identity import identity_section, subject
     from pos_geometry.cards.model_sections import UNAVAILABLE, attention_section, residual_section, run_hidden
     from pos_geometry.cards.rotary_section import rotary_section
     from pos_geometry.cards.table_section import table_section
 
+    check_corpus_options(corpus, seq_len=seq_len, n_sequences=n_sequences)  # before any work
     progress = check_progress(progress)
     report = progress if callable(progress) else None
     live = (

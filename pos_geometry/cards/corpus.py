@@ -13,7 +13,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["CORPUS_ENV", "DEFAULT_CORPUS", "CorpusPlan", "default_corpus", "plan_corpus"]
+__all__ = [
+    "CORPUS_ENV",
+    "DEFAULT_CORPUS",
+    "CorpusPlan",
+    "check_corpus_options",
+    "default_corpus",
+    "plan_corpus",
+]
 
 CORPUS_ENV = "POS_GEOMETRY_CORPUS"
 """Environment variable naming a text file that replaces the default corpus."""
@@ -46,6 +53,36 @@ class CorpusPlan:
     def random(self, why: str) -> CorpusPlan:
         """The same sizes on random tokens, with ``why`` in the note."""
         return CorpusPlan(None, self.seq_len, self.n_sequences, f"random tokens: {why}")
+
+
+def check_corpus_options(corpus: Any, *, seq_len: Any, n_sequences: Any) -> None:
+    """Check what a card will read before any work: ``seq_len`` and ``n_sequences`` positive integers (or
+    None), and a ``corpus`` given as a path naming a file.
+
+    Raises:
+        InvalidArgumentError: naming the option, the rule and the value received.
+    """
+    import numbers
+
+    from pos_geometry._describe import describe
+    from pos_geometry.errors import InvalidArgumentError
+
+    for name, value, example in (("seq_len", seq_len, 512), ("n_sequences", n_sequences, 16)):
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral) or int(value) < 1:
+            raise InvalidArgumentError(
+                f"{name} must be a positive whole number (or None for the default); got {describe(value)}. "
+                f"Pass e.g. {name}={example} (--{name.replace('_', '-')} {example})."
+            )
+    if isinstance(corpus, str | os.PathLike):
+        path = Path(corpus).expanduser()
+        if not path.is_file():
+            what = "a folder" if path.is_dir() else "nothing"
+            raise InvalidArgumentError(
+                f"corpus must be a text file or a .npy of token ids; {os.fspath(corpus)!r} is {what}. Check "
+                "the path, or leave corpus out to read the default text."
+            )
 
 
 def plan_corpus(

@@ -18,7 +18,13 @@ from typing import Any
 
 from pos_geometry.cards.result import Section, Verdict, ran, short_reason
 from pos_geometry.embedding import PositionalEmbedding, Provenance
-from pos_geometry.errors import CheckpointFormatError, InvalidArgumentError, NoLearnedTableError
+from pos_geometry.errors import (
+    CheckpointFormatError,
+    InvalidArgumentError,
+    MissingTensorError,
+    NoLearnedTableError,
+    NotCachedError,
+)
 
 __all__ = ["KINDS", "Subject", "identity_section", "subject"]
 
@@ -49,6 +55,8 @@ class Subject:
         architecture: its :class:`~pos_geometry.registry.architecture.Architecture` for rotary models.
         location: where the checkpoint was read (a folder, file or ``repo@commit``).
         no_model: why there is no model around the table (a bare table file), else empty.
+        unavailable: why the model's weights cannot be read here (a folder holding its config alone, a
+            missing or unreadable weight file), else empty: the sections that read weights say so.
     """
 
     model: str
@@ -60,6 +68,7 @@ class Subject:
     architecture: Any = None
     location: str = ""
     no_model: str = ""
+    unavailable: str = ""
 
     @property
     def table(self) -> PositionalEmbedding | None:
@@ -128,6 +137,10 @@ def subject(model: str | os.PathLike[str], *, revision: str | None = None) -> Su
     except Exception as exc:
         architecture = _layer_types(config) if config is not None else None
         if architecture is None or not architecture.rotates_by_type():
+            if config is not None and isinstance(
+                exc, CheckpointFormatError | MissingTensorError | NotCachedError
+            ):
+                return _unreadable(name, revision, config, location, exc)
             raise
         tables = {
             lt.label: load(name, revision=revision, layer_type=lt.label)
@@ -163,6 +176,20 @@ def subject(model: str | os.PathLike[str], *, revision: str | None = None) -> Su
         return Subject(name, revision, "rotary", reason, {"": pe}, config, architecture, location)
     reason = f"a {pe.kind} positional table ({pe.provenance.tensor_key or 'the array'})"
     return Subject(name, revision, "learned table", reason, {"": pe}, config, None, location)
+
+
+def _unreadable(
+    name: str, revision: str | None, config: Mapping[str, Any], location: str, exc: Exception
+) -> Subject:
+    """A model whose config is here but whose weights cannot be read: its kind from the config, no table."""
+    from pos_geometry.hidden.model import positional_kind
+
+    kind = {"learned": "learned table", "rotary": "rotary"}.get(
+        positional_kind(dict(config)), "no positional table"
+    )
+    why = str(exc)
+    reason = f"from its config (its weights cannot be read here: {short_reason(why)})"
+    return Subject(name, revision, kind, reason, {}, config, None, location, unavailable=why)
 
 
 def _first(config: Mapping[str, Any], keys: tuple[str, ...]) -> Any:

@@ -56,6 +56,8 @@ def run_hidden(s: Subject, plan: CorpusPlan, *, device: Any, random_state: int, 
     """
     if s.no_model:
         return ModelRun(None, plan, f"a bare table has no model to run ({s.no_model})")
+    if s.unavailable:
+        return ModelRun(None, plan, f"{UNAVAILABLE}: {s.unavailable}")
     from pos_geometry.hidden.decomposition import hidden_positions
 
     def run(p: CorpusPlan) -> ModelRun:
@@ -151,6 +153,8 @@ def attention_section(s: Subject, run: ModelRun, *, device: Any = "auto") -> Sec
     key = "attention"
     if s.kind == "table file":
         return not_run(key, "does not apply", f"a bare table has no attention weights ({s.no_model})")
+    if s.unavailable:
+        return not_run(key, "not available", f"{UNAVAILABLE}: {s.unavailable}")
     verdicts, rows, values, figures, provenance = [], [], {}, [], []
     notes = []
     if s.kind == "learned table":

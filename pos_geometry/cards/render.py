@@ -12,6 +12,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from pos_geometry._escape import markdown_text
 from pos_geometry._version import __version__
 
 # The card calls this module to save itself, so nothing here imports the card's types back: ``card`` is a
@@ -134,49 +135,51 @@ def render_html(card: Card, *, plotlyjs: str = "directory") -> str:
 
 
 def _md_cell(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
+    return markdown_text(text) or " "
 
 
 def render_markdown(card: Card) -> str:
     """The card as Markdown: the verdicts, then each section's verdicts and detail rows (figures are in
-    ``index.html``)."""
-    lines = [f"# Positional card: {card.model}", "", f"kind: **{card.kind}** · made {card.created} with pos_geometry "
-             f"{__version__}" + (" · fast card" if card.fast else ""), "", f"corpus: {card.corpus or 'none read'}", "",
-             "## Verdicts", ""]  # fmt: skip
+    ``index.html``). Every string is written through :func:`~pos_geometry._escape.markdown_text`: a model's
+    file name, a config field or a tensor key shows as its characters and never as markup, a link or a new
+    block."""
+    md = markdown_text
+    made = f"made {card.created} with pos_geometry {__version__}" + (" · fast card" if card.fast else "")
+    lines = [f"# Positional card: {md(card.model)}", "", f"kind: **{md(card.kind)}** · {md(made)}", "",
+             f"corpus: {md(card.corpus or 'none read')}", "", "## Verdicts", ""]  # fmt: skip
     for v in card.verdicts:
-        null = f" (null: {v.null})" if v.null else ""
-        lines.append(f"- [{v.status}] {v.text}{null}")
+        null = f" (null: {md(v.null)})" if v.null else ""
+        lines.append(f"- \\[{md(v.status)}\\] {md(v.text)}{null}")
     for s in card.sections:
-        lines += ["", f"## {s.title}", ""]
+        lines += ["", f"## {md(s.title)}", ""]
         if s.status != "ran":
-            lines.append(f"**{s.status}**: {s.reason}")
+            lines.append(f"**{md(s.status)}**: {md(s.reason)}")
             continue
-        lines += [f"- {v.text}" for v in s.verdicts]
+        lines += [f"- {md(v.text)}" for v in s.verdicts]
         if s.figures:
-            lines += ["", "Figures (in index.html): " + ", ".join(f"`{stem}`" for stem, _, _ in s.figures)]
+            lines += ["", "Figures (in index.html): " + ", ".join(md(stem) for stem, _, _ in s.figures)]
         if s.rows:
             lines += ["", "| | |", "|---|---|", *(f"| {_md_cell(k)} | {_md_cell(v)} |" for k, v in s.rows)]
-    lines += ["", "## Cost and provenance", "", _cost_line(card), "", f"`{card.provenance!r}`", ""]
+    lines += ["", "## Cost and provenance", "", md(_cost_line(card)), "", md(repr(card.provenance)), ""]
     return "\n".join(lines)
 
 
 def save_card(card: Card, out: str | os.PathLike[str], *, plotlyjs: str = "directory") -> list[Path]:
-    """Write ``index.html``, ``card.json`` and ``card.md`` into ``out`` (created when missing), each
-    atomically, and ``plotly.min.js`` beside the page unless ``plotlyjs="inline"``; returns the paths."""
-    from pos_geometry._files import atomic_write
+    """Write the card as the whole of the folder ``out``: ``index.html``, ``card.json``, ``card.md``, and
+    ``plotly.min.js`` beside the page unless ``plotlyjs="inline"``; returns the paths.
+
+    The folder holds this card or the one before it, never a mix (:mod:`~pos_geometry.cards.folder`): the
+    files are written into a temporary folder that is then swapped in whole; a folder holding files that
+    are not a card's is refused, and so is a second writer on the same folder.
+    """
+    from pos_geometry.cards.folder import write_card_folder
     from pos_geometry.plotting.export import write_plotlyjs
 
     page = render_html(card, plotlyjs=plotlyjs)  # before any file: a bad argument leaves no folder
-    folder = Path(out).expanduser()
-    if folder.exists() and not folder.is_dir():
-        from pos_geometry.errors import InvalidArgumentError
-
-        raise InvalidArgumentError(f"out must be a folder; {str(folder)!r} is a file. Pass a folder path.")
-    folder.mkdir(parents=True, exist_ok=True)
-    written = [write_plotlyjs(folder)] if plotlyjs == "directory" else []
-    written += [
-        atomic_write(folder / "index.html", page),
-        atomic_write(folder / "card.json", card.to_json(allow_nan=False, indent=1)),
-        atomic_write(folder / "card.md", render_markdown(card)),
-    ]
-    return written
+    files: dict[str, Any] = {"plotly.min.js": write_plotlyjs} if plotlyjs == "directory" else {}
+    files.update({
+        "index.html": page,
+        "card.json": card.to_json(allow_nan=False, indent=1),
+        "card.md": render_markdown(card),
+    })  # fmt: skip
+    return write_card_folder(out, files)

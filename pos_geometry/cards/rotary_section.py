@@ -65,8 +65,10 @@ def rotary_section(s: Subject, *, device: Any = "auto") -> tuple[Section, dict[s
             "table file": "a bare table has no attention weights to read",
         }.get(s.kind, "the model does not rotate its queries and keys")
         return not_run(KEY, "does not apply", why), {}
+    if s.unavailable:
+        return not_run(KEY, "not available", f"the model's weights cannot be read here: {s.unavailable}"), {}
     from pos_geometry.atlas.rotary import rotary_atlas
-    from pos_geometry.errors import MissingTensorError, NotCachedError
+    from pos_geometry.errors import CheckpointFormatError, MissingTensorError, NotCachedError
     from pos_geometry.plotting import plot_atlas_heatmap, plot_atlas_short_share, plot_atlas_usage
 
     labels = [label for label in s.tables] if s.kind == "rotary, per layer type" else [""]
@@ -76,7 +78,7 @@ def rotary_section(s: Subject, *, device: Any = "auto") -> tuple[Section, dict[s
             atlas = rotary_atlas(
                 s.model, revision=s.revision, layer_type=label or None, fold_norm=True, device=device
             )
-        except (MissingTensorError, NotCachedError) as exc:
+        except (MissingTensorError, NotCachedError, CheckpointFormatError) as exc:
             return not_run(KEY, "not available", str(exc)), {}
         atlases[label] = atlas
         v, numbers = _type_verdicts(label, atlas)

@@ -11,6 +11,7 @@ from typing import Any
 
 from pos_geometry.cards.identity import Subject
 from pos_geometry.cards.result import Section, Verdict, not_run, ran
+from pos_geometry.errors import InvalidArgumentError, NotApplicableError
 
 __all__ = ["NULL_WORDS", "nulls_in_words", "table_section"]
 
@@ -116,6 +117,10 @@ def _identified(a: Any) -> Verdict | None:
 
 def table_section(s: Subject, *, random_state: int = 0, progress: Any = None) -> tuple[Section, Any]:
     """The learned-table section and the :class:`~pos_geometry.Analysis` behind it (None when it does not apply)."""
+    if s.unavailable and s.table is None:
+        return not_run(
+            KEY, "not available", f"the model's weights cannot be read here: {s.unavailable}"
+        ), None
     if s.table is None:
         return not_run(KEY, "does not apply", "the model has no positional table"), None
     if s.is_rotary:
@@ -127,18 +132,30 @@ def table_section(s: Subject, *, random_state: int = 0, progress: Any = None) ->
     from pos_geometry.analysis.pipeline import analyze
     from pos_geometry.plotting import plot_explained_variance, plot_helix
 
-    a = analyze(s.table, random_state=random_state, progress=progress)
+    try:
+        a = analyze(s.table, random_state=random_state, progress=progress)
+    except (InvalidArgumentError, NotApplicableError) as exc:  # too few positions to have a geometry
+        why = f"the table ({s.table.n_positions} × {s.table.d_model}) cannot be analysed: {exc}"
+        return not_run(KEY, "does not apply", why), None
     verdicts = [_helix(a), *_planes(a), _periodicity(a), _recurrence(a)]
     ident = _identified(a)
     if ident is not None:
         verdicts.append(ident)
     rows = tuple(a.summary_rows())
     figures = [
-        ("table_helix", plot_helix(a.pca, fit=a.helix if a.helix is not None else None),
-         "The table in its top three principal components, with the fitted helix (drag to turn)."),
         ("table_spectrum", plot_explained_variance(a.pca, n_components=min(20, a.pca.n_components_)),
          "Cumulative share of the variance in the leading principal components."),
     ]  # fmt: skip
+    if a.pca.n_components_ >= 3:
+        figures.insert(0, ("table_helix", plot_helix(a.pca, fit=a.helix if a.helix is not None else None),
+                           "The table in its top three principal components, with the fitted helix (drag to turn)."))  # fmt: skip
+    else:
+        rows += (
+            (
+                "3D view",
+                f"not drawn: the table has {a.pca.n_components_} principal component(s), a 3D view needs 3",
+            ),
+        )
     values = {
         "top1": a.top1, "top3": a.top3, "top10": a.top10, "stable_rank": a.stable_rank, "notes": dict(a.notes),
         "helix": None if a.helix is None else {

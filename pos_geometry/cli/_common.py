@@ -13,6 +13,7 @@ from rich.console import Console
 from rich.progress import Progress
 
 from pos_geometry._describe import printable
+from pos_geometry._escape import terminal_text
 from pos_geometry.errors import InvalidArgumentError, PosGeometryError
 
 T = TypeVar("T")
@@ -40,8 +41,7 @@ def one_line(text: str, limit: int = MESSAGE_LIMIT) -> str:
     """``text`` as one bounded terminal line: line breaks and tabs as spaces, every other control or
     non-printable character escaped (``\\x1b``: a file name cannot clear the screen), cut to ``limit``
     characters with the full length said."""
-    flat = " ".join(text.replace("\t", " ").splitlines())
-    return printable(flat, limit)
+    return terminal_text(text, limit)
 
 
 def _message(exc: BaseException, *, hint: bool = False) -> str:

@@ -6,7 +6,15 @@ from pathlib import Path
 
 import typer
 
-from pos_geometry.cli._common import DEVICE, REVISION, check_out, err, guard, out_console, progress_bar
+from pos_geometry.cli._common import (
+    DEVICE,
+    REVISION,
+    err,
+    guard,
+    one_line,
+    out_console,
+    progress_bar,
+)
 
 __all__ = ["card"]
 
@@ -55,11 +63,11 @@ def card(
     from pos_geometry.cards import SECTION_KEYS
     from pos_geometry.cards import card as make_card
     from pos_geometry.cards.build import SECTION_TITLES
+    from pos_geometry.cards.folder import hold_card_folder
 
     def run() -> None:
         from pos_geometry.plotting.export import check_plotlyjs
 
-        check_out(out)
         if check_plotlyjs(plotlyjs) == "cdn":
             from pos_geometry.errors import InvalidArgumentError
 
@@ -70,7 +78,7 @@ def card(
         import time
 
         start = time.monotonic()
-        with progress_bar() as bar:
+        with hold_card_folder(out) as folder, progress_bar() as bar:
             task = bar.add_task("card", total=len(SECTION_KEYS))
 
             def report(done: int, total: int) -> None:
@@ -85,11 +93,14 @@ def card(
                 model, corpus, fast=fast, seq_len=seq_len, n_sequences=n_sequences, revision=revision,
                 device=device, random_state=random_state, progress=report,
             )  # fmt: skip
-        written = result.save(out, plotlyjs=plotlyjs)
+            written = result.save(folder, plotlyjs=plotlyjs)
         console = out_console()
-        console.print(f"{result.model}: {result.kind}", markup=False)
+        shown = {"markup": False, "emoji": False, "highlight": False}
+        console.print(one_line(f"{result.model}: {result.kind}"), **shown)
         for verdict in result.verdicts:
-            console.print(f"  [{verdict.status}] {verdict.text}", markup=False)
-        console.print(f"wrote {len(written)} files to {out} (open {out / 'index.html'})", markup=False)
+            console.print(one_line(f"  [{verdict.status}] {verdict.text}"), **shown)
+        shown_out = one_line(str(folder))
+        page = one_line(str(folder / "index.html"))
+        console.print(f"wrote {len(written)} files to {shown_out} (open {page})", **shown)
 
     guard(run)

@@ -14,12 +14,14 @@ from pos_geometry.cli._common import (
     REVISION,
     figure_output,
     guard,
+    one_line,
     out_console,
     parse_layers,
     progress_bar,
     reporter,
     wrote,
 )
+from pos_geometry.errors import InvalidArgumentError
 
 __all__ = ["hidden"]
 
@@ -97,6 +99,11 @@ def hidden(
         from pos_geometry.plotting.export import check_plotlyjs
 
         check_plotlyjs(plotlyjs)
+        if max_offset is not None and max_offset < 1:
+            raise InvalidArgumentError(
+                f"--max-offset must be a whole number ≥ 1 (the offsets the heatmaps show); got {max_offset}. "
+                "Leave it out to show every offset read."
+            )
         chosen = parse_layers(layers)
         fmts, folder = figure_output(format, out, create=False)
         with progress_bar() as bar:
@@ -128,7 +135,7 @@ def hidden(
                 for i, pe in result.positional.items()
             ]
         console = out_console()
-        console.print(f"{result.provenance.label}: {result.corpus}", markup=False)
+        console.print(one_line(f"{result.provenance.label}: {result.corpus}"), markup=False)
         for row in result.metrics_rows():
             console.print(layer_line(row, result.n_components, result.skip_first), markup=False)
         if att is not None:

@@ -165,11 +165,11 @@ def _info_path(path: str, all_tensors: bool) -> None:
     from pos_geometry.sources.checkpoint_summary import describe_checkpoint
 
     summary = describe_checkpoint(path)
-    table = Table(show_header=False, title=path)
+    table = Table(show_header=False, title=escape(printable(path, 300)))
     table.add_column(style="bold")
     table.add_column()
     for key, value in summary.rows():
-        table.add_row(key, escape(printable(value, 300)))
+        table.add_row(escape(printable(key, 120)), escape(printable(value, 300)))
     shown = summary.tensors if all_tensors else summary.tensors[:12]
     for t in shown:
         shape = "?" if t.shape is None else "×".join(map(str, t.shape)) or "scalar"

@@ -238,6 +238,11 @@ def open_model(
                 f"{name!r} is not a transformers model folder (it has no config.json); save one with "
                 "model.save_pretrained(folder)."
             )
+        from pos_geometry._limits import read_config_json
+
+        read_config_json(
+            path / "config.json", repr(str(path / "config.json"))
+        )  # its values, before transformers
         repo, rev, model_id = str(path), None, str(path)
     else:
         spec = find_spec(name)
@@ -249,6 +254,8 @@ def open_model(
             raise InvalidArgumentError(
                 f"{name!r} is neither an existing folder, a model-table name nor a hub repo id ('org/name')."
             )
+    from huggingface_hub.errors import StrictDataclassError
+
     from pos_geometry.errors import CheckpointFormatError, NotCachedError
     from pos_geometry.sources.network import fetch_hint, offline_reason
 
@@ -281,7 +288,13 @@ def open_model(
             "safe checkpoint: convert it to safetensors in an environment you trust "
             "(model.save_pretrained(folder, safe_serialization=True)), or use the publisher's safetensors files."
         ) from None
-    except (ValueError, RuntimeError, KeyError, TypeError) as exc:  # a malformed config or state dict
+    except (
+        ValueError,
+        RuntimeError,
+        KeyError,
+        TypeError,
+        StrictDataclassError,
+    ) as exc:  # a malformed config or state dict
         first = str(exc).splitlines()[0][:300] if str(exc) else type(exc).__name__
         raise CheckpointFormatError(
             f"transformers could not build {name!r} from its files ({type(exc).__name__}: {first}). Check its "

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
+from pos_geometry._escape import plotly_text
 from pos_geometry.embedding import Provenance
 from pos_geometry.errors import InvalidArgumentError
 
@@ -51,11 +52,12 @@ FONT = {"family": "Helvetica, Arial, sans-serif", "size": 13}
 
 def model_label(prov: Provenance | None) -> str:
     """``"gpt2 @ main"`` (revision omitted when unknown); ``"array"`` for bare arrays. A local file
-    loaded without a name is named by its file, never its path (:attr:`Provenance.name`)."""
+    loaded without a name is named by its file, never its path (:attr:`Provenance.name`). Escaped for a
+    plotly label (:func:`~pos_geometry._escape.plotly_text`): a file named ``<a href=...>`` shows as written."""
     if prov is None:
         return "array"
     name = "array" if prov.model_id == "<array>" else prov.name
-    return name if not prov.revision else f"{name} @ {prov.revision}"
+    return plotly_text(name if not prov.revision else f"{name} @ {prov.revision}")
 
 
 def kind_note(prov: Provenance | None) -> str:

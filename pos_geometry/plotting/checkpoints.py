@@ -18,6 +18,7 @@ import numpy as np
 import plotly.graph_objects as go
 import torch
 
+from pos_geometry._escape import plotly_text
 from pos_geometry.analysis._inputs import Window
 from pos_geometry.analysis.pca import PCAResult, pca
 from pos_geometry.analysis.procrustes import align_bases
@@ -101,7 +102,10 @@ def checkpoint_labels(res: PCAResult, labels: Sequence[str] | None = None) -> li
             )
         return out
     provs = [res[i].provenance for i in range(n)]
-    out = [p.revision or (model_label(p) if p.model_id != "<array>" else str(i)) for i, p in enumerate(provs)]
+    out = [
+        plotly_text(p.revision) if p.revision else (model_label(p) if p.model_id != "<array>" else str(i))
+        for i, p in enumerate(provs)
+    ]
     return [s if out.count(s) == 1 else f"{s} #{i}" for i, s in enumerate(out)]
 
 
@@ -109,7 +113,7 @@ def _model_name(res: PCAResult) -> str:
     ids = {res[i].provenance.model_id for i in range(len(res))}
     if len(ids) == 1:
         only = next(iter(ids))
-        return "array" if only == "<array>" else only
+        return "array" if only == "<array>" else plotly_text(only)
     return f"{len(ids)} models"
 
 

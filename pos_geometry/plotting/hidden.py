@@ -19,6 +19,7 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from pos_geometry._escape import plotly_text
 from pos_geometry.errors import InvalidArgumentError
 from pos_geometry.hidden.attention import AttentionByOffset
 from pos_geometry.hidden.decomposition import HiddenPositions
@@ -69,7 +70,7 @@ _PANELS: tuple[tuple[str, tuple[tuple[str, str, str], ...]], ...] = (
 
 
 def _corpus_note(text: str) -> str:
-    return text if len(text) <= 90 else text[:87] + "..."
+    return plotly_text(text if len(text) <= 90 else text[:87] + "...")
 
 
 def plot_hidden_metrics(result: HiddenPositions, *, title: str | None = None) -> go.Figure:

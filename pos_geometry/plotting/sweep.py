@@ -19,6 +19,7 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from pos_geometry._escape import plotly_text
 from pos_geometry.errors import InvalidArgumentError
 from pos_geometry.plotting._style import base_layout
 
@@ -103,7 +104,7 @@ def plot_sweep_metrics(
     a checkpoint (a helix that does not apply has no turns) leaves a gap, never a made-up value.
     """
     items = _as_list(results)
-    names = [r.model for r in items] if labels is None else [str(s) for s in labels]
+    names = [plotly_text(r.model) for r in items] if labels is None else [str(s) for s in labels]
     if len(names) != len(items):
         raise InvalidArgumentError(f"labels must have one entry per sweep ({len(items)}); got {len(names)}.")
     held = {k for r in items for rec in r.ok for k in rec.metrics}
@@ -122,7 +123,8 @@ def plot_sweep_metrics(
     for i, (res, name) in enumerate(zip(items, names, strict=True)):
         ok = [r for r in res.ok if r.step is not None]
         hover = [
-            r.revision + (f" · helix: {r.metrics['helix_verdict']}" if "helix_verdict" in r.metrics else "")
+            plotly_text(r.revision)
+            + (f" · helix: {r.metrics['helix_verdict']}" if "helix_verdict" in r.metrics else "")
             for r in ok
         ]
         x = np.array([r.step + 1 for r in ok], dtype=np.float64)
@@ -208,7 +210,7 @@ def plot_sweep_usage(result: Any, *, layer: int | None = None, title: str | None
     fig = go.Figure(
         go.Heatmap(
             x=x, y=labels, z=np.stack(columns, axis=1), colorscale="Viridis", colorbar={"title": "mean share"},
-            text=[[r.revision for r in ok]] * len(labels),
+            text=[[plotly_text(r.revision) for r in ok]] * len(labels),
             hovertemplate="%{text}<br>%{y}<br>mean share %{z:.3f}<extra></extra>",
         )
     )  # fmt: skip

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pos_geometry._device import Device
+from pos_geometry._escape import markdown_text
 from pos_geometry.errors import NotCachedError
 from pos_geometry.sources.locations import find_real_model
 
@@ -68,7 +69,7 @@ def _paragraph(name: str, atlas: RotaryAtlas, where: str) -> str:
     top = int(usage.argmax())
     short = atlas.short_share
     return (
-        f"**{name}** ({where}): {n_layers} layers × {n_heads} heads × {n_planes} rotation planes "
+        f"**{name}** ({markdown_text(where)}): {n_layers} layers × {n_heads} heads × {n_planes} rotation planes "
         f"({atlas.pairing}); wavelengths {float(atlas.wavelengths.min()):.3g} to {float(atlas.wavelengths.max()):.4g} "
         f"positions, {int(atlas.critical.sum())} planes complete a cycle within the {atlas.context_length}-position "
         f"training context (critical dimension {atlas.critical_dimension}). Share of the heads' QK form in those "
@@ -181,7 +182,9 @@ def atlas_section(
         lines += [_barbero(atlases[REAL_MODEL[0]]), ""]
     if missing:
         lines.append("Not available here (nothing is substituted):")
-        lines += [f"- {name}: {where[name]}; fetch with `{cmd}`" for name, cmd in missing.items()]
+        lines += [
+            f"- {name}: {markdown_text(where[name])}; fetch with `{cmd}`" for name, cmd in missing.items()
+        ]
         lines.append("")
     return AtlasSection(
         atlases=atlases, where=where, missing=missing, figures=figures, markdown="\n".join(lines)

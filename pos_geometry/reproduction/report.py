@@ -11,6 +11,7 @@ from typing import Any
 
 import torch
 
+from pos_geometry._escape import markdown_text
 from pos_geometry._version import __version__
 from pos_geometry.analysis._results import to_jsonable
 from pos_geometry.provenance import shown_path
@@ -54,7 +55,7 @@ class FigureEntry:
 
 
 def _cell(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
+    return markdown_text(text)
 
 
 def _sources(located: Sequence[Located]) -> list[str]:
@@ -142,8 +143,8 @@ def render_markdown(
         for p in c.provenance:
             steps = ", ".join(p.processing) or "none"
             lines.append(
-                f"   - table: {p.label} ({p.kind}) from `{shown_path(p.source)}`; stored {p.original_dtype}; processing: "
-                f"{steps}"
+                f"   - table: {markdown_text(p.label)} ({p.kind}) from {markdown_text(shown_path(p.source))}; stored "
+                f"{p.original_dtype}; processing: {markdown_text(steps)}"
             )
     lines += _published(published)
     for block in sections:
@@ -161,7 +162,7 @@ def render_markdown(
                 lines.append(f"\n  ![{f.stem}]({png.relative_to(out).as_posix()})\n")
         lines.append("")
     if notes:
-        lines += ["## Notes", "", *(f"- {n}" for n in notes), ""]
+        lines += ["## Notes", "", *(f"- {markdown_text(n)}" for n in notes), ""]
     return "\n".join(lines)
 
 

@@ -49,10 +49,44 @@ def _check(executor: Any) -> None:
             "executor must be 'local' (a thread pool), a Dask scheduler address such as 'tcp://host:8786', a "
             f"dask.distributed.Client, or a concurrent.futures.Executor; got {describe(executor)}."
         )
+    if isinstance(executor, str) and executor != "local":
+        _check_address(executor)
+
+
+_SCHEMES = ("tcp", "tls", "ws", "wss", "ucx", "inproc")
+
+
+def _check_address(address: str) -> None:
+    """A Dask scheduler address ``scheme://host[:port]``, checked before any work (Dask's own parser raises
+    an untyped error, and only when the sweep starts)."""
+    from urllib.parse import urlsplit
+
+    why = ""
+    try:
+        parts = urlsplit(address)
+        port = parts.port  # parses the port: raises ValueError when it is not a number in 0-65535
+    except ValueError as exc:
+        why, parts, port = str(exc), None, None
+    if not why and parts is not None:
+        if parts.scheme not in _SCHEMES:
+            why = f"the scheme must be one of {', '.join(_SCHEMES)}"
+        elif not parts.hostname:
+            why = "it names no host"
+        elif parts.path not in ("", "/") or parts.query or parts.fragment:
+            why = "a scheduler address has no path, query or fragment"
+        elif port == 0:
+            why = "port 0 is not a scheduler's port"
+    if why:
+        raise InvalidArgumentError(
+            f"executor {describe(address)} is not a Dask scheduler address ({why}); give one such as "
+            "'tcp://host:8786' or 'tcp://[::1]:8786', or 'local'."
+        )
 
 
 def describe_executor(executor: Any, n_workers: int | None) -> str:
-    """A short label recorded in the result (``"local threads (8)"``, ``"dask tcp://..."``)."""
+    """A short label recorded in the result (``"local threads (8)"``, ``"dask tcp://..."``); the executor is
+    checked first (:class:`InvalidArgumentError`), so a sweep refuses a bad one before any request."""
+    _check(executor)
     if executor == "local":
         return f"local threads ({n_workers or DEFAULT_WORKERS})"
     if isinstance(executor, str):

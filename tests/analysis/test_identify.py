@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 import torch
@@ -208,3 +210,31 @@ def test_whispers_float16_table_under_a_map_gives_its_blocks_base():
     assert ident.kind == "linear image", ident.reason
     assert ident.base ** (382 / 384) == pytest.approx(1e4, rel=1e-3)
     assert "blocks rule" in ident.reason and f"{ident.base ** (382 / 384):.6g}" in ident.reason
+
+
+@pytest.mark.parametrize("scale", [1e300, 1e160, 1e-170, 1e-300])
+def test_the_edges_of_float64_give_the_answers_of_the_unscaled_table(scale):
+    """Norms are taken on the table divided exactly by a power of two: no overflow to inf or NaN, no underflow
+    to 0 (a table at 1e300 was 'sinusoidal, relative error nan'; a learned-like one at 1e-300 'rotary, 0')."""
+    from pos_geometry.analysis._pair_phases import stored_planes
+
+    table = pg.sinusoidal(256, 32).matrix.double()
+    ref, got = identify(table), identify(table * scale)
+    assert got.kind == ref.kind == "sinusoidal" and got.layout == ref.layout
+    assert got.base == pytest.approx(ref.base, rel=1e-9) and got.residual == pytest.approx(
+        ref.residual, rel=1e-3
+    )
+    assert got.amplitude == pytest.approx(ref.amplitude * scale, rel=1e-9)
+    np.testing.assert_allclose(stored_planes(table * scale)[0], stored_planes(table)[0], rtol=1e-12)
+    t = np.arange(256)[:, None]
+    rng = np.random.default_rng(0)
+    curve = np.hstack([np.cos(2 * np.pi * t / 100), np.sin(2 * np.pi * t / 100), t / 256.0])
+    walk = torch.tensor(curve @ rng.standard_normal((3, 16)) + 0.01 * rng.standard_normal((256, 16)))
+    ref, got = identify(walk), identify(walk * scale)
+    assert got.kind == ref.kind == "unknown" and math.isfinite(got.residual)
+    assert got.residual == pytest.approx(ref.residual, rel=1e-9)
+
+
+def test_a_zero_table_is_unknown_with_the_reason():
+    got = identify(torch.zeros(64, 8, dtype=torch.float64))
+    assert got.kind == "unknown" and got.residual == math.inf and "is zero" in got.reason

@@ -84,3 +84,47 @@ def kind_cards(kind_models):
     return {
         kind: card(path, tokens, device="cpu", progress=False) for kind, (path, tokens) in kind_models.items()
     }
+
+
+HOSTILE_NAME = (
+    "m<img src=x onerror=alert(1)>\n\n## Verdicts\n\n- [measured] a fake verdict [x](javascript:alert(1)) "
+    "<a href=x>link <b>bold <span style=font-size:90px>big \x1b[31m`"
+)
+"""A name holding HTML, Markdown blocks and links, plotly's markup and a terminal escape (no ``/``: a file name)."""
+
+
+@pytest.fixture(scope="session")
+def hostile_cards(kind_models, tmp_path_factory):
+    """Two cards made by the CLI from untrusted strings, ``{kind: (out folder, CLI output)}``: ``table`` a
+    safetensors table file named :data:`HOSTILE_NAME` whose one tensor key holds backticks and markup;
+    ``rotary`` the tiny Llama copied into a folder of that name, with a string config field of markup and a
+    corpus file of that name (a fast card)."""
+    import json
+    import shutil
+
+    from safetensors.numpy import save_file
+    from typer.testing import CliRunner
+
+    from pos_geometry.cli import app
+
+    root = tmp_path_factory.mktemp("hostile")
+    t = np.arange(200)[:, None]
+    table = np.hstack([np.cos(2 * np.pi * t / 80), np.sin(2 * np.pi * t / 80), t / 200.0, 0 * t + 0.1])
+    table = table + 0.01 * np.random.default_rng(3).standard_normal(table.shape)
+    path = root / f"{HOSTILE_NAME}.safetensors"
+    save_file({"`</script><img src=x>`.wpe.weight": table.astype(np.float32)}, str(path))
+    folder = root / HOSTILE_NAME
+    shutil.copytree(kind_models["rotary"][0], folder)
+    config = json.loads((folder / "config.json").read_text())
+    config["_name_or_path"] = "</script><script>alert(1)</script>[x](javascript:alert(1))"
+    (folder / "config.json").write_text(json.dumps(config))
+    corpus = root / f"{HOSTILE_NAME}.npy"
+    shutil.copy(kind_models["rotary"][1], corpus)
+    out = {}
+    for kind, args in (("table", [str(path)]), ("rotary", [str(folder), "--corpus", str(corpus), "--fast"])):
+        result = CliRunner().invoke(
+            app, ["card", *args, "--out", str(root / f"out_{kind}"), "--device", "cpu"]
+        )
+        assert result.exit_code == 0, result.output
+        out[kind] = (root / f"out_{kind}", result.output)
+    return out

@@ -47,11 +47,9 @@ def browser():
         chromium.close()
 
 
-@pytest.mark.parametrize("kind", ["learned", "rotary"])  # between them: every kind of figure a card draws
-# (and the page loads with the network blocked, the console stays clean, the contents' anchors resolve)
-def test_the_page_draws_every_figure_offline(kind_cards, kind, browser, tmp_path):
-    c = kind_cards[kind]
-    c.save(tmp_path)
+def _load(browser, page_path, check: str) -> tuple[dict, list[str], list[str]]:
+    """Open ``page_path`` with the network blocked, wait for every plot, evaluate ``check``; also returns the
+    requests made and the console errors, page errors and dialogs (an ``alert``) seen."""
     requests, errors = [], []
     page = browser.new_page()
 
@@ -66,14 +64,23 @@ def test_the_page_draws_every_figure_offline(kind_cards, kind, browser, tmp_path
         page.route("**/*", route)
         page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
         page.on("pageerror", lambda e: errors.append(str(e)))
-        page.goto((tmp_path / "index.html").as_uri(), wait_until="load")
+        page.on("dialog", lambda d: (errors.append(f"dialog: {d.message}"), d.dismiss()))
+        page.goto(page_path.as_uri(), wait_until="load")
         page.wait_for_function(
             "() => Array.from(document.querySelectorAll('.js-plotly-plot')).every(p => p._fullLayout)",
             timeout=30_000,
         )
-        found = page.evaluate(CHECK)
+        return page.evaluate(check), requests, errors
     finally:
         page.close()
+
+
+@pytest.mark.parametrize("kind", ["learned", "rotary"])  # between them: every kind of figure a card draws
+# (and the page loads with the network blocked, the console stays clean, the contents' anchors resolve)
+def test_the_page_draws_every_figure_offline(kind_cards, kind, browser, tmp_path):
+    c = kind_cards[kind]
+    c.save(tmp_path)
+    found, requests, errors = _load(browser, tmp_path / "index.html", CHECK)
     assert errors == []
     assert [u for u in requests if not u.startswith("file://")] == []
     expected = sum(len(s.figures) for s in c.sections)
@@ -82,3 +89,26 @@ def test_the_page_draws_every_figure_offline(kind_cards, kind, browser, tmp_path
         assert plot["traces"] > 0 and plot["points"] > 0, plot  # it has data
         assert plot["drawn"] > 0, plot  # and plotly drew it
     assert found["anchors"] == len(c.sections) + 1 and found["missing"] == []
+
+
+HOSTILE_CHECK = """() => {
+  const svgs = Array.from(document.querySelectorAll('.js-plotly-plot svg'));
+  const texts = svgs.flatMap(s => Array.from(s.querySelectorAll('text')));
+  return {
+    links: svgs.reduce((n, s) => n + s.querySelectorAll('a').length, 0),
+    bold: svgs.reduce((n, s) => n + s.querySelectorAll('tspan[style*="bold"]').length, 0),
+    big: svgs.reduce((n, s) => n + s.querySelectorAll('[style*="90px"]').length, 0),
+    images: document.querySelectorAll('img').length,
+    named: texts.filter(t => t.textContent.includes('<img src=x onerror=alert(1)>')).length,
+    titles: Array.from(document.querySelectorAll('.gtitle')).map(t => t.textContent),
+  };
+}"""
+
+
+@pytest.mark.parametrize("kind", ["table", "rotary"])
+def test_untrusted_names_show_as_text_in_the_figures(hostile_cards, kind, browser):
+    folder, _ = hostile_cards[kind]
+    found, requests, errors = _load(browser, folder / "index.html", HOSTILE_CHECK)
+    assert errors == [] and [u for u in requests if not u.startswith("file://")] == []
+    assert found["links"] == 0 and found["bold"] == 0 and found["big"] == 0 and found["images"] == 0, found
+    assert found["named"] > 0, found  # the name is in the figures, as its characters

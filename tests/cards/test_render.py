@@ -9,6 +9,7 @@ import re
 
 import pytest
 
+from pos_geometry._escape import markdown_text
 from pos_geometry.cards.render import render_html, render_markdown
 from pos_geometry.errors import InvalidArgumentError
 
@@ -33,7 +34,7 @@ def test_the_page_holds_every_verdict_section_and_figure(kind_cards, kind):
 def test_the_markdown_has_the_same_verdicts(kind_cards):
     c = kind_cards["rotary"]
     md = render_markdown(c)
-    assert all(v.text in md for v in c.verdicts)
+    assert all(markdown_text(v.text) in md for v in c.verdicts)  # each as its characters (escaped)
     assert md.count("\n## ") == len(c.sections) + 2  # verdicts, each section, cost and provenance
 
 

@@ -107,6 +107,8 @@ FLOORS: tuple[tuple[str, ...], ...] = (
     (
         "errors",
         "_describe",
+        "_escape",
+        "_config_values",
         "_json",
         "_limits",
         "_names",

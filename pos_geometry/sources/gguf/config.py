@@ -192,8 +192,8 @@ def gguf_config(header: GGUFHeader, name: str = "") -> dict[str, Any]:
     ``config_source`` (what built the config).
 
     Raises:
-        CheckpointFormatError: no ``general.architecture``, or transformers' config class refuses the
-            metadata.
+        CheckpointFormatError: no ``general.architecture``, a size or rope value that is not one (a head count
+            of 0), or transformers' config class refuses the metadata.
     """
     fields = header.fields
     arch = fields.get("general.architecture")
@@ -203,7 +203,14 @@ def gguf_config(header: GGUFHeader, name: str = "") -> dict[str, Any]:
     general_name = fields.get("general.name")
     if arch == "llama" and isinstance(general_name, str) and "mistral" in general_name.lower():
         model_type = "mistral"  # llama.cpp files Mistral under llama; transformers renames it so
-    config, source = _built(_renamed(header, arch, model_type))
+    renamed = _renamed(header, arch, model_type)
+    from pos_geometry._config_values import check_config_values
+
+    keys = {field: f"{arch}.{key}" for key, field in CONFIG_FIELDS.items()} | {
+        "rope_scaling": f"{arch}.rope.scaling.type"
+    }
+    check_config_values(renamed, f"{name!r} (GGUF metadata)", keys)  # before transformers' class reads it
+    config, source = _built(renamed)
     config["gguf"] = {
         "architecture": arch,
         "file_type": fields.get("general.file_type"),

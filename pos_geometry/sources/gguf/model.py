@@ -78,7 +78,16 @@ def gguf_model(path: str | os.PathLike[str], *, dtype: torch.dtype = torch.float
     if not fast_path_applies(weights.arch):
         return _transformers_load(path, dtype).eval()
     fields = {k: v for k, v in weights.config.items() if k != "gguf"}
-    config = transformers.AutoConfig.for_model(**fields)
+    try:
+        config = transformers.AutoConfig.for_model(**fields)
+    except (ValueError, KeyError, TypeError) as exc:  # a value transformers' config class refuses
+        from pos_geometry.errors import CheckpointFormatError
+
+        first = str(exc).splitlines()[0][:300] if str(exc) else type(exc).__name__
+        raise CheckpointFormatError(
+            f"transformers cannot build the config of {path.name!r} from its GGUF metadata ({first}); fix or "
+            "re-convert the file."
+        ) from None
     from transformers.initialization import no_init_weights
 
     # every parameter is overwritten below; buffers (the rotary inv_freq) are built as usual

@@ -145,3 +145,27 @@ def poke(src: Path, path: Path, tensor: str, offset: int, raw: bytes) -> Path:
     data[info.offset + offset : info.offset + offset + len(raw)] = raw
     Path(path).write_bytes(bytes(data))
     return Path(path)
+
+
+def tiny_llama_gguf(path: Path, *, heads: int = 2, scaling: str | None = None) -> Path:
+    """A header-only Llama GGUF (one layer, context 64, width 16, ``heads`` heads, rope base 1e4; one zero
+    ``token_embd.weight``), with ``{arch}.rope.scaling.type`` = ``scaling`` (factor 2) when given: what the
+    config checks read, and nothing a model could run on."""
+    import gguf
+
+    writer = gguf.GGUFWriter(str(path), "llama")
+    writer.add_block_count(1)
+    writer.add_context_length(64)
+    writer.add_embedding_length(16)
+    writer.add_feed_forward_length(32)
+    writer.add_head_count(heads)
+    writer.add_head_count_kv(heads)
+    writer.add_rope_freq_base(10000.0)
+    writer.add_layer_norm_rms_eps(1e-5)
+    writer.add_vocab_size(8)
+    if scaling is not None:
+        writer.add_string("llama.rope.scaling.type", scaling)
+        writer.add_float32("llama.rope.scaling.factor", 2.0)
+    writer.add_tensor("token_embd.weight", np.zeros((8, 16), dtype=np.float32))
+    _finish(writer)
+    return path
