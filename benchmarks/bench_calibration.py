@@ -1,4 +1,4 @@
-"""Calibration of the verdicts (issue 25): how often tables with no helix, no period and no rotation get one.
+"""Calibration of the verdicts: how often tables with no helix, no period and no rotation get one.
 
 For each null family and size, ``--tables`` tables are drawn and passed to ``pg.analyze`` with its fast nulls
 (``--surrogates`` per null, α = 0.05 for the run; the verdict at α = 0.01 is read from the same p-values,

@@ -18,7 +18,7 @@ Usage::
 
 Times are the best of ``--repeats`` runs for pos_geometry (every N) and for the scikit-learn
 loop (N < 100; ``--large-repeats`` runs for larger N, whose loop takes a minute). The report
-(with the issue's target check) replaces the ``bench_pca_<device>`` section of
+(with the target check) replaces the ``bench_pca_<device>`` section of
 ``benchmarks/RESULTS.md`` and is printed; ``--out`` writes it to a standalone file instead.
 """
 
@@ -117,7 +117,7 @@ def machine(device: torch.device) -> str:
 
 
 def target_checks(rows: list[tuple], device: torch.device) -> list[str]:
-    """The issue's target (CPU: >= 15x the scikit-learn loop at N=609, at equal accuracy), per default row."""
+    """The target (CPU: >= 15x the scikit-learn loop at N=609, at equal accuracy), per default row."""
     out = []
     for n, label, _, _, t_o, t_s, (o_dr, o_cos), (s_dr, s_cos), _ in rows:
         if label != "default" or n != 609:

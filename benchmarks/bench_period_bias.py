@@ -94,7 +94,7 @@ def main() -> None:
     )
     table = "\n".join(lines)
     text = (
-        "## Period bias on pure sinusoids (issue 9)\n\n"
+        "## Period bias on pure sinusoids\n\n"
         f"Machine: {platform.processor() or platform.machine()}, {torch.get_num_threads()} threads, Python "
         f"{platform.python_version()}, torch {torch.__version__}. Command: "
         "`.venv/bin/python benchmarks/bench_period_bias.py`.\n\n"

@@ -242,7 +242,7 @@ def main() -> None:
 
 def main_full_nulls(opts: argparse.Namespace) -> None:
     """Checkpoints per minute of ``sweep(..., analyses="all")`` (PCA, drift, helix and periodicity with every
-    null at 199 surrogates) with ``null_method="exact"`` (the nulls as they were computed before issue 26:
+    null at 199 surrogates) with ``null_method="exact"`` (the nulls computed as
     whole tables, every surrogate drawn), ``"fast"`` with every surrogate drawn, and ``"fast"`` with the
     sequential helix nulls (the default), over the same loopback hub."""
     sys.path.insert(0, str(REPO / "benchmarks"))

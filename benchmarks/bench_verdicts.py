@@ -1,4 +1,4 @@
-"""Verdicts in seconds (issue 26): ``pg.analyze`` on GPT-2 small with its defaults, fast nulls against exact.
+"""Verdicts in seconds: ``pg.analyze`` on GPT-2 small with its defaults, fast nulls against exact.
 
 Reads the real GPT-2 small table from ``../shared/data/real/gpt2_small_wpe.npy`` (never copied). Measures:
 
@@ -10,7 +10,7 @@ Reads the real GPT-2 small table from ``../shared/data/real/gpt2_small_wpe.npy``
 * ``pos-geometry analyze gpt2=<that file>`` as a whole process (imports included), median of 3;
 * ``pos-geometry reproduce`` without PNG export (``--format html``), once, with the real tables here;
 * peak RSS of a process that loads the table and runs ``pg.analyze`` (``ru_maxrss``);
-* the top-10 batched PCA of 64 GPT-2-sized tables against a scikit-learn loop (issue 26 item 5);
+* the top-10 batched PCA of 64 GPT-2-sized tables against a scikit-learn loop ;
 * ``--device cuda``: the same ``analyze`` with the table on the GPU, and the CPU/GPU agreement.
 
 Usage::

@@ -179,7 +179,8 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+    """The public API (``__all__``) and nothing of the module's own plumbing (``importlib``, ``Any``...)."""
+    return sorted(__all__)
 
 
 if TYPE_CHECKING:  # static tools see the real imports

@@ -133,7 +133,7 @@ class RecurrenceFit(Result):
     def rotation_pairs(self) -> list[tuple[float, float]]:
         """``(period, modulus)`` of each rotation: an undamped conjugate pair (``| |λ| − 1 | ≤
         MODULUS_TOLERANCE``) that turns at least once in the window and is resolved from every other
-        eigenvalue; longest period first; empty when ``status`` is ``"does not apply"``."""
+        eigenvalue; longest period first; empty unless ``status`` is ``"rotations"``."""
         return self.pairs("rotation") if self.status == "rotations" else []
 
     def summary_rows(self) -> list[tuple[str, str]]:
@@ -193,7 +193,7 @@ class RecurrenceFit(Result):
             return drifts()
 
         pairs = rotations() if self.rotation_periods() else ""
-        pairs = pairs or (f"does not apply: {self.reason}" if self.status != "rotations" else "none")
+        pairs = pairs or (f"{self.status}: {self.reason}" if self.status != "rotations" else "none")
         untestable = "; ".join(
             f"{kind}: {counted(kind)}"
             for kind in ("slower than the window", "unresolved", "unstable", "drifting")

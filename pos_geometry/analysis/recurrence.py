@@ -52,12 +52,14 @@ places differently on overlapping windows is not a rotation of the table). Other
 (``stored_planes``, with standard errors), where no neighbour within a Fourier bin disturbs it, and
 ``rotation_periods()`` lists every plane that turns in the window from those fits.
 
-When rotations do not apply, ``status`` is ``"does not apply"`` with ``reason``, and ``rotation_pairs()``
-is empty: when the map grows (``spectral_radius`` > 1 + tolerance: its predictions diverge), when it
-predicts the next row no better than persistence, when no pair is undamped, when no undamped pair is
-testable (all slower than the window or unresolved), or when its gain over persistence ``h`` rows ahead is
-no better than for curves with no rotation (``tests``, Monte-Carlo nulls through the same PCA and fit, one
-per family of :data:`RECURRENCE_NULLS`; the map must beat both): random walks made of the table's own
+``status`` is ``"rotations"`` when the map's rotations beat every null, else ``"does not apply"`` or ``"not
+significant"``, with ``reason``, and ``rotation_pairs()`` is empty. ``"does not apply"``: the premise of a
+one-parameter group of rotations is false, from the fit alone: the map grows (``spectral_radius`` > 1 +
+tolerance: its predictions diverge), it predicts the next row no better than persistence, no pair is
+undamped, or no undamped pair is testable (all slower than the window or unresolved). ``"not significant"``:
+the test ran and the map's gain over persistence ``h`` rows ahead is no better than for curves with no
+rotation (``tests``, Monte-Carlo nulls through the same PCA and fit, one per family of
+:data:`RECURRENCE_NULLS`; the map must beat both; the reason quotes each p): random walks made of the table's own
 steps (PCA turns a random walk into cosines that a linear map predicts well) and smooth Gaussian-process
 curves with the table's length scale (a smooth curve is predicted well by a linear map too: against walks
 alone 7 of 20 GP tables of GPT-2's length scale got "rotations"). ``test`` is the deciding one. A gain below
@@ -261,7 +263,7 @@ def _fit_one(
         failed = [t for t in tests if not t.significant]
         if failed:
             verdict = (
-                "does not apply",
+                "not significant",
                 f"the map predicts {horizon} rows ahead no better than it does for curves with no rotation: gain "
                 "over persistence " + "; ".join(t.words() for t in failed),
             )

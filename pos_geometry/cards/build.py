@@ -58,8 +58,8 @@ def card(
             True/False, or a callable ``(sections done, total)`` called after each section.
 
     Returns:
-        a :class:`~pos_geometry.cards.result.Card`; ``card.save(out)`` writes ``index.html``, ``card.json``
-        and ``card.md``.
+        the :class:`~pos_geometry.cards.result.Card`; ``card.save(out)`` writes ``index.html``,
+            ``card.json`` and ``card.md`` as one folder.
 
     Raises:
         what :func:`~pos_geometry.load` raises when the model cannot be found or read at all; every

@@ -53,15 +53,23 @@ def default_edits(kind: str, n_planes: int = 0) -> list[Any]:
     return make(n_planes) if make is not None else []
 
 
-def _line(result: Any) -> Verdict:
+def _line(result: Any, seq_len: int | None) -> Verdict:
+    """One edit's Δloss with its bootstrap interval; the interval decides (0 outside it: the edit has an effect)."""
     low, high = result.delta_interval
     if low <= 0.0 <= high:
         effect = f"no measurable cost: {result.delta:+.4f} nats/token"
     else:
         effect = f"{'costs' if result.delta > 0 else 'lowers the loss by'} {abs(result.delta):.4f} nats/token"
+    caveat = ""
+    if "slowest" in result.edit:
+        caveat = (
+            f"; the slowest planes turn little within {seq_len or 'these'}-token contexts, so a small cost here says "
+            "nothing of what they do over longer ones"
+        )
     return Verdict(
         f"causal: {result.edit}: {effect} [{low:+.4f}, {high:+.4f}] ({result.confidence:.0%} bootstrap over "
-        f"{result.n_sequences} sequences)",
+        f"{result.n_sequences} sequences, resampled as if independent{caveat})",
+        "not significant" if low <= 0.0 <= high else "beats its null",
         null="no effect (Δloss 0 inside the interval)",
         interval=(float(low), float(high)),
     )
@@ -116,7 +124,7 @@ def causal_section(
         return not_run(KEY, "not available", f"{UNAVAILABLE}: {exc}"), None
     except NotApplicableError as exc:
         return not_run(KEY, "does not apply", str(exc)), None
-    verdicts = (*(_line(r) for r in sweep.results), *dropped)
+    verdicts = (*(_line(r, plan.seq_len) for r in sweep.results), *dropped)
     rows = (("corpus", sweep.results[0].corpus), *sweep.summary_rows())
     values = {
         "base_loss": sweep.base_loss,

@@ -222,9 +222,13 @@ def identity_section(s: Subject) -> Section:
     if stored:
         rows.append(("stored as", stored))
     if s.table is not None:
-        rows.append(
-            ("table", f"{s.table.n_positions} × {s.table.d_model}, stored {prov.original_dtype or '?'}")
-        )
+        if prov.kind in ("rotary", "sinusoidal"):  # built from the config: no table is stored in the file
+            how = (
+                f"computed from the config ({prov.kind}, {str(s.table.matrix.dtype).removeprefix('torch.')})"
+            )
+        else:
+            how = f"stored as {prov.original_dtype or '?'}"
+        rows.append(("table", f"{s.table.n_positions} × {s.table.d_model}, {how}"))
     for label, keys in _CONFIG_ROWS:
         value = _first(s.config or {}, keys)
         if value is not None:

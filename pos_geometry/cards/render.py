@@ -28,6 +28,7 @@ h1{font-size:1.6rem;margin-bottom:.2rem}h2{border-bottom:1px solid #ddd;padding-
 .meta{color:#555;font-size:.9rem}.verdicts li{margin:.35rem 0}
 .badge{display:inline-block;font-size:.75rem;padding:0 .4rem;border-radius:.6rem;margin-right:.4rem;
 background:#e8f0fe;color:#174ea6}.badge.not{background:#f1f3f4;color:#5f6368}
+.badge.weak{background:#fef7e0;color:#8d5b00}.badge.plain{background:#f3f0fa;color:#4a3b7a}
 .verdicts a{color:inherit;text-decoration:none}.verdicts a:hover{text-decoration:underline}
 .null{color:#555;font-size:.88rem}figure{margin:1rem 0}figcaption{color:#444;font-size:.9rem}
 table.rows{border-collapse:collapse;font-size:.85rem}table.rows td,table.rows th{border-top:1px solid #eee;
@@ -35,10 +36,11 @@ padding:.2rem .6rem;text-align:left;vertical-align:top}nav ol{columns:2}.plot{mi
 """
 
 
+_BADGE = {"beats its null": "badge", "not significant": "badge weak", "descriptive": "badge plain"}
+
+
 def _status_badge(v: Verdict) -> str:
-    if v.status == "measured":
-        return '<span class="badge">measured</span>'
-    return f'<span class="badge not">{html.escape(v.status)}</span>'
+    return f'<span class="{_BADGE.get(v.status, "badge not")}">{html.escape(v.status)}</span>'
 
 
 def _verdict_li(v: Verdict, anchor: str) -> str:
@@ -76,9 +78,22 @@ def _section_html(s: Section) -> str:
     return "\n".join(parts)
 
 
+def _policy(card: Card) -> str:
+    """How each line was decided (the vocabulary) and the card's multiple-comparison policy, in two sentences."""
+    return (
+        "Each line says what was decided: beats its null or not significant (a test ran; its p), does not apply "
+        "(the premise is false), not available or skipped (not run here), descriptive (a number beside what it is "
+        f"compared to, no test). Multiple comparisons: {card.multiple_comparisons()}."
+    )
+
+
 def _cost_line(card: Card) -> str:
     total = sum(s.seconds for s in card.sections)
-    return f"cost: {total:.1f} s in all; " + ", ".join(f"{s.key} {s.seconds:.1f} s" for s in card.sections)
+    line = f"cost: {total:.1f} s in all; " + ", ".join(f"{s.key} {s.seconds:.1f} s" for s in card.sections)
+    ran = {s.key for s in card.sections if s.status == "ran"}
+    if {"attention", "residual"} <= ran:
+        line += " (attention and the residual stream read one model pass, counted under residual)"
+    return line
 
 
 def render_html(card: Card, *, plotlyjs: str = "directory") -> str:
@@ -100,7 +115,6 @@ def render_html(card: Card, *, plotlyjs: str = "directory") -> str:
         else f'<script type="text/javascript">{get_plotlyjs()}</script>'
     )
     title = f"Positional card: {Path(card.model).name if os.sep in card.model else card.model}"
-    skipped = [s for s in card.sections if s.status != "ran"]
     head = [
         f"<h1>{html.escape(title)}</h1>",
         f'<p class="meta">model: {html.escape(card.model)} · kind: <b>{html.escape(card.kind)}</b> · made {html.escape(card.created)} with pos_geometry '
@@ -110,13 +124,8 @@ def render_html(card: Card, *, plotlyjs: str = "directory") -> str:
         '<ul class="verdicts">'
         + "".join(_verdict_li(v, s.key) for s in card.sections for v in s.verdicts)
         + "</ul>",
+        f'<p class="meta">{html.escape(_policy(card))}</p>',
     ]
-    if skipped:
-        head.append(
-            '<p class="meta">not run: '
-            + "; ".join(f"{html.escape(s.title)} ({html.escape(s.status)})" for s in skipped)
-            + "</p>"
-        )
     nav = "<nav><h2>Contents</h2><ol>" + "".join(
         f'<li><a href="#{s.key}">{html.escape(s.title)}</a></li>' for s in card.sections
     ) + '<li><a href="#cost">Cost and provenance</a></li></ol></nav>'  # fmt: skip
@@ -150,6 +159,7 @@ def render_markdown(card: Card) -> str:
     for v in card.verdicts:
         null = f" (null: {md(v.null)})" if v.null else ""
         lines.append(f"- \\[{md(v.status)}\\] {md(v.text)}{null}")
+    lines += ["", md(_policy(card))]
     for s in card.sections:
         lines += ["", f"## {md(s.title)}", ""]
         if s.status != "ran":

@@ -15,7 +15,18 @@ from typing import Any
 from pos_geometry.analysis._results import Result, to_jsonable
 from pos_geometry.embedding import Provenance
 
-__all__ = ["SECTION_KEYS", "SECTION_STATUSES", "SECTION_TITLES", "Card", "Section", "Verdict"]
+__all__ = [
+    "ALPHA",
+    "SECTION_KEYS",
+    "SECTION_STATUSES",
+    "SECTION_TITLES",
+    "VERDICT_STATUSES",
+    "Card",
+    "Section",
+    "Verdict",
+    "decided",
+    "holm",
+]
 
 SECTION_TITLES = {
     "identity": "Identity",
@@ -35,23 +46,68 @@ SECTION_STATUSES = ("ran", "does not apply", "not available", "skipped")
 what it reads is not on this machine ("not available"); or the caller left it out ("skipped", ``fast``)."""
 
 
+VERDICT_STATUSES = (
+    "beats its null",
+    "not significant",
+    "does not apply",
+    "not available",
+    "skipped",
+    "descriptive",
+)
+"""What each verdict line decided, one vocabulary for the card, ``analyze`` and the reproduction:
+
+- ``"beats its null"``: a test ran and the measurement beat its null at ``alpha`` (``p_value`` ≤ ``alpha``;
+  ``min_p_value`` is the smallest p its surrogates can give);
+- ``"not significant"``: a test ran and did not (with its ``p_value``);
+- ``"does not apply"``: the premise is false (a rotary model has no learned table), with the reason;
+- ``"not available"``: what it reads is not on this machine; ``"skipped"``: left out (``fast``);
+- ``"descriptive"``: a number with what it is compared to (``null``), and no test behind it."""
+
+ALPHA = 0.05
+"""The level at which each test of the card decides (:data:`VERDICT_STATUSES`)."""
+
+
 @dataclass(frozen=True)
 class Verdict:
-    """One claim about the model, in plain words, with its null.
+    """One claim about the model, in plain words, with its null and its decision.
 
     Attributes:
         text: the claim as a sentence (``"learned table: a helix (...)"``).
-        status: ``"measured"``, or a section status (``"does not apply"``...) when nothing was measured.
-        null: what the measurement was compared with, in words (None when nothing was measured).
-        p_value: the Monte-Carlo p-value against that null, when there is one.
+        status: one of :data:`VERDICT_STATUSES`: what was decided, and how.
+        null: what the measurement was compared with, in words (None when nothing was).
+        p_value: the Monte-Carlo p-value against that null, when a test ran.
         interval: ``(low, high)`` of the measured value, when it has one.
+        min_p_value: the smallest p the test's surrogates can give (``1 / (1 + surrogates)``), when a test ran.
     """
 
     text: str
-    status: str = "measured"
+    status: str = "descriptive"
     null: str | None = None
     p_value: float | None = None
     interval: tuple[float, float] | None = None
+    min_p_value: float | None = None
+
+    @property
+    def tested(self) -> bool:
+        """Whether a test decided this line (``"beats its null"`` or ``"not significant"``, with a p-value)."""
+        return self.status in ("beats its null", "not significant") and self.p_value is not None
+
+
+def decided(p_value: float | None, alpha: float = ALPHA) -> str:
+    """``"beats its null"`` when ``p_value`` ≤ ``alpha``, else ``"not significant"``."""
+    return "beats its null" if p_value is not None and p_value <= alpha else "not significant"
+
+
+def holm(p_values: list[float]) -> list[float]:
+    """Holm's step-down adjusted p-values (same order as given): the family-wise error over all of them stays
+    at most ``alpha`` when each adjusted p is compared with ``alpha``."""
+    order = sorted(range(len(p_values)), key=lambda i: p_values[i])
+    adjusted = [0.0] * len(p_values)
+    running = 0.0
+    for rank, i in enumerate(order):
+        running = max(running, min(1.0, (len(p_values) - rank) * p_values[i]))
+        adjusted[i] = running
+    return adjusted
 
 
 @dataclass(frozen=True, eq=False)
@@ -160,6 +216,20 @@ class Card(Result):
 
         raise InvalidArgumentError(
             f"the card has no section {key!r}; its sections are {[s.key for s in self.sections]}."
+        )
+
+    def multiple_comparisons(self) -> str:
+        """The card's policy across its tests, in one sentence with its numbers: each test decides at
+        :data:`ALPHA` on its own; Holm's correction over all of them says how many hold for the whole card."""
+        tested = [v for v in self.verdicts if v.tested]
+        if not tested:
+            return "no verdict of this card comes from a test: every number is descriptive, with what it is compared to"
+        adjusted = holm([float(v.p_value) for v in tested])
+        beat = sum(v.status == "beats its null" for v in tested)
+        hold = sum(a <= ALPHA for a in adjusted)
+        return (
+            f"each of the {len(tested)} tests decides at α = {ALPHA:g} on its own ({beat} beat their nulls); with "
+            f"Holm's correction over all {len(tested)}, {hold} still do at a family-wise α = {ALPHA:g}"
         )
 
     def summary_rows(self) -> list[tuple[str, str]]:

@@ -18,7 +18,7 @@ from pos_geometry.cards.result import Section, Verdict, not_run, ran
 __all__ = ["rotary_section"]
 
 KEY = "rotary"
-N_LOCAL = 3  # heads named as "most local"
+N_LOCAL = 3  # heads named as leaning most on the fast planes (a share of QK weight, not attention locality)
 
 
 def _type_verdicts(label: str, atlas: Any) -> tuple[list[Verdict], dict[str, Any]]:
@@ -37,13 +37,15 @@ def _type_verdicts(label: str, atlas: Any) -> tuple[list[Verdict], dict[str, Any
         Verdict(
             f"rotary{where}: the {n_crit} of {n_planes} planes that turn at least once within the span carry "
             f"{mean:.2f} of the QK form (uniform use of the planes: {uniform:.2f}); {above} of {short.numel()} "
-            f"heads lean on them more than uniform use would (heads {float(short.min()):.2f} to {float(short.max()):.2f})",
+            f"heads lean on them more than uniform use would (range over the heads, not an interval: "
+            f"{float(short.min()):.2f}–{float(short.max()):.2f})",
             null=f"uniform use of the planes ({uniform:.2f})",
             interval=(float(short.min()), float(short.max())),
         ),
         Verdict(
-            f"rotary{where}: most local heads "
-            + ", ".join(f"L{layer} H{head} ({share:.2f} in the fast planes)" for layer, head, share in local)
+            f"rotary{where}: heads whose QK weights lean most on the fast planes (a share of the query/key form, "
+            "read from the weights; how local their attention is, is in the attention section) "
+            + ", ".join(f"L{layer} H{head} ({share:.2f})" for layer, head, share in local)
             + "; most used planes "
             + ", ".join(f"{i} (wavelength {float(atlas.wavelengths[i]):.4g})" for i in top)
         ),

@@ -36,8 +36,28 @@ def nulls_in_words(tests: Any) -> str:
     return ", ".join(names[:-1]) + " and " + names[-1]
 
 
-def _p(p: float | None) -> str:
-    return "" if p is None else f"p = {p:.3g}"
+def _floor(tests: Any) -> float | None:
+    """The smallest p the tests' surrogates can give together (the largest of their floors), or None."""
+    floors = [t.min_p_value for t in tests or ()]
+    return max(floors) if floors else None
+
+
+def _p(p: float | None, floor: float | None = None) -> str:
+    """``"p = 0.03"``; at the floor, ``"p = 0.005, the smallest its surrogates can give"``."""
+    if p is None:
+        return ""
+    if floor is not None and p <= floor * (1 + 1e-9):
+        return f"p = {p:.3g}, the smallest its surrogates can give"
+    return f"p = {p:.3g}"
+
+
+def _tested(text: str, tests: Any, p: float | None, passed: bool) -> Verdict:
+    """A verdict decided by ``tests`` (``passed``: the analysis's own decision at its α)."""
+    floor = _floor(tests)
+    if p is None:  # no test ran (no surrogates): a number, not a decision
+        return Verdict(text, "descriptive", null=nulls_in_words(tests) or None)
+    status = "beats its null" if passed else "not significant"
+    return Verdict(text, status, null=nulls_in_words(tests) or None, p_value=p, min_p_value=floor)
 
 
 def _helix(a: Any) -> Verdict:
@@ -45,14 +65,18 @@ def _helix(a: Any) -> Verdict:
     if h is None:
         return Verdict(f"helix: does not apply: {a.notes.get('helix', 'not fitted')}", "does not apply")
     against = nulls_in_words(h.tests)
+    if h.verdict == "does not apply":
+        return Verdict(f"learned table: the helix does not apply ({h.reason})", "does not apply")
+    if not h.tests:
+        return Verdict(f"learned table: {h.verdict}, untested ({h.reason})")
     if h.verdict == "helix":
         text = (
             f"learned table: a helix, {h.turns[0]:.2f} turns of period {h.periods[0]:.0f} positions in its top "
-            f"3 components ({a.top3:.2f} of the variance), beating {against} ({_p(h.p_value)})"
+            f"3 components ({a.top3:.2f} of the variance), beating {against} ({_p(h.p_value, _floor(h.tests))})"
         )
     else:
         text = f"learned table: {h.verdict} ({h.reason})"
-    return Verdict(text, null=against or None, p_value=h.p_value)
+    return _tested(text, h.tests, h.p_value, h.verdict == "helix")
 
 
 def _planes(a: Any) -> list[Verdict]:
@@ -61,14 +85,11 @@ def _planes(a: Any) -> list[Verdict]:
     for h in getattr(a, "helices", ()):
         period = f"period {h.periods[0]:.4g}" if h.periods.size else "a rotation"
         words = "a helix" if h.verdict == "helix" else h.verdict
-        out.append(
-            Verdict(
-                f"learned table, in the plane of the rotation of {period}: {words}, against "
-                f"{nulls_in_words(h.tests)} ({_p(h.p_value)})",
-                null=nulls_in_words(h.tests) or None,
-                p_value=h.p_value,
-            )
+        text = (
+            f"learned table, in the plane of the rotation of {period}: {words}, against "
+            f"{nulls_in_words(h.tests)} ({_p(h.p_value, _floor(h.tests))})"
         )
+        out.append(_tested(text, h.tests, h.p_value, h.verdict == "helix"))
     return out
 
 
@@ -81,29 +102,45 @@ def _periodicity(a: Any) -> Verdict:
     if not found:
         return Verdict(
             f"periodicity: no period beats its nulls at α = {per.alpha:g} (smallest reachable p {per.min_p_value:.3g})",
-            null=against,
-        )
+            "not significant", null=against, min_p_value=per.min_p_value,
+        )  # fmt: skip
     best = found[0]
-    words = ", ".join(f"{p.period_words} in {p.label} ({_p(p.p_value)})" for p in found[:4])
-    return Verdict(f"periodicity: period(s) {words}", null=against, p_value=best.p_value)
+    words = ", ".join(f"{p.period_words} in {p.label} ({_p(p.p_value, per.min_p_value)})" for p in found[:4])
+    return Verdict(
+        f"periodicity: period(s) {words}", "beats its null", null=against, p_value=best.p_value,
+        min_p_value=per.min_p_value,
+    )  # fmt: skip
 
 
 def _recurrence(a: Any) -> Verdict:
     rec = a.recurrence
     if rec is None:
         return Verdict(f"recurrence: does not apply: {a.notes.get('recurrence', '')}", "does not apply")
-    against = nulls_in_words(rec.tests) or None
     p = max((t.p_value for t in rec.tests or ()), default=None)
+    if rec.status == "does not apply":
+        return Verdict(f"recurrence (one-parameter group): does not apply: {rec.reason}", "does not apply")
     if rec.status != "rotations":
-        return Verdict(
-            f"recurrence (one-parameter group): {rec.status}: {rec.reason}", null=against, p_value=p
-        )
+        return _tested(f"recurrence (one-parameter group): {rec.status}: {rec.reason}", rec.tests, p, False)
     rows = dict(rec.summary_rows())
-    return Verdict(
+    text = (
         f"recurrence (one-parameter group): rotations of period {rows['rotation periods (positions)']}, beating "
-        f"{against} ({_p(p)})",
-        null=against,
-        p_value=p,
+        f"{nulls_in_words(rec.tests)} ({_p(p, _floor(rec.tests))})"
+    )
+    return _tested(text, rec.tests, p, True)
+
+
+def _reconciled(a: Any, verdicts: list[Verdict]) -> Verdict | None:
+    """One line that says how a helix that beats its nulls sits beside a period and a rotation that do not:
+    three questions, not three answers to one."""
+    helix, per, rec = verdicts[0], verdicts[-2], verdicts[-1]
+    if helix.status != "beats its null" or "beats its null" in (per.status, rec.status):
+        return None
+    h = a.helix
+    return Verdict(
+        f"reading: the helix is a statement about the curve's shape in its top 3 components together ({h.turns[0]:.2f} "
+        "turns in the window, from the helix fit); the periodicity test asks whether one component alone holds a "
+        "period, and the recurrence whether a one-step map predicts the rows; neither beats smooth random curves, so "
+        "no period or rotation is claimed beyond the helix fit's own"
     )
 
 
@@ -138,6 +175,9 @@ def table_section(s: Subject, *, random_state: int = 0, progress: Any = None) ->
         why = f"the table ({s.table.n_positions} × {s.table.d_model}) cannot be analysed: {exc}"
         return not_run(KEY, "does not apply", why), None
     verdicts = [_helix(a), *_planes(a), _periodicity(a), _recurrence(a)]
+    reading = _reconciled(a, verdicts)
+    if reading is not None:
+        verdicts.append(reading)
     ident = _identified(a)
     if ident is not None:
         verdicts.append(ident)

@@ -222,10 +222,15 @@ def analyze_all(
     from pos_geometry.analysis._inputs import parse_window
     from pos_geometry.analysis.costs import COSTLY_POSITIONS, CostWarning, cost_note
     from pos_geometry.analysis.pipeline import analyze
+    from pos_geometry.cli._stages import StageLog
 
     done, failed = [], []
-    with progress("analysing", len(loaded)) as advance:
-        for name, pe in loaded:
+    stages_log = StageLog(
+        "analyze", len(loaded), enabled=len(loaded) > 1
+    )  # one table: its result is the line
+    with progress("analysing", len(loaded)) as advance, stages_log as stages:
+        for number, (name, pe) in enumerate(loaded, start=1):
+            stages.started(number, name)  # off a terminal: a line per table, and one every 10 s while it runs
             try:
                 start, stop = parse_window(window, pe.n_positions)
                 if stop - start > COSTLY_POSITIONS and analyses:  # said before the work, as one line
@@ -243,6 +248,7 @@ def analyze_all(
             except PosGeometryError as exc:
                 report_failure(name if len(loaded) > 1 else None, exc)
                 failed.append(name)
+            stages.done(number, name)
             advance(pe.provenance.model_id)
     return done, failed
 

@@ -9,7 +9,6 @@ import typer
 from pos_geometry.cli._common import (
     DEVICE,
     REVISION,
-    err,
     guard,
     one_line,
     out_console,
@@ -59,11 +58,11 @@ def card(
     not apply to the model, or is not on this machine, is listed with the reason. card.json holds every number
     with its provenance; card.md the same as text. The verdicts are printed when done.
     """
-    from pos_geometry import _progress
     from pos_geometry.cards import SECTION_KEYS
     from pos_geometry.cards import card as make_card
     from pos_geometry.cards.build import SECTION_TITLES
     from pos_geometry.cards.folder import hold_card_folder
+    from pos_geometry.cli._stages import StageLog
 
     def run() -> None:
         from pos_geometry.plotting.export import check_plotlyjs
@@ -74,20 +73,17 @@ def card(
             raise InvalidArgumentError(
                 "a card works offline: --plotlyjs must be directory or inline; got cdn."
             )
-        log = err()
-        import time
-
-        start = time.monotonic()
-        with hold_card_folder(out) as folder, progress_bar() as bar:
+        titles = [SECTION_TITLES[key] for key in SECTION_KEYS]
+        with hold_card_folder(out) as folder, progress_bar() as bar, StageLog("card", len(titles)) as stages:
             task = bar.add_task("card", total=len(SECTION_KEYS))
+            stages.started(1, titles[0])
 
-            def report(done: int, total: int) -> None:
-                title = SECTION_TITLES[SECTION_KEYS[done - 1]]
+            def report(done: int, total: int) -> None:  # off a terminal: a line per stage start and end
+                title = titles[done - 1]
                 bar.update(task, completed=done, total=total, description=f"card: {title.lower()} done")
-                if not log.is_terminal and not _progress._settings["quiet"]:  # a log file: a line per section
-                    log.print(
-                        f"card [{done}/{total}]: {title} ({time.monotonic() - start:.0f} s)", markup=False
-                    )
+                stages.done(done, title)
+                if done < total:
+                    stages.started(done + 1, titles[done])
 
             result = make_card(
                 model, corpus, fast=fast, seq_len=seq_len, n_sequences=n_sequences, revision=revision,

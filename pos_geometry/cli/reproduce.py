@@ -6,7 +6,8 @@ from pathlib import Path
 
 import typer
 
-from pos_geometry.cli._common import DEVICE, PLOTLYJS, err, guard, out_console, parse_formats, progress_bar
+from pos_geometry.cli._common import DEVICE, PLOTLYJS, guard, out_console, parse_formats, progress_bar
+from pos_geometry.cli._stages import StageLog
 
 
 def reproduce(
@@ -33,7 +34,8 @@ def reproduce(
 ) -> None:
     """Reproduce the figures and claims of "GPT-2's positional embedding matrix is a helix" (offline by default).
 
-    Stages are shown on stderr as they start: a progress bar on a terminal, one line per stage otherwise.
+    Stages are shown on stderr: a progress bar on a terminal; otherwise a line when each stage starts and ends, and
+    one every 10 s while it runs.
     """
 
     def run() -> None:
@@ -41,16 +43,21 @@ def reproduce(
 
         paths = parse_model_paths(model)
         fmts = parse_formats(format)
-        console, log = out_console(), err()
-        with progress_bar() as bar:
+        console = out_console()
+        with progress_bar() as bar, StageLog("reproduce", 0) as stages:
             task = bar.add_task("reproducing", total=None)
-            last = [""]
+            current: list = [0, ""]  # the stage running: its number (1-based) and title
 
             def step(label: str, done: int, total: int) -> None:
                 bar.update(task, description=f"reproducing: {label}", completed=done, total=total)
-                if not log.is_terminal and label != last[0]:  # a log file or a pipe: one line per stage
-                    log.print(f"reproduce [{done}/{total}]: {label}", markup=False)
-                    last[0] = label
+                stages.total = total  # off a terminal: a line per stage start and end, and while one runs
+                number = done + 1
+                if label == "done" or number != current[0]:
+                    if current[0]:
+                        stages.done(current[0], current[1])
+                    if label != "done":
+                        current[:] = [number, label.split(" (")[0]]
+                        stages.started(number, current[1])
 
             result = reproduce_blog_post(
                 out, data_dir=data_dir, paths=paths, tokens=tokens, online=online, formats=fmts,

@@ -100,7 +100,17 @@ class AttentionByOffset(Result):
                 else np.full(self.n_heads, np.nan)
             )
             rows.append((f"layer {layer}: mean P(Δ=0) over heads", f"{np.nanmean(self_attn):.3f}"))
-        rows.append(("rotary per-plane usage", self.rotary_status))
+        if self.plane_usage is not None and self.wavelengths is not None:
+            usage = self.plane_usage.mean(axis=(0, 1))
+            top = np.argsort(usage)[::-1][:3]
+            rows.append((
+                "rotary per-plane usage (mean over layers and heads)",
+                f"{len(usage)} planes; most used " + ", ".join(
+                    f"plane {int(i)} ({usage[i]:.3f}, wavelength {self.wavelengths[i]:.4g})" for i in top
+                ) + f"; uniform use {1 / len(usage):.3f} each",
+            ))  # fmt: skip
+        else:
+            rows.append(("rotary per-plane usage", self.rotary_status))
         return rows
 
 

@@ -102,7 +102,7 @@ class HiddenPositions(Result):
         return int(self.provenance.config_dict.get("skip_first", 0))
 
     def _at_floor(self) -> str:
-        """The layers whose positional share is within 2x its sampling floor (noise, not position)."""
+        """The layers whose positional share is under 2x its sampling floor (:data:`~pos_geometry.hidden.reading.FLOOR_FACTOR`)."""
         ratio = self.metrics["positional_over_floor"]
         return ", ".join(str(layer) for layer, r in zip(self.layers, ratio, strict=True) if r < 2)
 

@@ -43,7 +43,7 @@ def layer_line(row: Mapping[str, Any], n_components: int, skip_first: int) -> st
     state = layer_state(row)
     flags = []
     if state == "at its floor":
-        flags.append("at its sampling floor: noise, not position")
+        flags.append(f"under {FLOOR_FACTOR:g}x its sampling floor: at the floor")
     elif state == "first positions only":
         flags.append(f"without the first {skip_first} positions at its floor: they carry the share")
     if row["position0_norm_ratio"] >= OUTLIER_NORM:
@@ -99,8 +99,12 @@ def residual_reading(rows: Sequence[Mapping[str, Any]], skip_first: int) -> dict
         parts.append(f"at its floor in {_layers(by_state['at its floor'])}")
     if outliers:
         parts.append(f"position 0 is an outlier (norm ≥ {OUTLIER_NORM:g}× the median) in {_layers(outliers)}")
+    parts.append(
+        f"(rule: a layer is at its floor when its positional share is under {FLOOR_FACTOR:g}× the share its number of "
+        "contexts gives with no positional signal; a description, not a test)"
+    )
     return {
-        "sentence": "; ".join(parts),
+        "sentence": "; ".join(parts[:-1]) + " " + parts[-1],
         "states": states,
         "floor_from": floor_from,
         "outliers": outliers,

@@ -66,6 +66,21 @@ COMPARISON_MODELS: tuple[str, ...] = ("openai-gpt",)
 ROTARY_POSITIONS = 1024  # rows of the rotary tables: the same as GPT-2's, for side-by-side figures
 
 StageReporter = Callable[[str, int, int], None]
+"""``on_stage(label, done, total)``: a stage starts with ``done`` of ``total`` stages before it (``total`` is fixed
+for the whole run); ``("done", total, total)`` at the end."""
+
+_STAGES = (
+    "analysing GPT-2 small: PCA, helix and periodicity against their nulls",
+    "analysing the GPT-2 family: PCA and helix of each",
+    "analysing the comparison tables",
+    "uncertainty: jackknife over positions, column sinusoids on the nulls",
+    "drawing the figures",
+    "reading the rotary models' query/key weights (frequency atlas)",
+    "reading GPT-2 small's attention weights (does a head look back N tokens?)",
+    "writing the figures",
+    "writing the report",
+)
+"""The stages after the models are looked for, in order."""
 
 
 def parse_model_paths(items: Sequence[str]) -> dict[str, Path]:
@@ -136,6 +151,7 @@ def _write(
     total: int,
     plotlyjs: str,
 ) -> list[FigureEntry]:
+    """Write every figure; one stage (``done`` stages before it, of ``total``), its label counting the figures."""
     static = [f for f in formats if f != "html"]
     skipped = ""
     if static:
@@ -147,7 +163,7 @@ def _write(
     fmts = [f for f in formats if f == "html" or f in static]
     entries = []
     for i, (stem, (fig, caption)) in enumerate(figures.items()):
-        on_stage(f"figure {stem}", done + i, total)
+        on_stage(f"writing the figures ({i + 1} of {len(figures)}: {stem})", done, total)
         files = tuple(
             save_figure(fig, out / "figures" / f"{stem}.{fmt}", format=fmt, plotlyjs=plotlyjs) for fmt in fmts
         )
@@ -198,7 +214,9 @@ def reproduce_blog_post(
             "gpt1_openai_positions_embed.npy); point it at ../shared/data/real or leave it out."
         )
     names = [*NINE_GPT2S, *COMPARISON_MODELS, *ROTARY_MODELS]
-    total = len(names) + 4
+    # one number per stage, over a total fixed here: each model looked for, then the fixed stages below
+    total = len(names) + len(_STAGES)
+    after = len(names)  # stages done before the fixed ones
     located: list[Located] = []
     for i, name in enumerate(names):
         step(f"looking for {name}", i, total)
@@ -211,25 +229,24 @@ def reproduce_blog_post(
     token_table, token_where = _tokens(Path(tokens) if tokens is not None else None, online, dev)
 
     # every table is decomposed once per window; everything below reads these fitted results
-    step("analysing GPT-2 small: PCA, helix and periodicity against their nulls", len(names), total)
+    step(_STAGES[0], after, total)
     gpt2_a = analyze(gpt2, analyses=("helix", "periodicity")) if gpt2 is not None else None
     windows = C.fit_windows(gpt2, gpt2_a) if gpt2 is not None else {}
     lens = pca(gpt2.center("d_model"), 3, solver="exact") if gpt2 is not None else None
     family = {}
+    step(_STAGES[1], after + 1, total)
     for name in NINE_GPT2S:
-        if name != "gpt2" and tables[name] is not None:
-            step(f"analysing {name}: PCA and helix", len(names), total)
         family[name] = (
             gpt2_a if name == "gpt2" else analyze(tables[name], analyses=("helix",)) if tables[name] is not None else None
         )  # fmt: skip
-    step("analysing the comparison tables", len(names), total)
+    step(_STAGES[2], after + 2, total)
     # the comparison tables need their PCA and mean similarity by offset only (few surrogates)
     compare = {"analyses": ("periodicity",), "n_surrogates": 19, "alpha": 0.05}
     learned = [analyze(tables[n], **compare) for n in COMPARISON_MODELS if tables[n] is not None]
     rotary = [analyze(tables[n], **compare) for n in ROTARY_MODELS if tables[n] is not None]
     ref_table = sinusoidal(ROTARY_POSITIONS, gpt2.d_model if gpt2 is not None else 768, device=dev)
     reference = [analyze(ref_table, **compare)]
-    step("uncertainty: jackknife over positions, column sinusoids on the nulls", len(names), total)
+    step(_STAGES[3], after + 3, total)
     intervals = (
         top3_intervals(gpt2, {k: w for k, w in C.TRUNCATION_WINDOWS.items() if w[1] <= gpt2.n_positions},
                        differences=C.TRUNCATION_DIFFERENCES)
@@ -250,7 +267,7 @@ def reproduce_blog_post(
         C.claim_rotary(rotary),
     )
 
-    step("drawing the figures", len(names) + 1, total)
+    step(_STAGES[4], after + 4, total)
     figures = blog_figures(
         gpt2=(gpt2, gpt2_a, windows) if gpt2 is not None else None,
         family=family,
@@ -260,19 +277,20 @@ def reproduce_blog_post(
         reference=reference,
         tokens=token_table,
     )
-    step("reading the rotary models' query/key weights (frequency atlas)", len(names) + 1, total)
+    step(_STAGES[5], after + 5, total)
     from pos_geometry.reproduction.atlas_section import atlas_section
 
     rotary_atlas = atlas_section(ROTARY_MODELS, paths=paths, online=online, device=dev)
     figures.update(rotary_atlas.figures)
-    step("reading GPT-2 small's attention weights (does a head look back N tokens?)", len(names) + 1, total)
+    step(_STAGES[6], after + 6, total)
     from pos_geometry.reproduction.lookback_section import lookback_section
 
     lookback = lookback_section(folder, online=online, device=dev)
     figures.update(lookback.figures)
     claims = (*claims, lookback.claim)
     out.mkdir(parents=True, exist_ok=True)
-    entries = _write(figures, out, formats, step, len(names) + 2, total + len(figures), plotlyjs)
+    entries = _write(figures, out, formats, step, after + 7, total, plotlyjs)
+    step(_STAGES[8], after + 8, total)
 
     notes = [
         f"Token embedding: {token_where}.",
@@ -300,5 +318,5 @@ def reproduce_blog_post(
     data["notes"] = notes
     data["published_vs_measured"] = [c.to_dict() for c in published]
     atomic_write(out / "report.json", json.dumps(to_jsonable(data), indent=2, allow_nan=False))
-    step("done", total + len(figures), total + len(figures))
+    step("done", total, total)
     return ReproductionResult(out, claims, tuple(located), tuple(entries), report_md)

@@ -164,7 +164,7 @@ class SweepConfig:
             for name in ("kind", "layers", "fold_norm", "gguf_file"):
                 fields.pop(name)
             if {"helix", "periodicity"} & set(self.analyses):
-                # the nulls are drawn on the table's principal axes since 0.x (issue 25/26): results of the
+                # the nulls are drawn on the table's principal axes: results of the
                 # older, basis-dependent nulls are recomputed
                 fields["null_basis"] = "principal axes"
             else:

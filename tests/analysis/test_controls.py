@@ -266,7 +266,9 @@ def test_white_noise_and_random_walks_have_no_rotation_pairs():
     assert noise.status == "does not apply" and noise.rotation_pairs() == [] and "|λ|" in noise.reason
     for seed, d in ((13, 64), (14, 768)):
         walk = pg.fit_recurrence(_random_walk(1024, d, seed), n_surrogates=99, alpha=0.01)
-        assert walk.status == "does not apply" and walk.rotation_pairs() == [], walk.summary()
+        # the premise (persistence beats the map) or the null (random walks predict as well): either way no rotation
+        assert walk.status in ("does not apply", "not significant"), walk.summary()
+        assert walk.rotation_pairs() == []
 
 
 def test_recurrence_is_deterministic_and_well_conditioned(gpt2_wpe):

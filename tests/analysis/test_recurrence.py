@@ -233,7 +233,7 @@ def test_gpt2_recurrence_is_no_better_than_a_smooth_curve(gpt2_wpe):
     fit = fit_recurrence(gpt2_wpe)
     walk, gp = fit.tests
     assert (
-        fit.n_components == 27 and fit.status == "does not apply" and "smooth Gaussian-process" in fit.reason
+        fit.n_components == 27 and fit.status == "not significant" and "smooth Gaussian-process" in fit.reason
     )
     assert walk.null == "step_walk" and walk.p_value == pytest.approx(walk.min_p_value)
     assert gp.null == "smooth_gp" and gp.p_value > 0.05

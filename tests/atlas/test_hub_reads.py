@@ -248,7 +248,7 @@ def test_the_number_of_workers_changes_nothing_but_the_concurrency(hub, monkeypa
 
 
 def test_a_trickled_q_k_body_is_stopped_by_the_load_deadline(hub, monkeypatch):
-    """Hostile inputs round 2, class 6: the atlas's q/k range reads run under the load deadline
+    """The atlas's q/k range reads run under the load deadline
     (``POS_GEOMETRY_LOAD_TIMEOUT``); a server trickling the q/k bytes used to keep it busy for minutes."""
     from pos_geometry.errors import RemoteError
     from pos_geometry.sources.cache import cache_dir

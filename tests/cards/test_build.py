@@ -3,6 +3,7 @@ and that every verdict line states what the analysis itself returns, computed he
 
 from __future__ import annotations
 
+import html
 import json
 from pathlib import Path
 
@@ -183,3 +184,50 @@ def test_each_helix_in_its_own_plane_gets_a_line():
         f"learned table, in the plane of the rotation of period {fit.periods[0]:.4g}: a helix"
     )
     assert _planes(SimpleNamespace(helices=())) == []
+
+
+@pytest.mark.parametrize("kind", sorted(EXPECTED))
+def test_every_verdict_line_says_what_it_decided(kind_cards, kind):
+    """One vocabulary: a line with a test says whether it beat its null (and its p agrees with the decision
+    at α), a line without one is descriptive, and a line of a section that did not run carries its status."""
+    from pos_geometry.cards.result import ALPHA, VERDICT_STATUSES
+
+    c = kind_cards[kind]
+    for s in c.sections:
+        for v in s.verdicts:
+            assert v.status in VERDICT_STATUSES, (s.key, v.status)
+            if v.status == "beats its null" and v.interval is not None and v.p_value is None:  # a bootstrap
+                assert not v.interval[0] <= 0.0 <= v.interval[1] and v.null
+            elif v.status == "beats its null":
+                assert v.p_value is not None and v.p_value <= ALPHA and v.null
+                assert v.min_p_value is not None and v.min_p_value <= v.p_value
+            elif v.status == "not significant" and v.p_value is not None:
+                assert (
+                    v.p_value > ALPHA or s.key == "table"
+                )  # the analysis decides (a helix: every null at α)
+            elif v.status == "descriptive":
+                assert v.p_value is None
+    table = c.section("table")
+    if table.status == "ran":  # the helix line is the analysis's own decision
+        helix = table.values["helix"]
+        assert table.verdicts[0].status == {"helix": "beats its null", "not a helix": "not significant"}.get(
+            helix["verdict"], "does not apply"
+        )
+
+
+def test_the_policy_line_counts_the_card_s_tests_and_holm_s_survivors(kind_cards):
+    from pos_geometry.cards.render import render_html, render_markdown
+    from pos_geometry.cards.result import holm
+
+    assert holm([0.01, 0.04, 0.03]) == pytest.approx(
+        [0.03, 0.06, 0.06]
+    )  # by hand: 3·0.01; 2·0.03; max(0.06, 0.04)
+    assert holm([0.5]) == [0.5] and holm([]) == []
+    c = kind_cards["table_file"]
+    tested = [v for v in c.verdicts if v.tested]
+    assert tested and all(v.p_value is not None for v in tested)
+    policy = c.multiple_comparisons()
+    hold = sum(p <= 0.05 for p in holm([v.p_value for v in tested]))
+    assert f"each of the {len(tested)} tests decides at α = 0.05" in policy and f", {hold} still do" in policy
+    assert html.escape(policy) in render_html(c) and "Multiple comparisons:" in render_markdown(c)
+    assert "no verdict of this card comes from a test" in kind_cards["no_table"].multiple_comparisons()

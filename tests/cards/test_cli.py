@@ -20,9 +20,10 @@ def test_card_writes_the_folder_and_prints_every_verdict(kind_models, tmp_path):
         for verdict in section["verdicts"]:
             assert verdict["text"] in result.output
     assert "[skipped] Does the model use it: causal edits: skipped: fast card" in result.output
-    assert (
-        "card [6/6]: Does the model use it: causal edits" in result.output
-    )  # no terminal: a line per section
+    # no terminal: a line when each section starts and when it ends, numbered 1..6 over a fixed 6
+    starts = [line for line in result.output.splitlines() if line.endswith(": started")]
+    assert [line.split("]")[0] for line in starts] == [f"card [{k}/6" for k in range(1, 7)]
+    assert "card [6/6] Does the model use it: causal edits: done in" in result.output
     assert f"open {out / 'index.html'}" in result.output
 
 

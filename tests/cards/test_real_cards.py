@@ -30,9 +30,12 @@ def test_gpt2_card_states_the_helix_of_its_real_table(gpt2_card):
     assert table.verdicts[0].text == (
         f"learned table: a helix, {a.helix.turns[0]:.2f} turns of period {a.helix.periods[0]:.0f} positions in its "
         f"top 3 components ({a.top3:.2f} of the variance), beating random walks of its own steps, smooth random "
-        f"curves and its own spectrum (p = {a.helix.p_value:.3g})"
+        f"curves and its own spectrum (p = {a.helix.p_value:.3g}, the smallest its surrogates can give)"
     )
-    assert table.verdicts[2].text.startswith("recurrence (one-parameter group): does not apply: ")
+    assert table.verdicts[0].status == "beats its null" and table.verdicts[1].status == "not significant"
+    assert table.verdicts[2].text.startswith("recurrence (one-parameter group): not significant: ")
+    assert table.verdicts[2].status == "not significant" and "p = " in table.verdicts[2].text
+    assert table.verdicts[3].text.startswith("reading: the helix is a statement about the curve's shape")
     assert a.recurrence.reason in table.verdicts[2].text
 
 
@@ -90,3 +93,35 @@ def test_smollm2_card_s_residual_and_attention_lines_are_hidden_positions_own(sm
     by_offset = smollm2_card.section("attention").values["by_offset"]
     assert by_offset["local_heads"] == int((mass >= 0.5).sum())
     assert by_offset["uniform_local_mass"] == pytest.approx(uniform)
+
+
+@pytest.mark.parametrize("which", ["gpt2_card", "smollm2_card"])
+def test_every_sentence_of_a_real_card_agrees_with_the_card(which, request):
+    """Each verdict says what it decided; "most local" is said once, by the attention section; the rotary line
+    names what it measures (a share of QK weight); every detail row has a value; the table is named stored or
+    computed; the residual layers' numbering is stated; the page lists nothing twice."""
+    from pos_geometry.cards.render import render_html
+    from pos_geometry.cards.result import VERDICT_STATUSES
+
+    c = request.getfixturevalue(which)
+    texts = [v.text for v in c.verdicts]
+    assert all(v.status in VERDICT_STATUSES for v in c.verdicts)
+    assert sum("most local" in t for t in texts) <= 1
+    assert all(v.text.startswith("attention by offset") for v in c.verdicts if "most local" in v.text)
+    assert len(texts) == len(set(texts))
+    for s in c.sections:
+        assert all(k.strip() and v.strip() for k, v in s.rows), s.key
+    table_row = dict(c.section("identity").rows).get("table", "")
+    if c.kind == "rotary":
+        assert "computed from the config" in table_row and "stored" not in table_row
+        assert any(
+            "lean most on the fast planes" in t and "a share of the query/key form" in t for t in texts
+        )
+    else:
+        assert "stored as float32" in table_row
+    if c.section("residual").status == "ran":
+        assert dict(c.section("residual").rows)["layer numbering"].startswith(
+            "layer 0 is the embedding output"
+        )
+    page = render_html(c)
+    assert "not run:" not in page and "Multiple comparisons:" in page

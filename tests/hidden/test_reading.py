@@ -18,7 +18,7 @@ def test_each_layer_line_sets_the_share_beside_its_floor_and_flags_what_it_means
     assert "positional share 0.600 (floor 0.020); without the first 2 positions 0.550 (floor 0.020)" in real
     assert "[" not in real  # nothing to flag
     noise = layer_line(_row(0.125, 0.123, 0.13, 0.12, 1.0), 3, 2)
-    assert "at its sampling floor: noise, not position" in noise
+    assert "under 2x its sampling floor: at the floor" in noise
     first = layer_line(_row(0.99, 0.12, 0.13, 0.121, 124.0), 3, 2)
     assert "without the first 2 positions at its floor: they carry the share" in first
     assert "position 0's norm 124x the median" in first
@@ -41,7 +41,9 @@ def test_the_sentence_names_the_layers_of_each_state_and_where_position_fades_ou
     assert reading["floor_from"] == 3 and reading["outliers"] == [2]
     assert reading["sentence"] == (
         "position stands above its sampling floor in layers 0-1; only through the first 2 positions in layer 2; "
-        "it is at its floor from layer 3 on; position 0 is an outlier (norm ≥ 10× the median) in layer 2"
+        "it is at its floor from layer 3 on; position 0 is an outlier (norm ≥ 10× the median) in layer 2 (rule: a "
+        "layer is at its floor when its positional share is under 2× the share its number of contexts gives with "
+        "no positional signal; a description, not a test)"
     )
     back = residual_reading([*rows, _row(0.6, 0.02, 0.5, 0.02, 1.0, 5)], 2)  # position returns at layer 5
     assert back["floor_from"] is None and "at its floor in layers 3-4" in back["sentence"]

@@ -98,6 +98,9 @@ def test_claims_and_numbers(run, gpt2_wpe):
     assert family.verdict == "undecidable from this table" and "2 of 9 available" in family.measured
     assert sorted(family.values["missing"]) == sorted(set(NINE_GPT2S) - {"gpt2", "gpt2-medium"})
     assert steps[-1][0] == "done" and steps[-1][1] == steps[-1][2]
+    assert len({total for _, _, total in steps}) == 1  # one total for the whole run
+    numbers = [done for label, done, _ in steps if not label.startswith("writing the figures (")]
+    assert numbers == sorted(set(numbers))  # each stage its own number, in order, never repeated
 
 
 @pytest.mark.slow

@@ -87,7 +87,7 @@ FAULTS = {
     "no_rfilename": ({}, RemoteError, r"/api/models/acme/tiny/revision/main did not answer with a model listing \(KeyError"),
     "api_status": ({"status": 503}, RemoteError, r"api/models/acme/tiny/revision/main answered HTTP 503"),
     "gated": ({}, AccessDeniedError, r"'acme/tiny' exists on http://127\.0\.0\.1:\d+ but is gated"),
-    # hostile inputs round 2, class 4: the listing is bounded in size (after decompression) and nesting
+    # the listing is bounded in size (after decompression) and nesting
     "endless": ({}, RemoteError, r"/api/models/acme/tiny/revision/main sent more than 33,554,432 bytes for an API answer"),
     "gzip_bomb": ({}, RemoteError, r"/api/models/acme/tiny/revision/main sent more than 33,554,432 bytes"),
     "deep_json": ({}, RemoteError, r"/api/models/acme/tiny/revision/main did not answer with a usable listing \(its JSON is nested too deeply"),
@@ -137,7 +137,7 @@ def test_a_trickling_server_is_stopped_by_the_load_deadline(hub, monkeypatch) ->
     assert torch.equal(load(REPO).matrix, wpe)
 
 
-# --- hostile inputs round 2, class 6: deadlines cover every request ------------------------------------
+# --- deadlines cover every request ---------------------------------------------------------------------
 @pytest.fixture
 def settle():
     """Wait (after the test) for the requests a load gave up at its deadline: they end on their own once
@@ -219,7 +219,7 @@ def test_every_fault_kind_is_exercised() -> None:
     assert all(issubclass(error, PosGeometryError) for _, error, _ in FAULTS.values())
 
 
-# --- hostile inputs round 2, class 3: no hybrid table, with or without ETags ---------------------------
+# --- no hybrid table, with or without ETags --------------------------------------------------------------
 def test_without_validators_a_swapped_file_is_caught_by_reading_again(hub) -> None:
     """No ETag, Last-Modified or commit header: the version cannot be pinned, so every range is read again and
     compared before the table is used; the swap after the first answer is refused and nothing is cached."""
@@ -263,7 +263,7 @@ def test_last_modified_alone_pins_the_version(hub) -> None:
     assert _cached_files(cache) == []
 
 
-# --- hostile inputs round 3, class 1: no hybrid table from a server that keeps changing the file --------
+# --- no hybrid table from a server that keeps changing the file -------------------------------------------
 def _other_table(other: Path) -> torch.Tensor:
     from safetensors.torch import load_file
 

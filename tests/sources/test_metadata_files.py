@@ -1,5 +1,5 @@
 """Metadata files (config.json, shard indexes) enter the HF cache only whole and within their bound, which
-holds while they stream (hostile inputs round 3, class 2): a file announced over the limit is refused before
+holds while they stream: a file announced over the limit is refused before
 any byte of it, a server that sends more than it announced is cut off, and nothing partial stays behind."""
 
 from __future__ import annotations

@@ -81,4 +81,5 @@ def test_smooth_gp_surrogates_are_as_predictable_as_gp_tables():
     if gp:  # the null runs only when the fit leaves the question open
         (test,) = gp
         assert test.p_value > 0.05 and test.null_q95 > test.observed > test.null_median - 0.1
-    assert fit.status == "does not apply"
+    # the null ran and lost ("not significant"), or the fit alone said no ("does not apply")
+    assert fit.status == ("not significant" if gp else "does not apply")

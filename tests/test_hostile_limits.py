@@ -1,6 +1,6 @@
-"""Hostile inputs, round 2, grouped by class (class 1, names that would become paths: tests/sources/test_names.py).
-
-Each class has the example that was reported and at least one attack that was not.
+"""Hostile inputs that ask for work: allocations bounded before they happen, config values validated like file
+bytes, and every error typed (names that would become paths: tests/sources/test_names.py; config values read by
+every path: tests/core/test_config_values.py). Each class has more than one attack.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ LLAMA = {"model_type": "llama", "hidden_size": 64, "num_attention_heads": 4, "ma
          "rope_theta": 10000.0, "num_hidden_layers": 2}  # fmt: skip
 
 
-# --- class 4: allocations are bounded before they happen ------------------------------------------------
+# --- allocations are bounded before they happen ---
 @pytest.mark.parametrize(
     ("field", "value", "match"),
     [
@@ -100,7 +100,7 @@ def test_config_json_is_bounded_in_size_and_nesting(tmp_path: Path) -> None:
         pg.load(tmp_path)
 
 
-# --- class 5: config values are validated like file bytes ----------------------------------------------
+# --- config values are validated like file bytes ---
 @pytest.mark.parametrize(
     ("scaling", "match"),
     [
@@ -140,7 +140,7 @@ def test_valid_rope_scaling_still_builds_a_finite_table() -> None:
     assert torch.isfinite(table.matrix).all()
 
 
-# --- class 7: every error is typed; the CLI prints no internal error ------------------------------------
+# --- every error is typed; the CLI prints no internal error ---
 @pytest.mark.parametrize("dtype", [torch.float8_e4m3fn, torch.float8_e5m2])
 def test_float8_tables_load(tmp_path: Path, dtype: torch.dtype) -> None:
     values = torch.randn(16, 8)
