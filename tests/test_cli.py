@@ -61,7 +61,7 @@ def test_plot_writes_one_figure_per_model_and_a_grid(table_path: Path, tmp_path:
         "plotly.min.js",
     ]
     assert 'src="plotly.min.js"' in (out / "grid.html").read_text(encoding="utf-8")
-    assert "wrote 3 figure file(s)" in res.stdout
+    assert "wrote 3 figures (html) and the shared plotly.min.js" in res.stdout
     lines = _summary_lines(res.stdout)
     assert len(lines) == 2
     for line, path in zip(lines, (table_path, other), strict=True):

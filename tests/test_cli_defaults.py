@@ -47,7 +47,7 @@ def test_a_table_named_or_given_by_path_gets_one_file_name(tmp_path, real_data_d
     )
     assert by_name.exit_code == 0 and by_path.exit_code == 0, by_name.output + by_path.output
     assert (tmp_path / "a" / "gpt2.html").is_file() and (tmp_path / "b" / "gpt2.html").is_file()
-    assert "wrote 1 figure file(s) and the shared plotly.min.js" in by_name.stdout
+    assert "wrote 1 figure (html) and the shared plotly.min.js" in by_name.stdout
 
 
 def test_analyze_reports_the_models_width_beside_the_tables_columns():

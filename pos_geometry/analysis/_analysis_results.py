@@ -169,7 +169,10 @@ class Analysis(Result):
             return text + (f"; helix {note}" if note else "")
         if h.period is None:
             return text + f"; helix: does not apply ({h.reason})"
-        p = f", p = {h.p_value:.3g} against {' and '.join(t.null.replace('_', ' ') for t in h.tests)}"
+        from pos_geometry.analysis.nulls.monte_carlo import NULL_NAMES
+
+        against = " and ".join(NULL_NAMES.get(t.null, t.null_description) for t in h.tests)
+        p = f", p = {h.p_value:.3g} against {against}"
         return text + (
             f", helix verdict: {h.verdict}{p if h.tests else ''}; {float(h.turns[0]):.2f} turns of period "
             f"{h.period:.1f}, R² {h.r2:.3f} (best shape by BIC: {h.shape})"

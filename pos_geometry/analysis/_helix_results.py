@@ -116,7 +116,9 @@ class HelixFit(Result):
             ("best shape (BIC)", f"{self.shape}, ΔBIC = {self.delta_bic:.1f} over {self.runner_up}"),
             ("BIC", bics),
         ]
-        rows += [(f"null: {t.null.replace('_', ' ')}", t.words()) for t in self.tests]
+        from pos_geometry.analysis.nulls.monte_carlo import NULL_NAMES
+
+        rows += [(f"null: {NULL_NAMES.get(t.null, t.null)}", t.words()) for t in self.tests]
         rows.append(("PC vs cos(πjt/n) |r|", fmt(self.dct_correlation)))
         if not self.applies:
             return [*rows, ("periods", f"does not apply: {self.reason}")]

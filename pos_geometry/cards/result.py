@@ -152,7 +152,13 @@ SHORT_REASON = 240
 
 def short_reason(reason: str) -> str:
     """The first sentence of ``reason``, at most :data:`SHORT_REASON` characters."""
-    first = reason.split(". ")[0].rstrip(".")
+    depth, cut = 0, len(reason)
+    for i, c in enumerate(reason):  # the first ". " outside parentheses: a parenthesis is never left open
+        depth += (c == "(") - (c == ")")
+        if depth <= 0 and reason.startswith(". ", i):
+            cut = i
+            break
+    first = reason[:cut].rstrip(".")
     return first if len(first) <= SHORT_REASON else first[: SHORT_REASON - 1] + "…"
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from pos_geometry.analysis.nulls.monte_carlo import NULL_NAMES
 from pos_geometry.cards.identity import Subject
 from pos_geometry.cards.result import Section, Verdict, not_run, ran
 from pos_geometry.errors import InvalidArgumentError, NotApplicableError
@@ -17,13 +18,8 @@ __all__ = ["NULL_WORDS", "nulls_in_words", "table_section"]
 
 KEY = "table"
 
-NULL_WORDS = {
-    "step_walk": "random walks of its own steps",
-    "smooth_gp": "smooth random curves",
-    "stationary": "its own spectrum",
-    "red_noise": "red noise",
-}
-"""Short names of the nulls, for verdict lines (:mod:`pos_geometry.analysis.nulls`)."""
+NULL_WORDS = NULL_NAMES
+"""Short names of the nulls, for verdict lines (:data:`~pos_geometry.analysis.nulls.monte_carlo.NULL_NAMES`)."""
 
 
 def nulls_in_words(tests: Any) -> str:

@@ -80,6 +80,13 @@ def _root(
     _progress.set_quiet(quiet)
 
 
+def version() -> None:
+    """Print the version (the same as ``pos-geometry --version``)."""
+    from pos_geometry._version import __version__
+
+    typer.echo(f"pos-geometry {__version__}")
+
+
 def _help(func: Callable[..., None]) -> str:
     """``func``'s docstring with each paragraph on one line: typer keeps single line breaks inside a
     paragraph, which break sentences wherever the terminal is narrower or wider than the source."""
@@ -89,7 +96,7 @@ def _help(func: Callable[..., None]) -> str:
 
 for _command in (
     figures.plot, figures.atlas, tables.analyze, tables.info, models.models, fetch.fetch, reproduce.reproduce,
-    hidden.hidden, intervene.intervene, sweep.sweep, card.card,
+    hidden.hidden, intervene.intervene, sweep.sweep, card.card, version,
 ):  # fmt: skip
     app.command(help=_help(_command))(_command)
 

@@ -281,10 +281,24 @@ def parse_analyses(text: str) -> tuple[str, ...]:
     return chosen
 
 
+FIGURE_SUFFIXES = (".html", ".png", ".svg", ".pdf", ".jpg", ".jpeg", ".webp")
+
+
 def wrote(written: list[Path], out: Path) -> str:
-    """``wrote N figure file(s) (and the shared plotly.min.js) to OUT``: the files a command wrote, counted."""
-    shared = (out / "plotly.min.js").is_file() and any(p.suffix == ".html" for p in written)
-    return f"wrote {len(written)} figure file(s){' and the shared plotly.min.js' if shared else ''} to {out}"
+    """``wrote 4 figures (html, png), 2 data files (csv, json) and the shared plotly.min.js to OUT``."""
+
+    def counted(paths: list[Path], noun: str) -> str:
+        kinds = ", ".join(sorted({p.suffix.lstrip(".") or "no suffix" for p in paths}))
+        return f"{len(paths)} {noun}{'' if len(paths) == 1 else 's'} ({kinds})"
+
+    figures = [p for p in written if p.suffix.lower() in FIGURE_SUFFIXES]
+    data = [p for p in written if p.suffix.lower() not in FIGURE_SUFFIXES]
+    parts = [counted(figures, "figure")] if figures else []
+    parts += [counted(data, "data file")] if data else []
+    if (out / "plotly.min.js").is_file() and any(p.suffix == ".html" for p in written):
+        parts.append("the shared plotly.min.js")
+    listed = ", ".join(parts[:-1]) + (" and " if len(parts) > 1 else "") + parts[-1] if parts else "nothing"
+    return f"wrote {listed} to {out}"
 
 
 def safe_name(label: str) -> str:

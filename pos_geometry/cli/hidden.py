@@ -44,7 +44,7 @@ _CORPUS = typer.Option(
 
 def hidden(
     model: str = typer.Argument(
-        ..., metavar="MODEL_OR_PATH", help="Model-table name, hub repo id or local folder."
+        ..., metavar="MODEL_OR_PATH", help="Model-table name, hub repo id, local model folder or .gguf file."
     ),
     out: Path = typer.Option(..., "--out", help="Folder for metrics.json/csv, attention.json and figures."),
     corpus: Path | None = _CORPUS,

@@ -14,6 +14,7 @@ from pos_geometry.cli._common import (
     REVISION,
     figure_output,
     guard,
+    one_line,
     out_console,
     progress_bar,
     reporter,
@@ -101,7 +102,7 @@ def intervene(
             save_figure(fig, folder / f"interventions.{f}", format=f, plotlyjs=plotlyjs) for f in fmts
         ]
         console = out_console()
-        console.print(f"{sweep.provenance.label}: {sweep.results[0].corpus}", markup=False)
+        console.print(one_line(f"{sweep.provenance.label}: {sweep.results[0].corpus}"), markup=False)
         console.print(f"base loss {sweep.base_loss:.4f} nats/token", markup=False)
         for r in sweep.results:
             low, high = r.delta_interval

@@ -40,7 +40,7 @@ class Claim:
     provenance: tuple[Provenance, ...] = ()
 
 
-def missing(key: str, statement: str, criterion: str, what: str) -> Claim:
-    return Claim(
-        key, statement, criterion, f"{what} is not available here, so nothing was measured.", "not measured"
-    )
+def missing(key: str, statement: str, criterion: str, what: str, *, sentence: str | None = None) -> Claim:
+    """A claim that could not be measured: ``what`` is not here (or ``sentence`` says so in its own words)."""
+    said = sentence or f"{what} is not available here"
+    return Claim(key, statement, criterion, f"{said}, so nothing was measured.", "not measured")

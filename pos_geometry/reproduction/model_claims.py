@@ -117,7 +117,13 @@ def claim_family(analyses: Mapping[str, Analysis | None]) -> Claim:
     measured_fits = {name: fit for name, fit in fits.items() if fit is not None}
     missing = [name for name, fit in fits.items() if fit is None]
     if not measured_fits:
-        return _missing("family", statement, criterion, "None of the nine tables")
+        return _missing(
+            "family",
+            statement,
+            criterion,
+            "the nine tables",
+            sentence="Not one of the nine tables is available here",
+        )
     verdicts = {name: helix_verdict(fit) for name, fit in measured_fits.items()}
     parts = [
         f"{name}: {fit.verdict} (largest p = {max((t.p_value for t in fit.tests), default=float('nan')):.3g})"

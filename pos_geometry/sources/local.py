@@ -44,7 +44,7 @@ CHECKPOINT_SUFFIXES: tuple[str, ...] = (
     ".npz",
     ".gguf",
 )
-_ACCEPTED = "safetensors, PyTorch >= 1.6 zip checkpoints (.bin/.pt/.pth), .npy and .npz"
+_ACCEPTED = "safetensors, PyTorch >= 1.6 zip checkpoints (.bin/.pt/.pth), .npy, .npz and GGUF (.gguf)"
 
 
 def detect_format(src: ByteSource) -> Format:

@@ -47,7 +47,7 @@ def test_intervene_writes_json_csv_and_the_sweep_figure(tiny_gpt2, tokens, tmp_p
     assert len(data["results"]) == 3 and data["results"][0]["provenance"]["processing"][-1].startswith(
         "edit: rank 1"
     )
-    assert "Δloss" in result.output and "wrote 3 figure file(s)" in result.output
+    assert "Δloss" in result.output and "wrote 1 figure (html), 2 data files (csv, json)" in result.output
 
 
 def test_bad_edit_specs_suggest_and_state_the_rule(tiny_gpt2, tmp_path):

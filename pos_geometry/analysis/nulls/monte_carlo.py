@@ -23,12 +23,21 @@ from pos_geometry.analysis._inputs import check_bool
 
 __all__ = [
     "NULL_DESCRIPTIONS",
+    "NULL_NAMES",
     "NullTest",
     "SEQUENTIAL_EXCEEDANCES",
     "StopRule",
     "check_sequential",
     "monte_carlo_p",
 ]
+
+NULL_NAMES = {
+    "step_walk": "random walks of its own steps",
+    "smooth_gp": "smooth random curves",
+    "stationary": "its own spectrum",
+    "red_noise": "red noise",
+}
+"""Each null in a few words, for verdict lines and tables (:data:`NULL_DESCRIPTIONS` says how it is drawn)."""
 
 NULL_DESCRIPTIONS = {
     "step_walk": "random walks made of the table's own steps (blocks of its length scale, shuffled)",
