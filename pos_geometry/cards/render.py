@@ -174,22 +174,34 @@ def render_markdown(card: Card) -> str:
     return "\n".join(lines)
 
 
-def save_card(card: Card, out: str | os.PathLike[str], *, plotlyjs: str = "directory") -> list[Path]:
+def save_card(
+    card: Card, out: str | os.PathLike[str], *, plotlyjs: str = "directory", static: Any = None
+) -> list[Path]:
     """Write the card as the whole of the folder ``out``: ``index.html``, ``card.json``, ``card.md``, and
-    ``plotly.min.js`` beside the page unless ``plotlyjs="inline"``; returns the paths.
+    ``plotly.min.js`` beside the page unless ``plotlyjs="inline"``; ``static`` (``"png"``, ``"pdf"``,
+    ``"png,pdf"``): the page also as ``card.png`` and/or ``card.pdf`` (headless Chromium,
+    :mod:`~pos_geometry.cards.static`). Returns the paths.
 
     The folder holds this card or the one before it, never a mix (:mod:`~pos_geometry.cards.folder`): the
     files are written into a temporary folder that is then swapped in whole; a folder holding files that
     are not a card's is refused, and so is a second writer on the same folder.
     """
+
     from pos_geometry.cards.folder import write_card_folder
+    from pos_geometry.cards.static import check_static, page_height, page_to_static
     from pos_geometry.plotting.export import write_plotlyjs
 
     page = render_html(card, plotlyjs=plotlyjs)  # before any file: a bad argument leaves no folder
+    formats = check_static(static)
     files: dict[str, Any] = {"plotly.min.js": write_plotlyjs} if plotlyjs == "directory" else {}
     files.update({
         "index.html": page,
         "card.json": card.to_json(allow_nan=False, indent=1),
         "card.md": render_markdown(card),
     })  # fmt: skip
+    height = page_height(card)
+    for fmt in formats:  # after the page and plotly.js: the browser loads them from the folder being written
+        files[f"card.{fmt}"] = lambda folder, fmt=fmt: page_to_static(
+            folder / "index.html", folder / f"card.{fmt}", fmt, height=height
+        )
     return write_card_folder(out, files)

@@ -24,7 +24,6 @@ __all__ = [
     "Card",
     "Section",
     "Verdict",
-    "decided",
     "holm",
 ]
 
@@ -64,7 +63,7 @@ VERDICT_STATUSES = (
 - ``"descriptive"``: a number with what it is compared to (``null``), and no test behind it."""
 
 ALPHA = 0.05
-"""The level at which each test of the card decides (:data:`VERDICT_STATUSES`)."""
+"""The family-wise level of the card's multiple-comparison line (Holm's correction over its tests)."""
 
 
 @dataclass(frozen=True)
@@ -91,11 +90,6 @@ class Verdict:
     def tested(self) -> bool:
         """Whether a test decided this line (``"beats its null"`` or ``"not significant"``, with a p-value)."""
         return self.status in ("beats its null", "not significant") and self.p_value is not None
-
-
-def decided(p_value: float | None, alpha: float = ALPHA) -> str:
-    """``"beats its null"`` when ``p_value`` ≤ ``alpha``, else ``"not significant"``."""
-    return "beats its null" if p_value is not None and p_value <= alpha else "not significant"
 
 
 def holm(p_values: list[float]) -> list[float]:
@@ -225,8 +219,8 @@ class Card(Result):
         )
 
     def multiple_comparisons(self) -> str:
-        """The card's policy across its tests, in one sentence with its numbers: each test decides at
-        :data:`ALPHA` on its own; Holm's correction over all of them says how many hold for the whole card."""
+        """The card's policy across its tests, in one sentence with its numbers: each test decides on its own at
+        its analysis's α; Holm's correction over all of them (at :data:`ALPHA`) says how many hold for the card."""
         tested = [v for v in self.verdicts if v.tested]
         if not tested:
             return "no verdict of this card comes from a test: every number is descriptive, with what it is compared to"
@@ -234,8 +228,8 @@ class Card(Result):
         beat = sum(v.status == "beats its null" for v in tested)
         hold = sum(a <= ALPHA for a in adjusted)
         return (
-            f"each of the {len(tested)} tests decides at α = {ALPHA:g} on its own ({beat} beat their nulls); with "
-            f"Holm's correction over all {len(tested)}, {hold} still do at a family-wise α = {ALPHA:g}"
+            f"each of the {len(tested)} tests with a p-value decides on its own, at its analysis's α ({beat} beat their "
+            f"nulls); with Holm's correction over all {len(tested)}, {hold} still do at a family-wise α = {ALPHA:g}"
         )
 
     def summary_rows(self) -> list[tuple[str, str]]:
@@ -249,9 +243,10 @@ class Card(Result):
         out.update(to_jsonable(self))
         return out
 
-    def save(self, out: Any, *, plotlyjs: str = "directory") -> list[Any]:
-        """Write ``index.html``, ``card.json`` and ``card.md`` into the folder ``out`` (and ``plotly.min.js``
-        beside the page, unless ``plotlyjs="inline"``); returns the paths written."""
+    def save(self, out: Any, *, plotlyjs: str = "directory", static: Any = None) -> list[Any]:
+        """Write ``index.html``, ``card.json`` and ``card.md`` as the folder ``out`` (and ``plotly.min.js``
+        beside the page, unless ``plotlyjs="inline"``; ``static="png,pdf"``: the page as ``card.png`` and
+        ``card.pdf`` too); returns the paths written."""
         from pos_geometry.cards.render import save_card
 
-        return save_card(self, out, plotlyjs=plotlyjs)
+        return save_card(self, out, plotlyjs=plotlyjs, static=static)

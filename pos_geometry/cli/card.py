@@ -48,6 +48,11 @@ def card(
         "--plotlyjs",
         help="directory (plotly.min.js once beside the page) or inline (one self-contained page, ~5 MB).",
     ),
+    static: str = typer.Option(
+        "none",
+        "--static",
+        help="none, png, pdf or png,pdf: the page also as card.png / card.pdf (needs Chromium).",
+    ),
     revision: str | None = REVISION,
     device: str = DEVICE,
 ) -> None:
@@ -73,6 +78,9 @@ def card(
             raise InvalidArgumentError(
                 "a card works offline: --plotlyjs must be directory or inline; got cdn."
             )
+        from pos_geometry.cards.static import check_static
+
+        formats = check_static(static)  # before any work: the formats, and a browser when one is needed
         titles = [SECTION_TITLES[key] for key in SECTION_KEYS]
         with hold_card_folder(out) as folder, progress_bar() as bar, StageLog("card", len(titles)) as stages:
             task = bar.add_task("card", total=len(SECTION_KEYS))
@@ -89,7 +97,7 @@ def card(
                 model, corpus, fast=fast, seq_len=seq_len, n_sequences=n_sequences, revision=revision,
                 device=device, random_state=random_state, progress=report,
             )  # fmt: skip
-            written = result.save(folder, plotlyjs=plotlyjs)
+            written = result.save(folder, plotlyjs=plotlyjs, static=formats)
         console = out_console()
         shown = {"markup": False, "emoji": False, "highlight": False}
         console.print(one_line(f"{result.model}: {result.kind}"), **shown)

@@ -119,11 +119,16 @@ def plot_hidden_trajectory(
     components: Sequence[int] = (0, 1, 2),
     reference: int | str = -1,
     title: str | None = None,
+    skip_first: int | None = None,
 ) -> go.Figure:
     """Each layer's ``pos[t]`` in 3D (top principal components), one slider step per layer.
 
     Bases are Procrustes-aligned to the ``reference`` layer's (an index into the plotted layers:
     default the deepest; ``"previous"`` chains them), so the view does not jump between layers.
+    ``skip_first``: positions left out at the start. Default: the result's own ``skip_first`` when position 0
+    is an outlier in a plotted layer (its norm at least :data:`~pos_geometry.hidden.reading.OUTLIER_NORM`
+    times the median position's: it would take the whole view and squeeze every other point into a dot, as
+    the table analysis's repaired rows would), else none; the title says what was left out.
     """
     if not isinstance(result, HiddenPositions):
         raise InvalidArgumentError(
@@ -133,6 +138,22 @@ def plot_hidden_trajectory(
     missing = [layer for layer in chosen if layer not in result.positional]
     if missing or not chosen:
         raise InvalidArgumentError(f"layers {missing or chosen} were not read; read layers: {result.layers}.")
+    if skip_first is None:
+        from pos_geometry.hidden.reading import OUTLIER_NORM
+
+        ratio = dict(zip(result.layers, result.metric("position0_norm_ratio"), strict=True))
+        skip_first = result.skip_first if any(ratio[layer] >= OUTLIER_NORM for layer in chosen) else 0
+    n = result.positional[chosen[0]].n_positions
+    if not 0 <= int(skip_first) < n - 2:
+        raise InvalidArgumentError(
+            f"skip_first must be in 0..{n - 3} (3 positions at least remain); got {skip_first}."
+        )
+    if title is None and skip_first:
+        title = (
+            f"{model_label(result.provenance)}: position in the hidden states, positions {skip_first}–{n - 1} "
+            f"<br><sub>the first {skip_first} left out: position 0's norm is an outlier, which would squeeze the "
+            "rest into a dot</sub>"
+        )
     return plot_checkpoints(
         [result.positional[layer] for layer in chosen],
         labels=[f"layer {layer}" for layer in chosen],
@@ -140,6 +161,7 @@ def plot_hidden_trajectory(
         components=components,
         title=title,
         slider_prefix="layer",
+        window=(int(skip_first), n) if skip_first else None,
     )
 
 
@@ -154,7 +176,10 @@ def plot_attention_offsets(
 
     ``value``: ``"mean_logit"`` (default) or ``"mean_probability"``; ``max_offset`` limits the columns
     to ``|Δ| ≤ max_offset``. Logits are drawn centred per head (each row minus its mean over offsets,
-    so heads with different scales share one colour scale); the hover shows the raw value.
+    so heads with different scales share one colour scale); the hover shows the raw value. The colour scale
+    ends at the 99th percentile of what is drawn (symmetric for logits), so a few large values (the
+    attention every head puts on Δ = 0 or on the first token) do not wash out the rest; larger values take the
+    end colour, and the colour bar says so. With many heads the rows are labelled once per layer.
     """
     if not isinstance(result, AttentionByOffset):
         raise InvalidArgumentError(
@@ -171,6 +196,13 @@ def plot_attention_offsets(
     raw = data[..., keep].reshape(-1, int(keep.sum()))
     shown = raw - raw.mean(axis=1, keepdims=True) if value == "mean_logit" else raw
     rows = [f"L{layer} H{head}" for layer in result.layers for head in range(result.n_heads)]
+    finite = shown[np.isfinite(shown)]
+    if value == "mean_logit":
+        top = float(np.percentile(np.abs(finite), 99)) if finite.size else 1.0
+        lo, hi, bar = -top, top, "logit − head mean<br>(99th percentile ± at the ends)"
+    else:
+        lo, hi = 0.0, float(np.percentile(finite, 99)) if finite.size else 1.0
+        bar = "probability<br>(top colour: ≥ the 99th percentile)"
     fig = go.Figure(
         go.Heatmap(
             z=shown,
@@ -178,19 +210,24 @@ def plot_attention_offsets(
             y=rows,
             customdata=raw,
             colorscale="RdBu_r" if value == "mean_logit" else "Viridis",
-            zmid=0 if value == "mean_logit" else None,
-            colorbar={"title": "logit − head mean" if value == "mean_logit" else "probability"},
+            zmin=lo, zmax=hi if hi > lo else lo + 1.0,
+            colorbar={"title": bar},
             hovertemplate="%{y}<br>Δ = %{x}<br>" + value + " %{customdata:.4f}<extra></extra>",
         )
-    )
+    )  # fmt: skip
     label = title or (
         f"{model_label(result.provenance)}: {OFFSET_VALUES[value]} by offset Δ = query − key<br>"
         f"<sub>{_corpus_note(result.corpus)}</sub>"
     )
+    yaxis: dict = {"title": "layer, head", "autorange": "reversed"}
+    if len(rows) > 64:  # one label per layer, at its first head; the hover names every row
+        firsts = [f"L{layer} H0" for layer in result.layers]
+        yaxis.update(title="layer (its heads in order)", tickmode="array", tickvals=firsts,
+                     ticktext=[f"L{layer}" for layer in result.layers])  # fmt: skip
     fig.update_layout(
         **base_layout(label),
         xaxis={"title": "offset Δ (positions)"},
-        yaxis={"title": "layer, head", "autorange": "reversed"},
-        height=max(360, 12 * len(rows) + 160),
+        yaxis=yaxis,
+        height=max(360, min(1200, 12 * len(rows) + 160)),
     )
     return fig

@@ -11,6 +11,7 @@ Titles name the model; every figure is returned, never shown.
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import numpy as np
 import plotly.graph_objects as go
@@ -27,8 +28,41 @@ def _family(label: str) -> str:
     return re.sub(r"\d+(\.\d+)?", "#", label)
 
 
+def _categories(fig: go.Figure, sweep: Any, label: str, conf: float) -> go.Figure:
+    """One marker per edit, each edit a category of the x axis (in the sweep's order)."""
+    results = list(sweep.results)
+    y = np.array([r.delta for r in results])
+    interval = np.array([r.delta_interval for r in results])
+    fig.add_trace(
+        go.Scatter(
+            x=[r.edit for r in results], y=y, mode="markers", name="Δloss", showlegend=False,
+            marker={"size": 10, "color": ["#d62728" if lo > 0 else "#1f77b4" if hi < 0 else "#7f7f7f"
+                                          for lo, hi in interval]},
+            error_y={"type": "data", "symmetric": False, "array": interval[:, 1] - y, "arrayminus": y - interval[:, 0]},
+            hovertemplate="%{x}<br>Δloss %{y:+.4f} nats/token<extra></extra>",
+        )
+    )  # fmt: skip
+    fig.add_hline(y=0.0, line={"dash": "dash", "color": "gray"})
+    fig.update_layout(
+        **base_layout(label),
+        xaxis={
+            "title": "edit (each on its own: no order between them)",
+            "type": "category",
+            "automargin": True,
+        },
+        yaxis={"title": f"Δloss, nats/token ({conf:.0%} interval over sequences)"},
+        height=560,
+    )
+    return fig
+
+
 def plot_intervention_sweep(sweep, *, title: str | None = None) -> go.Figure:
-    """Δloss ± interval against each edit's parameter, a line per family; ``sweep``: an ``InterventionSweep``."""
+    """Δloss ± interval of each edit; ``sweep``: an ``InterventionSweep``.
+
+    When an edit family is swept over a parameter (rank 1, 4, 16; 1, 4, 16 planes removed), Δloss is drawn
+    against the parameter, a line per family. When every edit stands alone (a card's default edits: unrelated
+    edits, no dose to respond to), each is a category on the x axis, so no line suggests a trend between them.
+    """
     from pos_geometry.interventions.run import InterventionSweep
 
     if not isinstance(sweep, InterventionSweep):
@@ -39,6 +73,13 @@ def plot_intervention_sweep(sweep, *, title: str | None = None) -> go.Figure:
     families: dict[str, list] = {}
     for r in sweep.results:
         families.setdefault(_family(r.edit) if r.parameter is not None else r.edit, []).append(r)
+    conf = sweep.results[0].confidence
+    label = (
+        title
+        or f"{model_label(sweep.provenance)}: what each positional edit costs (base loss {sweep.base_loss:.3f})"
+    )
+    if all(len(results) == 1 for results in families.values()):
+        return _categories(fig, sweep, label, conf)
     for family, results in families.items():
         results = sorted(results, key=lambda r: r.parameter if r.parameter is not None else 0.0)
         x = [r.parameter if r.parameter is not None else 0.0 for r in results]
@@ -53,11 +94,6 @@ def plot_intervention_sweep(sweep, *, title: str | None = None) -> go.Figure:
             )
         )  # fmt: skip
     fig.add_hline(y=0.0, line={"dash": "dash", "color": "gray"})
-    conf = sweep.results[0].confidence
-    label = (
-        title
-        or f"{model_label(sweep.provenance)}: what each positional edit costs (base loss {sweep.base_loss:.3f})"
-    )
     fig.update_layout(
         **base_layout(label),
         xaxis={"title": "edit parameter n (rank, planes removed, factor, shift); edits without one at 0"},

@@ -112,3 +112,29 @@ def test_untrusted_names_show_as_text_in_the_figures(hostile_cards, kind, browse
     assert errors == [] and [u for u in requests if not u.startswith("file://")] == []
     assert found["links"] == 0 and found["bold"] == 0 and found["big"] == 0 and found["images"] == 0, found
     assert found["named"] > 0, found  # the name is in the figures, as its characters
+
+
+def test_a_card_exports_its_page_as_png_and_pdf(kind_cards, browser, tmp_path):
+    """``static="png,pdf"``: the whole page as one image (its width, figures drawn) and as a printed PDF, inside
+    the one card folder; an unknown format is refused before anything is written."""
+    import struct
+
+    from pos_geometry.errors import InvalidArgumentError
+
+    c = kind_cards["table_file"]
+    with pytest.raises(InvalidArgumentError, match="png, pdf"):
+        c.save(tmp_path / "bad", static="gif")
+    assert not (tmp_path / "bad").exists()
+    written = c.save(tmp_path / "card", static="png,pdf")
+    assert sorted(p.name for p in written) == [
+        "card.json",
+        "card.md",
+        "card.pdf",
+        "card.png",
+        "index.html",
+        "plotly.min.js",
+    ]
+    png = (tmp_path / "card" / "card.png").read_bytes()
+    width, height = struct.unpack(">II", png[16:24])
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and width == 1200 and height > 2000
+    assert (tmp_path / "card" / "card.pdf").read_bytes()[:5] == b"%PDF-"

@@ -228,6 +228,7 @@ def test_the_policy_line_counts_the_card_s_tests_and_holm_s_survivors(kind_cards
     assert tested and all(v.p_value is not None for v in tested)
     policy = c.multiple_comparisons()
     hold = sum(p <= 0.05 for p in holm([v.p_value for v in tested]))
-    assert f"each of the {len(tested)} tests decides at α = 0.05" in policy and f", {hold} still do" in policy
+    assert f"each of the {len(tested)} tests with a p-value decides on its own" in policy
+    assert f", {hold} still do at a family-wise α = 0.05" in policy
     assert html.escape(policy) in render_html(c) and "Multiple comparisons:" in render_markdown(c)
     assert "no verdict of this card comes from a test" in kind_cards["no_table"].multiple_comparisons()

@@ -64,3 +64,24 @@ def test_sizes_and_ratios_sit_on_a_log_axis(results):
     assert fig.layout.yaxis3.type == "log" and "log" in fig.layout.yaxis3.title.text
     ratios = [t for t in fig.data if t.yaxis == "y3"]
     assert {t.name for t in ratios} >= {"stable rank", "‖pos[0]‖ / median ‖pos[t]‖"}
+
+
+def test_the_offset_colour_scale_ends_at_the_99th_percentile(results):
+    _, att = results
+    prob = plot_attention_offsets(att, value="mean_probability").data[0]
+    assert prob.zmin == 0 and prob.zmax == pytest.approx(np.percentile(att.mean_probability, 99))
+    logit = plot_attention_offsets(att).data[0]
+    assert logit.zmin == pytest.approx(-logit.zmax) and logit.zmax <= np.abs(np.asarray(logit.z)).max()
+
+
+def test_the_trajectory_leaves_out_an_outlying_first_position_and_says_so(results):
+    hidden, _ = results
+    plain = plot_hidden_trajectory(hidden, skip_first=0)
+    cut = plot_hidden_trajectory(hidden, skip_first=2)
+    assert (
+        len(plain.frames[0].data[0].x) == hidden.seq_len
+        and len(cut.frames[0].data[0].x) == hidden.seq_len - 2
+    )
+    assert "the first 2 left out" in cut.layout.title.text
+    with pytest.raises(InvalidArgumentError, match="skip_first must be"):
+        plot_hidden_trajectory(hidden, skip_first=hidden.seq_len)
