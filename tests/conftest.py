@@ -14,6 +14,7 @@ helpers, ``tests/registry/planted.py``) work in every test folder.
 from __future__ import annotations
 
 import importlib.util
+import os
 import sys
 from pathlib import Path
 
@@ -46,6 +47,19 @@ def _register(module_name: str, path: Path) -> None:
 
 for _name, _path in HELPER_MODULES.items():
     _register(_name, _path)
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _own_cache(tmp_path_factory):
+    """The session's own pos_geometry cache (tables fetched, cards made): a test never reads or fills the
+    user's, and a card made by one test is not another's cache hit unless that test asks for it."""
+    before = os.environ.get("POS_GEOMETRY_CACHE")
+    os.environ["POS_GEOMETRY_CACHE"] = str(tmp_path_factory.mktemp("pos_geometry_cache"))
+    yield
+    if before is None:
+        os.environ.pop("POS_GEOMETRY_CACHE", None)
+    else:
+        os.environ["POS_GEOMETRY_CACHE"] = before
 
 
 @pytest.fixture(autouse=True)

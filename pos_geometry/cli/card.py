@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import typer
 
@@ -53,6 +54,9 @@ def card(
         "--static",
         help="none, png, pdf or png,pdf: the page also as card.png / card.pdf (needs Chromium).",
     ),
+    force: bool = typer.Option(
+        False, "--force", help="Compute the card again even when the results cache holds it for these inputs."
+    ),
     revision: str | None = REVISION,
     device: str = DEVICE,
 ) -> None:
@@ -63,13 +67,12 @@ def card(
     not apply to the model, or is not on this machine, is listed with the reason. card.json holds every number
     with its provenance; card.md the same as text. The verdicts are printed when done.
     """
-    from pos_geometry.cards import SECTION_KEYS
-    from pos_geometry.cards import card as make_card
-    from pos_geometry.cards.build import SECTION_TITLES
-    from pos_geometry.cards.folder import hold_card_folder
-    from pos_geometry.cli._stages import StageLog
 
     def run() -> None:
+        from pos_geometry.cards.cache import cached_card, card_key
+        from pos_geometry.cards.corpus import check_corpus_options
+        from pos_geometry.cards.folder import hold_card_folder
+        from pos_geometry.cards.static import check_static
         from pos_geometry.plotting.export import check_plotlyjs
 
         if check_plotlyjs(plotlyjs) == "cdn":
@@ -78,18 +81,51 @@ def card(
             raise InvalidArgumentError(
                 "a card works offline: --plotlyjs must be directory or inline; got cdn."
             )
-        from pos_geometry.cards.static import check_static
-
         formats = check_static(static)  # before any work: the formats, and a browser when one is needed
-        titles = [SECTION_TITLES[key] for key in SECTION_KEYS]
-        with hold_card_folder(out) as folder, progress_bar() as bar, StageLog("card", len(titles)) as stages:
-            task = bar.add_task("card", total=len(SECTION_KEYS))
+        text = str(corpus) if corpus is not None else None
+        check_corpus_options(text, seq_len=seq_len, n_sequences=n_sequences)
+        options = {"fast": fast, "seq_len": seq_len, "n_sequences": n_sequences, "random_state": random_state,
+                   "revision": revision, "device": device, "plotlyjs": plotlyjs, "static": formats}  # fmt: skip
+        with hold_card_folder(out) as folder:  # one writer, from the cache look-up to the last file
+            key = card_key(model, text, **options)
+            hit = None if force else cached_card(key, folder)
+            if hit is None:
+                result = _compute(key, folder, formats)
+                lines = [
+                    f"{result.model}: {result.kind}",
+                    *(f"  [{v.status}] {v.text}" for v in result.verdicts),
+                ]
+                n_files, note = len(list(folder.iterdir())), ""
+            else:
+                written, data = hit
+                lines = [f"{data['model']}: {data['kind']}"] + [
+                    f"  [{v['status']}] {v['text']}" for s in data["sections"] for v in s["verdicts"]
+                ]
+                n_files = len(written)
+                note = f"the same inputs' card, made {data['created']}, from the results cache (--force computes it again); "
+        console = out_console()
+        for line in lines:
+            console.print(one_line(line), markup=False, emoji=False, highlight=False)
+        done = f"{note}wrote {n_files} files to {folder} (open {folder / 'index.html'})"
+        console.print(one_line(done), markup=False, emoji=False, highlight=False)
+
+    def _compute(key: str | None, folder: Path, formats: tuple[str, ...]) -> Any:
+        """Make the card with a progress bar (and stage lines off a terminal), save it, keep it in the cache."""
+        from pos_geometry.cards import card as make_card
+        from pos_geometry.cards.cache import store_card
+        from pos_geometry.cards.result import SECTION_KEYS, SECTION_TITLES
+        from pos_geometry.cli._stages import StageLog
+
+        titles = [SECTION_TITLES[k] for k in SECTION_KEYS]
+        with progress_bar() as bar, StageLog("card", len(titles)) as stages:
+            task = bar.add_task("card", total=len(titles))
             stages.started(1, titles[0])
 
             def report(done: int, total: int) -> None:  # off a terminal: a line per stage start and end
-                title = titles[done - 1]
-                bar.update(task, completed=done, total=total, description=f"card: {title.lower()} done")
-                stages.done(done, title)
+                bar.update(
+                    task, completed=done, total=total, description=f"card: {titles[done - 1].lower()} done"
+                )
+                stages.done(done, titles[done - 1])
                 if done < total:
                     stages.started(done + 1, titles[done])
 
@@ -97,14 +133,8 @@ def card(
                 model, corpus, fast=fast, seq_len=seq_len, n_sequences=n_sequences, revision=revision,
                 device=device, random_state=random_state, progress=report,
             )  # fmt: skip
-            written = result.save(folder, plotlyjs=plotlyjs, static=formats)
-        console = out_console()
-        shown = {"markup": False, "emoji": False, "highlight": False}
-        console.print(one_line(f"{result.model}: {result.kind}"), **shown)
-        for verdict in result.verdicts:
-            console.print(one_line(f"  [{verdict.status}] {verdict.text}"), **shown)
-        shown_out = one_line(str(folder))
-        page = one_line(str(folder / "index.html"))
-        console.print(f"wrote {len(written)} files to {shown_out} (open {page})", **shown)
+            result.save(folder, plotlyjs=plotlyjs, static=formats)
+        store_card(key, folder)
+        return result
 
     guard(run)

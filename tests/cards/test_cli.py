@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 from typer.testing import CliRunner
 
@@ -36,3 +37,27 @@ def test_a_misspelt_model_is_one_line_with_the_closest_names_and_no_folder(tmp_p
 def test_the_cdn_is_refused_before_any_work(tmp_path):
     result = CliRunner().invoke(app, ["card", "gpt2", "--out", str(tmp_path / "o"), "--plotlyjs", "cdn"])
     assert result.exit_code == 1 and "offline" in result.output and not (tmp_path / "o").exists()
+
+
+def test_a_rerun_with_the_same_inputs_comes_from_the_results_cache(kind_models, tmp_path, monkeypatch):
+    """The same model, corpus and options: the card is copied from the cache (its files byte for byte, its
+    verdicts printed, and the line says so); a changed input or --force computes it again."""
+    monkeypatch.setenv("POS_GEOMETRY_CACHE", str(tmp_path / "cache"))
+    path, _ = kind_models["table_file"]
+    table = tmp_path / "helix.npy"
+    table.write_bytes(path.read_bytes())
+    args = ["card", str(table), "--out", str(tmp_path / "a"), "--device", "cpu"]
+    first = CliRunner().invoke(app, args)
+    assert first.exit_code == 0, first.output
+    assert "results cache" not in first.output
+    again = CliRunner().invoke(app, [*args[:3], str(tmp_path / "b"), *args[4:]])
+    assert again.exit_code == 0 and "from the results cache" in again.output, again.output
+    for name in ("card.json", "card.md", "index.html"):
+        assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes()
+    verdicts = [line for line in first.output.splitlines() if line.startswith("  [")]
+    assert verdicts and verdicts == [line for line in again.output.splitlines() if line.startswith("  [")]
+    forced = CliRunner().invoke(app, [*args, "--force"])
+    assert forced.exit_code == 0 and "results cache" not in forced.output
+    os.utime(table, ns=(0, 0))  # the file changed (its stat): the key changes
+    changed = CliRunner().invoke(app, args)
+    assert changed.exit_code == 0 and "results cache" not in changed.output
