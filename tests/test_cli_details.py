@@ -65,3 +65,32 @@ def test_an_unknown_file_is_told_every_format_gguf_included(tmp_path):
 def test_flags_are_shown_as_flags_in_help(args):
     result = CliRunner().invoke(app, args, terminal_width=120)
     assert result.exit_code == 0 and "<bool>" not in result.output, result.output
+
+
+def test_reproduce_refuses_a_folder_of_other_files_before_any_work_and_says_when_it_replaces(
+    tmp_path, monkeypatch
+):
+    import pos_geometry.reproduction.runner as runner_module
+
+    class Result:
+        def summary_text(self) -> str:
+            return "done"
+
+    calls = []
+    monkeypatch.setattr(runner_module, "reproduce_blog_post", lambda out, **kw: calls.append(out) or Result())
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "thesis.tex").write_text("x")
+    refused = CliRunner().invoke(app, ["reproduce", "--out", str(mine), "--format", "html"])
+    assert refused.exit_code == 1 and "not a reproduction's ('thesis.tex')" in refused.output and calls == []
+    forced = CliRunner().invoke(app, ["reproduce", "--out", str(mine), "--format", "html", "--force"])
+    assert forced.exit_code == 0 and calls == [mine]
+    earlier = tmp_path / "rep"
+    (earlier / "figures").mkdir(parents=True)
+    (earlier / "report.md").write_text("old")
+    again = CliRunner().invoke(app, ["reproduce", "--out", str(earlier), "--format", "html"])
+    assert (
+        again.exit_code == 0
+        and "the earlier reproduction in" in again.output
+        and "was replaced" in again.output
+    )

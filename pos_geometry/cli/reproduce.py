@@ -6,8 +6,39 @@ from pathlib import Path
 
 import typer
 
-from pos_geometry.cli._common import DEVICE, PLOTLYJS, guard, out_console, parse_formats, progress_bar
+from pos_geometry.cli._common import (
+    DEVICE,
+    PLOTLYJS,
+    err,
+    guard,
+    one_line,
+    out_console,
+    parse_formats,
+    progress_bar,
+)
 from pos_geometry.cli._stages import StageLog
+
+REPRODUCTION_FILES = frozenset({"report.md", "report.json", "figures"})
+"""What a reproduction folder holds."""
+
+
+def _check_out(out: Path, force: bool) -> bool:
+    """Refuse an ``--out`` holding other files (unless ``force``); True when it holds an earlier reproduction."""
+    from pos_geometry.errors import InvalidArgumentError
+
+    if out.exists() and not out.is_dir():
+        raise InvalidArgumentError(f"--out must be a folder; {str(out)!r} is a file. Give another path.")
+    names = {p.name for p in out.iterdir()} if out.is_dir() else set()
+    others = sorted(names - REPRODUCTION_FILES)
+    if others and not force:
+        listed = ", ".join(repr(n) for n in others[:5]) + (
+            f" and {len(others) - 5} more" if len(others) > 5 else ""
+        )
+        raise InvalidArgumentError(
+            f"--out {str(out)!r} holds files that are not a reproduction's ({listed}); the reproduction rewrites "
+            "report.md, report.json and figures/ there. Give a new folder, or pass --force to write beside them."
+        )
+    return bool(names & REPRODUCTION_FILES)
 
 
 def reproduce(
@@ -29,6 +60,9 @@ def reproduce(
     format: str = typer.Option(
         "html,png", "--format", help="Figure formats; PNG is skipped when no browser is found."
     ),
+    force: bool = typer.Option(
+        False, "--force", help="Write into --out even when it holds files that are not a reproduction's."
+    ),
     device: str = DEVICE,
     plotlyjs: str = PLOTLYJS,
 ) -> None:
@@ -43,6 +77,7 @@ def reproduce(
 
         paths = parse_model_paths(model)
         fmts = parse_formats(format)
+        earlier = _check_out(out, force)  # before any work
         console = out_console()
         with progress_bar() as bar, StageLog("reproduce", 0) as stages:
             task = bar.add_task("reproducing", total=None)
@@ -63,6 +98,8 @@ def reproduce(
                 out, data_dir=data_dir, paths=paths, tokens=tokens, online=online, formats=fmts,
                 device=device, on_stage=step, plotlyjs=plotlyjs,
             )  # fmt: skip
+        if earlier:
+            err().print(one_line(f"note: the earlier reproduction in {out} was replaced"), markup=False)
         console.print(result.summary_text(), markup=False)
 
     guard(run)
