@@ -186,7 +186,6 @@ def save_card(
     files are written into a temporary folder that is then swapped in whole; a folder holding files that
     are not a card's is refused, and so is a second writer on the same folder.
     """
-
     from pos_geometry.cards.folder import write_card_folder
     from pos_geometry.cards.static import check_static, page_height, page_to_static
     from pos_geometry.plotting.export import write_plotlyjs

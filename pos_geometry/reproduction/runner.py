@@ -163,7 +163,7 @@ def _write(
     fmts = [f for f in formats if f == "html" or f in static]
     entries = []
     for i, (stem, (fig, caption)) in enumerate(figures.items()):
-        on_stage(f"writing the figures ({i + 1} of {len(figures)}: {stem})", done, total)
+        on_stage(f"{_STAGES[7]} ({i + 1} of {len(figures)}: {stem})", done, total)
         files = tuple(
             save_figure(fig, out / "figures" / f"{stem}.{fmt}", format=fmt, plotlyjs=plotlyjs) for fmt in fmts
         )
