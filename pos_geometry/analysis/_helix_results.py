@@ -71,6 +71,9 @@ class HelixFit(Result):
     rotation_period: float | None
     dct_correlation: np.ndarray
     provenance: Provenance
+    outlier_rows: str = ""
+    """Empty, or which rows dominate the leading components this fit read
+    (:func:`~pos_geometry.analysis.leverage.dominance_note`)."""
 
     @property
     def k(self) -> int:
@@ -119,6 +122,8 @@ class HelixFit(Result):
         from pos_geometry.analysis.nulls.monte_carlo import NULL_NAMES
 
         rows += [(f"null: {NULL_NAMES.get(t.null, t.null)}", t.words()) for t in self.tests]
+        if self.outlier_rows:
+            rows.append(("outlier rows", self.outlier_rows))
         rows.append(("PC vs cos(πjt/n) |r|", fmt(self.dct_correlation)))
         if not self.applies:
             return [*rows, ("periods", f"does not apply: {self.reason}")]

@@ -108,6 +108,9 @@ class PeriodicityResult(Result):
     )
     offset_ratio: torch.Tensor | None = None
     pc_ratio: torch.Tensor | None = None
+    outlier_rows: str = ""
+    """Empty, or which rows dominate the leading components this analysis read
+    (:func:`~pos_geometry.analysis.leverage.dominance_note`)."""
 
     def significance_thresholds(self) -> dict[str, float]:
         """Per null family, the power-to-background ratio a peak must exceed to reach p ≤ ``alpha`` against it
@@ -184,4 +187,5 @@ class PeriodicityResult(Result):
                 " and ".join(f"{self.n_surrogates} {NULL_DESCRIPTIONS[n]}" for n in self.null.split(" and "))
                 + f" (random_state={self.random_state}, {self.null_method}; smallest reachable p {self.min_p_value:.3g})",
             ),
+            *([("outlier rows", self.outlier_rows)] if self.outlier_rows else []),
         ]

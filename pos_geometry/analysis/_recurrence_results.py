@@ -77,6 +77,9 @@ class RecurrenceFit(Result):
     within a Fourier bin of each other; these need not."""
     stored_layout: str | None = None
     """The arrangement of :attr:`stored_planes` in the columns (e.g. ``"interleaved layout, sin-cos pairs"``)."""
+    outlier_rows: str = ""
+    """Empty, or which rows dominate the leading components this fit read
+    (:func:`~pos_geometry.analysis.leverage.dominance_note`)."""
 
     @property
     def test(self) -> NullTest | None:
@@ -221,4 +224,5 @@ class RecurrenceFit(Result):
                 "real logarithm",
                 "exists" if self.generator is not None else "none (eigenvalue on the negative real axis)",
             ),
+            *([("outlier rows", self.outlier_rows)] if self.outlier_rows else []),
         ]

@@ -61,6 +61,7 @@ from pos_geometry.analysis._batch import BatchResult, PCAItem, pca_items, rename
 from pos_geometry.analysis._helix_model import Fitter, design, rss_of, solve
 from pos_geometry.analysis._helix_results import SHAPES, VERDICTS, HelixFit
 from pos_geometry.analysis._inputs import Window, check_int, check_level
+from pos_geometry.analysis.leverage import dominance_note
 from pos_geometry.analysis.nulls.basis import check_null_method
 from pos_geometry.analysis.nulls.helix_test import (
     HELIX_NULLS,
@@ -201,6 +202,9 @@ def _fit_one(item: PCAItem, max_harmonics: int, min_turns: float, null: dict[str
         tests = helix_null_tests(item.rows, k, share, min_turns=min_turns, **null)
     margin = min(bic["line"], bic["ellipse"]) - min(bic["helix"], bic["circular_helix"])
     verdict, reason = _verdict(ranked[0], float(margin), bool(pinned[0]), tests, span, min_turns)
+    outliers = dominance_note(item.coords, item.positions)
+    if outliers:
+        reason = f"{reason}. Read with care: {outliers}"
     keep = slice(None) if verdict != "does not apply" else slice(0, 0)
     rot_period = 2 * math.pi / float(w_rot[0])
     return HelixFit(
@@ -231,6 +235,7 @@ def _fit_one(item: PCAItem, max_harmonics: int, min_turns: float, null: dict[str
         explained_variance_ratio=np.asarray(item.explained_variance_ratio, dtype=np.float64),
         verdict=verdict,
         reason=reason,
+        outlier_rows=outliers,
         tests=tests,
         rotation_share=share,
         rotation_period=rot_period if float(w_rot[0]) > float(scan.grid[0]) + 1e-12 else None,

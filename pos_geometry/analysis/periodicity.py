@@ -63,6 +63,7 @@ an error.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Any
 
@@ -82,6 +83,7 @@ from pos_geometry.analysis._fourier import (
 from pos_geometry.analysis._inputs import Window, as_batch, check_int, check_level, parse_window
 from pos_geometry.analysis._period_results import LINE_BINS, PeriodicityResult, PeriodPeak
 from pos_geometry.analysis._spectra import tapered_power
+from pos_geometry.analysis.leverage import dominance_note
 from pos_geometry.analysis.nulls.basis import check_null_method
 from pos_geometry.analysis.nulls.period import against_nulls, whitened
 from pos_geometry.analysis.nulls.surrogates import surrogate_values
@@ -348,20 +350,20 @@ def periodicity(
         results = []
         for row, it, prov in zip(rows, items, provs, strict=True):
             k = _rank(it.explained_variance_ratio, n_components)
-            results.append(
-                _analyse(
-                    row,
-                    it.coords[:, :k],
-                    prov,
-                    (start, stop),
-                    n_surrogates=n_surrogates,
-                    random_state=random_state,
-                    alpha=alpha,
-                    n_peaks=n_peaks,
-                    min_cycles=float(min_cycles),
-                    threshold=float(column_r2_threshold),
-                    k=k,
-                    method=null_method,
-                )
+            found = _analyse(
+                row,
+                it.coords[:, :k],
+                prov,
+                (start, stop),
+                n_surrogates=n_surrogates,
+                random_state=random_state,
+                alpha=alpha,
+                n_peaks=n_peaks,
+                min_cycles=float(min_cycles),
+                threshold=float(column_r2_threshold),
+                k=k,
+                method=null_method,
             )
+            note = dominance_note(it.coords, it.positions)
+            results.append(dataclasses.replace(found, outlier_rows=note) if note else found)
     return results[0] if single else BatchResult(tuple(results), tuple(r.provenance for r in results))

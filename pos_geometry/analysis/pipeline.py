@@ -32,7 +32,7 @@ from pos_geometry.analysis.costs import COSTLY_POSITIONS, CostWarning, cost_note
 from pos_geometry.analysis.helix import fit_helix
 from pos_geometry.analysis.helix_planes import fit_helices
 from pos_geometry.analysis.identify import identify
-from pos_geometry.analysis.leverage import repaired_table
+from pos_geometry.analysis.leverage import REPAIR_ROUNDS, held_words, repaired_table
 from pos_geometry.analysis.nulls.basis import _decomposition, check_null_method
 from pos_geometry.analysis.nulls.helix_test import HELIX_NULLS
 from pos_geometry.analysis.nulls.monte_carlo import check_sequential
@@ -139,18 +139,10 @@ def analyze(
     notes: dict[str, str] = {}
     if outlier_rows not in ("repair", "keep"):
         raise InvalidArgumentError(f"outlier_rows must be 'repair' or 'keep'; got {outlier_rows!r}.")
-    leverage = res.row_leverage(3) if k >= 3 and n >= 8 else None
-    if leverage is not None and leverage.dominated:
-        if outlier_rows == "repair":
-            x = repaired_table(x, leverage, res.provenance)
-            res = pca(x, k, window=(start, stop), solver="exact")
-            notes["outlier_rows"] = (
-                leverage.words() + "; replaced by their neighbours' mean before the analysis"
-            )
-        else:
-            notes["outlier_rows"] = (
-                leverage.words() + "; kept (outlier_rows='keep'): window them out, or repair"
-            )
+    if k >= 3 and n >= 8:
+        x, res, note = _outlier_rows(x, res, outlier_rows)
+        if note:
+            notes["outlier_rows"] = note
     kind = res.provenance.kind
     null_method = check_null_method(null_method)
     sequential = check_sequential(sequential)
@@ -220,6 +212,37 @@ def analyze(
         identity=identity,
         helices=helices,
     )
+
+
+def _outlier_rows(x: Any, res: PCAResult, mode: str) -> tuple[Any, PCAResult, str]:
+    """``(table, pca, note)``: with ``mode="repair"``, the outliers among dominant rows replaced and the PCA
+    redone, round after round (at most :data:`~pos_geometry.analysis.leverage.REPAIR_ROUNDS`) until no row
+    dominates or no jump sets the dominant rows apart; the note says what the replaced rows held in the first
+    decomposition and what, if anything, still dominates (empty when no row ever did)."""
+    first = res.row_leverage(3)
+    if not first.dominated:
+        return x, res, ""
+    if mode == "keep":
+        return x, res, first.words() + "; kept (outlier_rows='keep'): window them out, or repair"
+    window = tuple(int(v) for v in res.window)
+    before, replaced, leverage = res, [], first
+    for _ in range(REPAIR_ROUNDS):
+        todo = [r for r in leverage.outliers if r not in replaced]
+        if not leverage.dominated or not todo:
+            break
+        replaced = sorted({*replaced, *todo})
+        x = repaired_table(x, tuple(todo), res.provenance, window)
+        res = pca(x, res.n_components_, window=window, solver="exact")
+        leverage = res.row_leverage(3)
+    if not replaced:
+        return x, res, first.words() + "; kept"
+    said = (
+        f"position(s) {replaced} {held_words(before, replaced)}; replaced by interpolation between their nearest "
+        "ordinary rows in the window"
+    )
+    if leverage.dominated:
+        return x, res, f"{said}; still: {leverage.words()}"
+    return x, res, f"{said}; no row dominates the leading components now"
 
 
 def _consistent_helix(helix: Any, recurrence: Any, periodicity: Any, helices: tuple = ()) -> Any:

@@ -104,6 +104,7 @@ from pos_geometry.analysis._recurrence_pairs import (
 )
 from pos_geometry.analysis._recurrence_phase import refine_angles
 from pos_geometry.analysis._recurrence_results import RecurrenceFit, period_interval
+from pos_geometry.analysis.leverage import dominance_note
 from pos_geometry.analysis.nulls.basis import check_null_method
 from pos_geometry.analysis.nulls.monte_carlo import NullTest, check_sequential
 from pos_geometry.analysis.nulls.recurrence_test import RECURRENCE_NULLS, recurrence_null_tests
@@ -275,6 +276,7 @@ def _fit_one(
                 f"({planes[2]}), each fitted on its own pair"
             )
         verdict = "rotations", words
+    outliers = dominance_note(item.coords, item.positions)
     return RecurrenceFit(
         transition=m,
         offset=b * unit if affine else None,
@@ -302,7 +304,8 @@ def _fit_one(
         n_positions=n,
         explained_variance_ratio=np.asarray(item.explained_variance_ratio[:k], dtype=np.float64),
         status=verdict[0],
-        reason=verdict[1],
+        reason=f"{verdict[1]}. Read with care: {outliers}" if outliers else verdict[1],
+        outlier_rows=outliers,
         tests=tests,
         provenance=item.provenance,
         stored_planes=np.stack(planes[:2], axis=1) if planes is not None else None,
