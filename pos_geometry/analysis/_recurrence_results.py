@@ -13,7 +13,7 @@ from pos_geometry.analysis._results import Result
 from pos_geometry.analysis.nulls.monte_carlo import NullTest
 from pos_geometry.embedding import Provenance
 
-__all__ = ["RecurrenceFit", "period_interval"]
+__all__ = ["RecurrenceFit", "period_interval", "period_words"]
 
 
 def period_interval(angle: float, error: float, confidence: float) -> tuple[float, float]:
@@ -25,6 +25,17 @@ def period_interval(angle: float, error: float, confidence: float) -> tuple[floa
 
 SHOWN = 16
 """The summary lists at most this many rotation periods (the longest); ``rotation_periods()`` has them all."""
+
+
+def period_words(period: float, low: float, high: float) -> str:
+    """One period with its interval, at the digits the interval supports."""
+    if not np.isfinite(low):
+        return f"{period:.5g}"
+    if not low < high:
+        return f"{period:.6g} (exact)"
+    if high - low < 1e-4 * period:  # narrower than five digits show: the half-width instead
+        return f"{period:.9g} ± {(high - low) / 2:.1g}"
+    return f"{period:.5g} [{low:.5g}, {high:.5g}]"
 
 
 @dataclass(frozen=True, eq=False, repr=False)
@@ -139,6 +150,25 @@ class RecurrenceFit(Result):
         eigenvalue; longest period first; empty unless ``status`` is ``"rotations"``."""
         return self.pairs("rotation") if self.status == "rotations" else []
 
+    def rotation_words(self) -> str:
+        """The periods of :meth:`rotation_periods` in words, each with its interval (empty when there is
+        none): what the summary, the card and every other analysis's reason quote."""
+        found = self.rotation_periods()
+        if not found:
+            return ""
+        if not any(np.isfinite(lo) for _, lo, _ in found):
+            return ", ".join(f"{p:.4g}" for p, _, _ in found) + " (eigenvalue periods: no intervals)"
+        words = f" ({self.confidence:.0%} intervals)"
+        if self.stored_planes is not None:
+            words = (
+                f" ({len(found)} planes, each fitted on its own pair of stored columns, {self.stored_layout}; "
+                f"{self.confidence:.0%} intervals; the shift map resolves {len(self.pairs('rotation'))})"
+            )
+        shown = [period_words(*r) for r in found[:SHOWN]]
+        if len(found) > SHOWN:
+            shown.append(f"... {len(found) - SHOWN} more (rotation_periods())")
+        return ", ".join(shown) + words
+
     def summary_rows(self) -> list[tuple[str, str]]:
         def drifts() -> str:
             halves = (
@@ -155,31 +185,6 @@ class RecurrenceFit(Result):
                 + " (first half, second half)"
             )
 
-        def rotations() -> str:
-            found = self.rotation_periods()
-            if not any(np.isfinite(lo) for _, lo, _ in found):
-                return ", ".join(f"{p:.4g}" for p, _, _ in found) + " (eigenvalue periods: no intervals)"
-
-            def one(p: float, lo: float, hi: float) -> str:
-                if not np.isfinite(lo):
-                    return f"{p:.5g}"
-                if not lo < hi:
-                    return f"{p:.6g} (exact)"
-                if hi - lo < 1e-4 * p:  # narrower than five digits show: the half-width instead
-                    return f"{p:.9g} ± {(hi - lo) / 2:.1g}"
-                return f"{p:.5g} [{lo:.5g}, {hi:.5g}]"
-
-            words = f" ({self.confidence:.0%} intervals)"
-            if self.stored_planes is not None:
-                words = (
-                    f" ({len(found)} planes, each fitted on its own pair of stored columns, {self.stored_layout}; "
-                    f"{self.confidence:.0%} intervals; the shift map resolves {len(self.pairs('rotation'))})"
-                )
-            shown = [one(*r) for r in found[:SHOWN]]
-            if len(found) > SHOWN:
-                shown.append(f"... {len(found) - SHOWN} more (rotation_periods())")
-            return ", ".join(shown) + words
-
         def counted(kind: str) -> str:
             found = len(self.pairs(kind))
             if kind == "slower than the window":
@@ -195,7 +200,7 @@ class RecurrenceFit(Result):
                 )
             return drifts()
 
-        pairs = rotations() if self.rotation_periods() else ""
+        pairs = self.rotation_words()
         pairs = pairs or (f"{self.status}: {self.reason}" if self.status != "rotations" else "none")
         untestable = "; ".join(
             f"{kind}: {counted(kind)}"

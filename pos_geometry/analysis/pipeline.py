@@ -252,10 +252,10 @@ def _consistent_helix(helix: Any, recurrence: Any, periodicity: Any, helices: tu
     if helix.verdict == "helix":
         return _drift_said(helix, recurrence)
     found = []
-    if recurrence is not None and recurrence.status == "rotations" and recurrence.rotation_pairs():
-        periods = ", ".join(f"{p:.4g}" for p, _ in recurrence.rotation_pairs())
+    if recurrence is not None and recurrence.rotation_periods():
         found.append(
-            f"the recurrence finds {len(recurrence.rotation_pairs())} rotation(s) beating its nulls (periods {periods})"
+            f"the recurrence finds {len(recurrence.rotation_periods())} rotation(s) beating its nulls (periods "
+            f"{recurrence.rotation_words()})"
         )
     if periodicity is not None and periodicity.dominant_periods:
         periods = ", ".join(f"{p.period:.4g}" for p in periodicity.dominant_periods)

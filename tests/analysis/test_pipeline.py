@@ -162,6 +162,16 @@ def test_the_helix_reason_never_contradicts_the_rotations_found_beside_it():
     assert two.helix.verdict == "not a helix"  # the top-3 fit cannot see either helix: it says why
     assert "the recurrence finds 2 rotation(s)" in two.helix.reason
     assert "periodicity finds significant period(s) 97" in two.helix.reason
+    # every number it quotes is a field of the same call: the refined periods with their intervals (never the
+    # eigenvalues' raw periods), periodicity's own peaks, and each plane's own helix fit
+    assert f"(periods {two.recurrence.rotation_words()})" in two.helix.reason
+    raw = [f"{p:.4g}" for p, _ in two.recurrence.rotation_pairs()]
+    shown = [f"{p:.5g}" for p, _, _ in two.recurrence.rotation_periods()]
+    assert all(r not in two.helix.reason for r in raw if not any(r in s for s in shown))
+    peaks = ", ".join(f"{p.period:.4g}" for p in two.periodicity.dominant_periods)
+    assert f"significant period(s) {peaks}" in two.helix.reason
+    for h in two.helices:
+        assert f"period {h.periods[0]:.4g}: {h.verdict} (p = {h.p_value:.3g})" in two.helix.reason
     walk = analyze(torch.from_numpy(rng.normal(size=(256, 16)).cumsum(0)), n_surrogates=39, alpha=0.05)
     assert "In the same analysis" not in walk.helix.reason
 
