@@ -76,19 +76,6 @@ def fit_map(z: np.ndarray, affine: bool, rcond: float) -> tuple[np.ndarray, np.n
     return aug[:k, :k].T.copy(), aug[k, :k].copy(), int(rank[0])
 
 
-def fit_pairs(x: np.ndarray, y: np.ndarray, affine: bool, rcond: float) -> np.ndarray:
-    """``M`` ``(k, k)`` of the least squares ``y ≈ x Mᵀ (+ b)`` over given pairs of rows ``x``, ``y`` ``(m, k)``
-    (any subset of a trajectory's steps), solved as :func:`fit_map` solves the consecutive ones."""
-    aug, _ = _solve_pairs(
-        torch.from_numpy(np.asarray(x, dtype=np.float64))[None],
-        torch.from_numpy(np.asarray(y, dtype=np.float64))[None],
-        affine,
-        rcond,
-    )
-    k = x.shape[1]
-    return aug[0, :k, :k].numpy().T.copy()
-
-
 def predict(z: np.ndarray, m: np.ndarray, b: np.ndarray, h: int) -> np.ndarray:
     """``z[:-h]`` ``(n - h, k)`` pushed ``h`` steps by ``z ↦ M z + b``: ``(n - h, k)``."""
     k = m.shape[0]

@@ -6,12 +6,11 @@ they use live here, re-exported there.
 
 from __future__ import annotations
 
-import itertools
 import math
 
 import numpy as np
 
-from pos_geometry.analysis._recurrence_map import fit_map, fit_pairs
+from pos_geometry.analysis._recurrence_map import fit_map
 
 __all__ = [
     "AUTO_CAP",
@@ -24,11 +23,12 @@ __all__ = [
     "VARIANCE_CAP",
     "PairClass",
     "auto_components",
+    "DRIFT_ALPHA",
     "DRIFT_CHANGE",
+    "DRIFT_SURROGATES",
     "DRIFT_Z",
     "classify_pairs",
     "drifting",
-    "halves",
     "spread",
     "status_before_null",
 ]
@@ -43,9 +43,14 @@ MODULUS_TOLERANCE = 0.05
 PERSISTENCE_RATIO = 1.0
 DRIFT_Z = 3.0
 """A rotation drifts when its angle on the two halves of the window differs by more than this many standard
-errors (each half's delete-one-block jackknife, 8 blocks)..."""
-DRIFT_CHANGE = 0.02
-"""...and by more than this relative change (a float64 table's halves agree to 1e-12 with errors as small)."""
+errors (each half fitted by the variable-projection refinement the intervals use, its error scaled by the
+residual's level near the angle: :mod:`~pos_geometry.analysis._recurrence_phase`)..."""
+DRIFT_ALPHA, DRIFT_SURROGATES = 0.05, 39
+"""...and the change beats constant rotations with the table's own background at this level, with this many
+surrogates (:func:`~pos_geometry.analysis._recurrence_phase.drift_p_value`)..."""
+DRIFT_CHANGE = 0.005
+"""...and by more than this relative change (a change smaller than half a percent between the halves is not
+a drift a reader could use, whatever its errors)."""
 
 
 class PairClass:
@@ -97,40 +102,19 @@ def _matched_angles(m: np.ndarray, ev: np.ndarray) -> np.ndarray:
     return np.abs(np.angle(sub[np.argmin(np.abs(sub[None, :] - ev[:, None]), axis=1)]))
 
 
-def halves(
-    z: np.ndarray, ev: np.ndarray, affine: bool, rcond: float, n_blocks: int = 8
-) -> tuple[np.ndarray, np.ndarray]:
-    """Each eigenvalue's angle fitted on the first and on the second half of the trajectory ``z`` (no row in
-    common), and its standard error there (delete-one-block jackknife over ``n_blocks`` blocks of consecutive
-    pairs): ``(angles (k, 2), errors (k, 2))``, NaN where a half is too short to fit."""
-    n, k = z.shape
-    angles = np.full((len(ev), 2), np.nan)
-    errors = np.full((len(ev), 2), np.nan)
-    for j, part in enumerate((z[: n // 2], z[n // 2 :])):
-        x, y = part[:-1], part[1:]
-        if len(x) < 2 * (k + 2 + int(affine)):
-            continue
-        whole = fit_pairs(x, y, affine, rcond)
-        edges = np.linspace(0, len(x), n_blocks + 1).round().astype(int)
-        reps = [
-            fit_pairs(np.delete(x, np.s_[lo:hi], 0), np.delete(y, np.s_[lo:hi], 0), affine, rcond)
-            for lo, hi in itertools.pairwise(edges)
-        ]
-        upper = ev.imag > 1e-12
-        r = np.stack([_matched_angles(m, ev) for m in reps])  # (n_blocks, k)
-        angles[upper, j] = _matched_angles(whole, ev)[upper]
-        errors[upper, j] = np.sqrt((n_blocks - 1) / n_blocks * np.sum((r - r.mean(0)) ** 2, axis=0))[upper]
-    return angles, errors
-
-
-def drifting(angles: np.ndarray, errors: np.ndarray) -> np.ndarray:
+def drifting(angles: np.ndarray, errors: np.ndarray, whole: np.ndarray) -> np.ndarray:
     """``(k,)`` bool: the angle changes between the halves by more than :data:`DRIFT_Z` standard errors and
-    more than :data:`DRIFT_CHANGE` of its size."""
+    more than :data:`DRIFT_CHANGE` of its size, and the whole window's angle ``whole`` ``(k,)`` lies between
+    the two (within :data:`DRIFT_Z` errors): halves that both moved away from the whole window's rotation
+    fitted something else (a background), not this rotation's drift."""
     with np.errstate(invalid="ignore", divide="ignore"):
         change = np.abs(angles[:, 0] - angles[:, 1])
-        z = change / np.sqrt(errors[:, 0] ** 2 + errors[:, 1] ** 2)
+        error = np.sqrt(errors[:, 0] ** 2 + errors[:, 1] ** 2)
+        z = change / error
         relative = change / np.abs(angles).mean(axis=1)
-    return (np.nan_to_num(z, posinf=np.inf) > DRIFT_Z) & (np.nan_to_num(relative) > DRIFT_CHANGE)
+        lo, hi = np.fmin(angles[:, 0], angles[:, 1]), np.fmax(angles[:, 0], angles[:, 1])
+        between = (whole >= lo - DRIFT_Z * error) & (whole <= hi + DRIFT_Z * error)
+    return (np.nan_to_num(z, posinf=np.inf) > DRIFT_Z) & (np.nan_to_num(relative) > DRIFT_CHANGE) & between
 
 
 def status_before_null(

@@ -11,7 +11,9 @@ is linear in the coefficients for fixed ``θ``, so the residual sum of squares i
 (variable projection, Golub & Pereyra). Its minimum, found by Gauss–Newton from the eigenvalues' angles,
 is the maximum-likelihood estimate under white noise, unbiased to first order and as precise as the
 Cramér–Rao bound allows; its standard errors come from the same fit (``σ² (JᵀJ)⁻¹``, ``σ²`` the residual
-variance per entry). The trend term absorbs a drift along the curve (a helix's pitch).
+variance per entry), scaled by how much louder the residual is near each angle than on average (a smooth
+background is loud at low frequencies, and a white-noise error would be optimistic there). The trend term
+absorbs a drift along the curve (a helix's pitch).
 
 The intervals built on them (``RecurrenceFit.period_interval``) are checked by simulation in
 ``benchmarks/bench_coverage.py``: the nominal 95% covers the truth 90–98% of the time in the settings named
@@ -26,8 +28,12 @@ import math
 import numpy as np
 import scipy.optimize
 
-__all__ = ["refine_angles"]
+__all__ = ["drift_p_value", "refine_angles", "refine_halves"]
 
+NOISE_GAP, NOISE_BINS = 1.0, 3
+"""The residual's level near an angle is read from ``NOISE_GAP`` to ``NOISE_BINS`` Fourier bins away (on a grid
+four times finer than the bins, so a slow rotation's level includes the slower frequencies below it)."""
+_PAD = 4
 MIN_TURN = 1.0
 """A rotation that turns fewer times than this in the window is not refined: less than a turn is no rate."""
 
@@ -102,5 +108,101 @@ def refine_angles(
         return angles.copy(), errors
     out = angles.copy()
     out[fit] = theta
-    errors[fit] = np.sqrt(np.clip(np.diag(cov), 0.0, None))
+    errors[fit] = np.sqrt(np.clip(np.diag(cov), 0.0, None)) * _local_noise(res.fun.reshape(n, k), theta)
     return out, errors
+
+
+def _local_noise(resid: np.ndarray, theta: np.ndarray) -> np.ndarray:
+    """``(J,)``: how much louder the residual is near each angle than on average, as a factor on its standard
+    error (at least 1). A frequency's error depends on the noise at that frequency (Whittle); ``σ² (JᵀJ)⁻¹``
+    assumes white noise, so a smooth background (a walk, a GP curve), loud at low frequencies, would make the
+    errors of a slow rotation optimistic. The level near ``θ`` is the residual periodogram (summed over
+    columns) averaged from :data:`NOISE_GAP` to :data:`NOISE_BINS` bins away on either side (the fitted sinusoid
+    empties the nearest, and a drift leaves its sidebands there), against its mean over all frequencies."""
+    n = resid.shape[0]
+    power = (np.abs(np.fft.rfft(resid, n=_PAD * n, axis=0)) ** 2).sum(axis=1)[
+        1:
+    ]  # every 1/_PAD bin, DC left out
+    mean = float(power.mean()) if power.size else 0.0
+    if mean <= 0:
+        return np.ones_like(theta)
+    bins = np.arange(1, power.size + 1) / _PAD
+    centre = theta * n / (2 * math.pi)
+    far = np.abs(bins[None, :] - centre[:, None])
+    mirrored = bins[None, :] + centre[:, None]  # a real residual's spectrum at -θ is its spectrum at θ
+    near = (far >= NOISE_GAP) & (np.minimum(far, mirrored) <= NOISE_BINS)
+    local = np.where(
+        near.any(axis=1), (power[None, :] * near).sum(axis=1) / np.maximum(near.sum(axis=1), 1), mean
+    )
+    return np.sqrt(np.maximum(local / mean, 1.0))
+
+
+def refine_halves(z: np.ndarray, angles: np.ndarray, refine: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(angles (J, 2), errors (J, 2))``: each angle where ``refine`` is true refined by :func:`refine_angles` on
+    the first and on the second half of ``z`` ``(n, k)`` (no row in common), with its standard error there;
+    NaN where a half could not be fitted (a rotation that turns less than once in a half, a fit that ran to
+    its bounds). The drift test compares them."""
+    angles = np.asarray(angles, dtype=np.float64)
+    refine = np.asarray(refine, dtype=bool)
+    out = np.full((angles.size, 2), np.nan)
+    errors = np.full((angles.size, 2), np.nan)
+    n, k = z.shape
+    # The noise level near each angle read on the whole window too: a half resolves the background's spectrum
+    # half as finely, and a slow rotation's level would miss the loud frequencies just below it.
+    whole = _residual(angles, np.arange(n, dtype=np.float64), z).reshape(n, k)
+    scale = np.sqrt(np.mean(whole**2, axis=0))
+    level = _local_noise(whole / np.where(scale > 0, scale, 1.0), angles)
+    for j, part in enumerate((z[: n // 2], z[n // 2 :])):
+        fitted, error = refine_angles(part, angles, refine)
+        own = _local_noise_of(part, fitted)
+        ok = refine & np.isfinite(error)
+        out[ok, j] = fitted[ok]
+        errors[ok, j] = error[ok] * np.maximum(level[ok] / own[ok], 1.0)
+    return out, errors
+
+
+def _local_noise_of(z: np.ndarray, angles: np.ndarray) -> np.ndarray:
+    """:func:`_local_noise` of ``z``'s residual at ``angles``, each column in units of its residual scale (the
+    factor :func:`refine_angles` applied)."""
+    n, k = z.shape
+    resid = _residual(angles, np.arange(n, dtype=np.float64), z).reshape(n, k)
+    scale = np.sqrt(np.mean(resid**2, axis=0))
+    return _local_noise(resid / np.where(scale > 0, scale, 1.0), angles)
+
+
+def drift_p_value(
+    z: np.ndarray, angles: np.ndarray, refine: np.ndarray, index: int, n_surrogates: int, random_state: int
+) -> float:
+    """The p-value of the change between the halves' angles of rotation ``index`` (an index into ``angles``)
+    against constant rotations with the table's own background: the whole window's fit at ``angles`` (each
+    ``refine`` angle constant over the window) plus its residual with every frequency's phase randomised (the
+    same phases in every column: the residual's spectrum and its columns' cross-spectra are kept), fitted on
+    the halves as the table was. ``(1 + #{surrogate changes ≥ the table's}) / (n_surrogates + 1)``.
+
+    The halves' standard errors assume the residual is locally white; a loud smooth background (a GP curve
+    at the rotation's frequency, with under two turns in a half) moves both halves' angles by more than they
+    say, and this null measures by how much."""
+    n = z.shape[0]
+    t = np.arange(n, dtype=np.float64)
+    phi = _design(angles, t)
+    coef, *_ = np.linalg.lstsq(phi, z, rcond=None)
+    fitted = phi @ coef
+    spectrum = np.fft.rfft(z - fitted, axis=0)
+    observed, _ = refine_halves(z, angles, refine)
+    change = abs(observed[index, 0] - observed[index, 1])
+    if not np.isfinite(change):
+        return 1.0
+    rng = np.random.default_rng(random_state)
+    reached = 0
+    for _ in range(n_surrogates):
+        phases = np.exp(2j * np.pi * rng.random(spectrum.shape[0]))
+        phases[0] = 1.0
+        if n % 2 == 0:
+            phases[-1] = 1.0
+        surrogate = fitted + np.fft.irfft(spectrum * phases[:, None], n=n, axis=0)
+        halves = [
+            refine_angles(part, angles, refine)[0][index]
+            for part in (surrogate[: n // 2], surrogate[n // 2 :])
+        ]
+        reached += abs(halves[0] - halves[1]) >= change
+    return (1 + reached) / (n_surrogates + 1)

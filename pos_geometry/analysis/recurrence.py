@@ -88,6 +88,8 @@ from pos_geometry.analysis._recurrence_map import fit_map, predict, real_log
 from pos_geometry.analysis._recurrence_pairs import (
     AUTO_CAP,
     AUTO_VARIANCE,
+    DRIFT_ALPHA,
+    DRIFT_SURROGATES,
     MODULUS_TOLERANCE,
     PERSISTENCE_RATIO,
     RANK_TOLERANCE,
@@ -98,11 +100,10 @@ from pos_geometry.analysis._recurrence_pairs import (
     auto_components,
     classify_pairs,
     drifting,
-    halves,
     spread,
     status_before_null,
 )
-from pos_geometry.analysis._recurrence_phase import refine_angles
+from pos_geometry.analysis._recurrence_phase import drift_p_value, refine_angles, refine_halves
 from pos_geometry.analysis._recurrence_results import RecurrenceFit, period_interval
 from pos_geometry.analysis.leverage import dominance_note
 from pos_geometry.analysis.nulls.basis import check_null_method
@@ -162,6 +163,39 @@ def _refined(
             if np.isfinite(e):
                 interval[j] = period_interval(a, e, CONFIDENCE)
     return periods, interval
+
+
+def _drifts(
+    z: np.ndarray,
+    ev: np.ndarray,
+    classes: list[str],
+    pred_err: dict[int, float],
+    whole: np.ndarray,
+    seed: int,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(angles (k, 2), errors (k, 2), drifting (k,))``: each rotation's angle refined on the first and on the
+    second half of the window (:func:`refine_halves`, the refinement the intervals use), for both eigenvalues
+    of its pair (NaN elsewhere, and everywhere when the map is exact, which cannot drift, or there are more
+    than ``REFINE_CAP`` rotations); a pair drifts when the change passes :func:`drifting` and beats constant
+    rotations with the table's own background (:func:`drift_p_value`, p ≤ ``DRIFT_ALPHA``). ``whole``: the
+    whole window's angle of each eigenvalue (refined where it was)."""
+    k = len(ev)
+    angles, errors, moving = np.full((k, 2), np.nan), np.full((k, 2), np.nan), np.zeros(k, dtype=bool)
+    undamped = (PairClass.DAMPED, PairClass.GROWING)
+    upper = [i for i, c in enumerate(classes) if c and c not in undamped and ev[i].imag > 0]
+    rot = np.array([classes[i] == PairClass.ROTATION for i in upper], dtype=bool)
+    if not rot.any() or pred_err.get(1, math.inf) < EXACT or rot.sum() > REFINE_CAP:
+        return angles, errors, moving
+    fitted, error = refine_halves(z, whole[upper], rot)
+    screened = drifting(fitted, error, whole[upper]) & rot
+    for row, i in enumerate(upper):
+        partner = int(np.argmin(np.abs(ev - np.conj(ev[i]))))
+        drifts = bool(screened[row]) and (
+            drift_p_value(z, whole[upper], rot, row, DRIFT_SURROGATES, seed + row) <= DRIFT_ALPHA
+        )
+        for j in {i, partner}:
+            angles[j], errors[j], moving[j] = fitted[row], error[row], drifts
+    return angles, errors, moving
 
 
 def _floor(item: PCAItem, center: bool) -> float:
@@ -235,18 +269,23 @@ def _fit_one(
         PairClass.UNSTABLE if c == PairClass.ROTATION and not spreads[i] <= SPREAD_TOLERANCE else c
         for i, c in enumerate(classify_pairs(ev, n, MODULUS_TOLERANCE))
     ]
-    half_angles, half_errors = halves(z, ev, affine, rcond)
-    moving = drifting(half_angles, half_errors)
+    # The whole window's refined angles first: a drift's halves lie on either side of them.
+    refined, interval = _refined(z, ev, classes, pred_err)
+    whole = np.where(np.isfinite(refined), 2 * math.pi / np.where(np.isfinite(refined), refined, 1.0), angles)
+    half_angles, half_errors, moving = _drifts(z, ev, classes, pred_err, whole, null["random_state"])
     drift_words = []
     for i, c in enumerate(classes):
         if c == PairClass.ROTATION and moving[i]:
             classes[i] = PairClass.DRIFTING
-            a, b = 2 * math.pi / half_angles[i]
-            sa, sb = 2 * math.pi * half_errors[i] / half_angles[i] ** 2
-            drift_words.append(
-                f"the period drifts from {a:.4g} ± {sa:.2g} to {b:.4g} ± {sb:.2g} between the two halves"
-            )
-    refined, interval = _refined(z, ev, classes, pred_err)
+            partner = int(np.argmin(np.abs(ev - np.conj(ev[i]))))
+            refined[[i, partner]] = np.nan  # a drift has two periods, not one with an interval
+            interval[[i, partner]] = np.nan
+            if ev[i].imag > 0:
+                a, b = 2 * math.pi / half_angles[i]
+                sa, sb = 2 * math.pi * half_errors[i] / half_angles[i] ** 2
+                drift_words.append(
+                    f"the period drifts from {a:.4g} ± {sa:.2g} to {b:.4g} ± {sb:.2g} between the two halves"
+                )
     planes = stored_planes(item.rows, item.window[0]) if item.rows is not None else None
     turning = int(np.sum(planes[0] * n >= 2 * math.pi)) if planes is not None else 0
     # Pairs the map cannot separate are testable when the stored columns separate them.

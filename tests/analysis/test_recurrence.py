@@ -249,7 +249,7 @@ def _one_plane(phase: np.ndarray, noise: float, seed: int, d: int = 64) -> torch
 
 def test_a_drifting_frequency_is_not_called_a_constant_rotation():
     """A chirp whose period drifts from 400 to 324 over 1024 positions: its angle on the two halves of the window
-    (no row in common) differs beyond their jackknife error bars, so it is "drifting", with the range said."""
+    (no row in common) differs beyond their fitted error bars, so it is "drifting", with the range said."""
     t = np.arange(1024)
     chirp = 2 * np.pi * (t / 400 + (1 / 324 - 1 / 400) * t**2 / 2048)
     fit = fit_recurrence(_one_plane(chirp, 0.05, 0), n_components=2, affine=True, n_surrogates=0)
@@ -270,3 +270,73 @@ def test_a_constant_rotation_in_noise_is_not_called_drifting(seed):
     assert fit.pair_classes.count("rotation") == 1 and "drifting" not in fit.pair_classes
     (i,) = [j for j, c in enumerate(fit.pair_classes) if c == "rotation"]
     assert fit.period_halves[i] == pytest.approx([300, 300], rel=0.1)  # least squares on noisy rows: biased
+
+
+def _unit_plane(phase: np.ndarray, seed: int, background=None, d: int = 64) -> torch.Tensor:
+    """A unit circle turning by ``phase`` in ``d`` dimensions at SNR 1 (white noise of the circle's total
+    variance), plus ``background(rng)`` when given."""
+    rng = np.random.default_rng(seed)
+    basis = np.linalg.qr(rng.normal(size=(d, 2)))[0]
+    x = np.stack([np.cos(phase), np.sin(phase)], 1) @ basis.T * np.sqrt(d) + rng.normal(size=(len(phase), d))
+    return torch.from_numpy(x if background is None else x + background(rng))
+
+
+_T = np.arange(1024)
+
+
+def _chirp(p0: float, p1: float) -> np.ndarray:
+    return 2 * np.pi * (_T / p0 + (1 / p1 - 1 / p0) * _T**2 / 2048)
+
+
+def _jump(p0: float, p1: float) -> np.ndarray:
+    return np.where(_T < 512, 2 * np.pi * _T / p0, 2 * np.pi * (511 / p0 + (_T - 511) / p1))
+
+
+@pytest.mark.parametrize(
+    ("phase", "halves"),
+    [
+        (_chirp(300, 291), ((296, 301), (290, 296))),  # 3% over the window
+        (_chirp(300, 285), ((292, 300), (284, 292))),  # 5%
+        (_jump(300, 250), ((297, 303), (247, 253))),  # from 300 to 250 halfway
+    ],
+    ids=["chirp 3%", "chirp 5%", "jump"],
+)
+@pytest.mark.parametrize("seed", range(3))
+def test_a_small_drift_at_snr_1_is_found_and_gets_two_periods(phase, halves, seed):
+    """The halves are fitted by the variable-projection refinement the intervals use: a 3% chirp is drifting at
+    SNR 1, and a drifting pair gets its two periods, never one constant period with an interval."""
+    fit = fit_recurrence(_unit_plane(phase, seed), n_surrogates=0)
+    assert "drifting" in fit.pair_classes and "rotation" not in fit.pair_classes
+    (i,) = [j for j, c in enumerate(fit.pair_classes) if c == "drifting" and fit.eigenvalues[j].imag > 0]
+    (lo1, hi1), (lo2, hi2) = halves
+    assert lo1 < fit.period_halves[i][0] < hi1 and lo2 < fit.period_halves[i][1] < hi2
+    assert fit.rotation_periods() == [] and np.isnan(fit.refined_periods).all()
+    assert np.isnan(fit.period_interval).all()
+    assert "drifting" in fit.summary() and "the period drifts from" in fit.reason
+
+
+@pytest.mark.parametrize("background", ["white", "gp"])
+@pytest.mark.parametrize("seed", range(4))
+def test_a_constant_rotation_is_not_drifting_at_snr_1_or_on_a_smooth_background(background, seed):
+    """The same fit on a constant rotation: alone at SNR 1 (period 300), or on a smooth GP background (length
+    scale 60, twice the circle's variance; period 150), whose level near the rotation's angle widens the
+    halves' errors and whose phase-randomised copies are the drift's null."""
+    t = _T.astype(np.float64)
+    kernel = np.exp(-((t[:, None] - t[None, :]) ** 2) / (2 * 60.0**2))
+    w, v = np.linalg.eigh(kernel)
+    factor = v * np.sqrt(np.clip(w, 0, None))
+
+    def gp(rng):
+        g = factor @ rng.normal(size=(1024, 64))
+        return g / np.sqrt((g**2).sum(1).mean()) * np.sqrt(64 * 2)
+
+    period = 150 if background == "gp" else 300
+    fit = fit_recurrence(
+        _unit_plane(2 * np.pi * _T / period, seed, gp if background == "gp" else None), n_surrogates=0
+    )
+    assert "drifting" not in fit.pair_classes
+    if background == "white":
+        (low_high,) = [(lo, hi) for p, lo, hi in fit.rotation_periods()]
+        assert low_high[0] < 300 < low_high[1]
+    else:
+        assert "rotation" in fit.pair_classes
