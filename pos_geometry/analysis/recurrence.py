@@ -88,8 +88,6 @@ from pos_geometry.analysis._recurrence_map import fit_map, predict, real_log
 from pos_geometry.analysis._recurrence_pairs import (
     AUTO_CAP,
     AUTO_VARIANCE,
-    DRIFT_ALPHA,
-    DRIFT_SURROGATES,
     MODULUS_TOLERANCE,
     PERSISTENCE_RATIO,
     RANK_TOLERANCE,
@@ -99,12 +97,11 @@ from pos_geometry.analysis._recurrence_pairs import (
     PairClass,
     auto_components,
     classify_pairs,
-    drifting,
     spread,
     status_before_null,
 )
-from pos_geometry.analysis._recurrence_phase import drift_p_value, refine_angles, refine_halves
-from pos_geometry.analysis._recurrence_results import RecurrenceFit, period_interval
+from pos_geometry.analysis._recurrence_periods import CONFIDENCE, drifts, refined_periods
+from pos_geometry.analysis._recurrence_results import RecurrenceFit
 from pos_geometry.analysis.leverage import dominance_note
 from pos_geometry.analysis.nulls.basis import check_null_method
 from pos_geometry.analysis.nulls.monte_carlo import NullTest, check_sequential
@@ -125,77 +122,6 @@ __all__ = [
     "MODULUS_TOLERANCE",
     "PERSISTENCE_RATIO",
 ]
-
-
-CONFIDENCE = 0.95
-"""The level of the rotations' period intervals."""
-REFINE_CAP = 16
-"""At most this many rotations are refined (a wider spectrum keeps its eigenvalues' periods, with no interval)."""
-EXACT = 1e-9
-"""A one-step prediction error below this is round-off: the eigenvalues are already exact, and so is each period."""
-
-
-def _refined(
-    z: np.ndarray, ev: np.ndarray, classes: list[str], pred_err: dict[int, float]
-) -> tuple[np.ndarray, np.ndarray]:
-    """``(refined periods (k,), intervals (k, 2))`` of the rotations (both eigenvalues of a pair), NaN elsewhere:
-    the angles refined on the trajectory with their standard errors (:func:`refine_angles`)."""
-    k = len(ev)
-    periods, interval = np.full(k, np.nan), np.full((k, 2), np.nan)
-    undamped = (PairClass.DAMPED, PairClass.GROWING)
-    upper = [i for i, c in enumerate(classes) if c and c not in undamped and ev[i].imag > 0]  # slow ones too
-    rot = np.array([classes[i] == PairClass.ROTATION for i in upper], dtype=bool)
-    if not rot.any():
-        return periods, interval
-    start = np.abs(np.angle(ev[upper]))
-    if pred_err.get(1, math.inf) < EXACT:
-        angles, errors = start, np.where(rot, 0.0, np.nan)
-    elif rot.sum() > REFINE_CAP:
-        return periods, interval
-    else:
-        angles, errors = refine_angles(z, start, rot)
-    for i, a, e, r in zip(upper, angles, errors, rot, strict=True):
-        if not r:
-            continue
-        partner = int(np.argmin(np.abs(ev - np.conj(ev[i]))))
-        for j in {i, partner}:
-            periods[j] = 2 * math.pi / a
-            if np.isfinite(e):
-                interval[j] = period_interval(a, e, CONFIDENCE)
-    return periods, interval
-
-
-def _drifts(
-    z: np.ndarray,
-    ev: np.ndarray,
-    classes: list[str],
-    pred_err: dict[int, float],
-    whole: np.ndarray,
-    seed: int,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``(angles (k, 2), errors (k, 2), drifting (k,))``: each rotation's angle refined on the first and on the
-    second half of the window (:func:`refine_halves`, the refinement the intervals use), for both eigenvalues
-    of its pair (NaN elsewhere, and everywhere when the map is exact, which cannot drift, or there are more
-    than ``REFINE_CAP`` rotations); a pair drifts when the change passes :func:`drifting` and beats constant
-    rotations with the table's own background (:func:`drift_p_value`, p ≤ ``DRIFT_ALPHA``). ``whole``: the
-    whole window's angle of each eigenvalue (refined where it was)."""
-    k = len(ev)
-    angles, errors, moving = np.full((k, 2), np.nan), np.full((k, 2), np.nan), np.zeros(k, dtype=bool)
-    undamped = (PairClass.DAMPED, PairClass.GROWING)
-    upper = [i for i, c in enumerate(classes) if c and c not in undamped and ev[i].imag > 0]
-    rot = np.array([classes[i] == PairClass.ROTATION for i in upper], dtype=bool)
-    if not rot.any() or pred_err.get(1, math.inf) < EXACT or rot.sum() > REFINE_CAP:
-        return angles, errors, moving
-    fitted, error = refine_halves(z, whole[upper], rot)
-    screened = drifting(fitted, error, whole[upper]) & rot
-    for row, i in enumerate(upper):
-        partner = int(np.argmin(np.abs(ev - np.conj(ev[i]))))
-        drifts = bool(screened[row]) and (
-            drift_p_value(z, whole[upper], rot, row, DRIFT_SURROGATES, seed + row) <= DRIFT_ALPHA
-        )
-        for j in {i, partner}:
-            angles[j], errors[j], moving[j] = fitted[row], error[row], drifts
-    return angles, errors, moving
 
 
 def _floor(item: PCAItem, center: bool) -> float:
@@ -270,9 +196,9 @@ def _fit_one(
         for i, c in enumerate(classify_pairs(ev, n, MODULUS_TOLERANCE))
     ]
     # The whole window's refined angles first: a drift's halves lie on either side of them.
-    refined, interval = _refined(z, ev, classes, pred_err)
+    refined, interval = refined_periods(z, ev, classes, pred_err)
     whole = np.where(np.isfinite(refined), 2 * math.pi / np.where(np.isfinite(refined), refined, 1.0), angles)
-    half_angles, half_errors, moving = _drifts(z, ev, classes, pred_err, whole, null["random_state"])
+    half_angles, half_errors, moving = drifts(z, ev, classes, pred_err, whole, null["random_state"])
     drift_words = []
     for i, c in enumerate(classes):
         if c == PairClass.ROTATION and moving[i]:
