@@ -195,7 +195,8 @@ NEEDS = {"helix": "helix", "period": "periodicity", "rotation": "recurrence", "p
 
 
 POWER = {
-    "chirp-3": ("drifting",), "chirp-5": ("drifting",), "chirp-10": ("drifting",), "jump": ("drifting",),
+    "chirp-3": ("drifting", "period", "rotation"), "chirp-5": ("drifting", "period", "rotation"),
+    "chirp-10": ("drifting", "period", "rotation"), "jump": ("drifting", "period", "rotation"),
     "helix+walk": ("helix", "plane helix", "period", "rotation"),
     "helix+gp": ("helix", "plane helix", "period", "rotation"),
     "rotation+gp": ("period", "rotation"), "rotation+walk": ("period", "rotation"),
