@@ -27,6 +27,19 @@ EXACT = 1e-9
 """A one-step prediction error below this is round-off: the eigenvalues are already exact, and so is each period."""
 
 
+def _rotation_rows(ev: np.ndarray, classes: list[str]) -> tuple[list[int], np.ndarray]:
+    """``(upper, rot)``: the upper-half-plane eigenvalues of undamped pairs (slow ones too: they stay in the
+    refinement's model at their own angle) and which of them are rotations."""
+    undamped = (PairClass.DAMPED, PairClass.GROWING)
+    upper = [i for i, c in enumerate(classes) if c and c not in undamped and ev[i].imag > 0]
+    return upper, np.array([classes[i] == PairClass.ROTATION for i in upper], dtype=bool)
+
+
+def _pair(ev: np.ndarray, i: int) -> set[int]:
+    """``{i, its conjugate's index}``."""
+    return {i, int(np.argmin(np.abs(ev - np.conj(ev[i]))))}
+
+
 def refined_periods(
     z: np.ndarray, ev: np.ndarray, classes: list[str], pred_err: dict[int, float]
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -34,9 +47,7 @@ def refined_periods(
     the angles refined on the trajectory with their standard errors (:func:`refine_angles`)."""
     k = len(ev)
     periods, interval = np.full(k, np.nan), np.full((k, 2), np.nan)
-    undamped = (PairClass.DAMPED, PairClass.GROWING)
-    upper = [i for i, c in enumerate(classes) if c and c not in undamped and ev[i].imag > 0]  # slow ones too
-    rot = np.array([classes[i] == PairClass.ROTATION for i in upper], dtype=bool)
+    upper, rot = _rotation_rows(ev, classes)
     if not rot.any():
         return periods, interval
     start = np.abs(np.angle(ev[upper]))
@@ -49,8 +60,7 @@ def refined_periods(
     for i, a, e, r in zip(upper, angles, errors, rot, strict=True):
         if not r:
             continue
-        partner = int(np.argmin(np.abs(ev - np.conj(ev[i]))))
-        for j in {i, partner}:
+        for j in _pair(ev, i):
             periods[j] = 2 * math.pi / a
             if np.isfinite(e):
                 interval[j] = period_interval(a, e, CONFIDENCE)
@@ -73,18 +83,16 @@ def drifts(
     whole window's angle of each eigenvalue (refined where it was)."""
     k = len(ev)
     angles, errors, moving = np.full((k, 2), np.nan), np.full((k, 2), np.nan), np.zeros(k, dtype=bool)
-    undamped = (PairClass.DAMPED, PairClass.GROWING)
-    upper = [i for i, c in enumerate(classes) if c and c not in undamped and ev[i].imag > 0]
-    rot = np.array([classes[i] == PairClass.ROTATION for i in upper], dtype=bool)
+    upper, rot = _rotation_rows(ev, classes)
     if not rot.any() or pred_err.get(1, math.inf) < EXACT or rot.sum() > REFINE_CAP:
         return angles, errors, moving
     fitted, error = refine_halves(z, whole[upper], rot)
     screened = drifting(fitted, error, whole[upper]) & rot
     for row, i in enumerate(upper):
-        partner = int(np.argmin(np.abs(ev - np.conj(ev[i]))))
+        change = abs(fitted[row, 0] - fitted[row, 1])
         drifts = bool(screened[row]) and (
-            drift_p_value(z, whole[upper], rot, row, DRIFT_SURROGATES, seed + row) <= DRIFT_ALPHA
+            drift_p_value(z, whole[upper], rot, row, change, DRIFT_SURROGATES, seed + row) <= DRIFT_ALPHA
         )
-        for j in {i, partner}:
+        for j in _pair(ev, i):
             angles[j], errors[j], moving[j] = fitted[row], error[row], drifts
     return angles, errors, moving

@@ -53,14 +53,16 @@ def _residual(theta: np.ndarray, t: np.ndarray, z: np.ndarray) -> np.ndarray:
 
 
 def refine_angles(
-    z: np.ndarray, angles: np.ndarray, refine: np.ndarray | None = None
+    z: np.ndarray, angles: np.ndarray, refine: np.ndarray | None = None, level: np.ndarray | None = None
 ) -> tuple[np.ndarray, np.ndarray]:
     """``(angles, standard errors)`` ``(J,)`` of the sinusoids of the trajectory ``z`` ``(n, k)`` whose angles
     (radians per position) start at ``angles``, by variable-projection least squares (module docstring).
 
     Only the angles where ``refine`` (default: all) is true are fitted; the others stay in the model at their
     own angle (a slow rotation the trend cannot absorb would otherwise bias the rest) and are returned as
-    they are, with a NaN error. So are angles that turn fewer than :data:`MIN_TURN` times in the window, and
+    they are, with a NaN error. ``level`` ``(J,)``: a lower bound on each angle's noise factor
+    (:func:`_local_noise`; the halves take the whole window's). So are angles that turn fewer than
+    :data:`MIN_TURN` times in the window, and
     everything when the fit does not converge or runs into another sinusoid's angle.
     """
     angles = np.asarray(angles, dtype=np.float64)
@@ -108,7 +110,10 @@ def refine_angles(
         return angles.copy(), errors
     out = angles.copy()
     out[fit] = theta
-    errors[fit] = np.sqrt(np.clip(np.diag(cov), 0.0, None)) * _local_noise(res.fun.reshape(n, k), theta)
+    factor = _local_noise(res.fun.reshape(n, k), theta)
+    if level is not None:
+        factor = np.maximum(factor, np.asarray(level, dtype=np.float64)[fit])
+    errors[fit] = np.sqrt(np.clip(np.diag(cov), 0.0, None)) * factor
     return out, errors
 
 
@@ -147,34 +152,30 @@ def refine_halves(z: np.ndarray, angles: np.ndarray, refine: np.ndarray) -> tupl
     out = np.full((angles.size, 2), np.nan)
     errors = np.full((angles.size, 2), np.nan)
     n, k = z.shape
-    # The noise level near each angle read on the whole window too: a half resolves the background's spectrum
-    # half as finely, and a slow rotation's level would miss the loud frequencies just below it.
+    # The noise level near each angle read on the whole window too (each column in units of its residual
+    # scale, as the fit weighs it): a half resolves the background's spectrum half as finely, and a slow
+    # rotation's level would miss the loud frequencies just below it. Each half's factor is at least this.
     whole = _residual(angles, np.arange(n, dtype=np.float64), z).reshape(n, k)
     scale = np.sqrt(np.mean(whole**2, axis=0))
     level = _local_noise(whole / np.where(scale > 0, scale, 1.0), angles)
     for j, part in enumerate((z[: n // 2], z[n // 2 :])):
-        fitted, error = refine_angles(part, angles, refine)
-        own = _local_noise_of(part, fitted)
+        fitted, error = refine_angles(part, angles, refine, level)
         ok = refine & np.isfinite(error)
-        out[ok, j] = fitted[ok]
-        errors[ok, j] = error[ok] * np.maximum(level[ok] / own[ok], 1.0)
+        out[ok, j], errors[ok, j] = fitted[ok], error[ok]
     return out, errors
 
 
-def _local_noise_of(z: np.ndarray, angles: np.ndarray) -> np.ndarray:
-    """:func:`_local_noise` of ``z``'s residual at ``angles``, each column in units of its residual scale (the
-    factor :func:`refine_angles` applied)."""
-    n, k = z.shape
-    resid = _residual(angles, np.arange(n, dtype=np.float64), z).reshape(n, k)
-    scale = np.sqrt(np.mean(resid**2, axis=0))
-    return _local_noise(resid / np.where(scale > 0, scale, 1.0), angles)
-
-
 def drift_p_value(
-    z: np.ndarray, angles: np.ndarray, refine: np.ndarray, index: int, n_surrogates: int, random_state: int
+    z: np.ndarray,
+    angles: np.ndarray,
+    refine: np.ndarray,
+    index: int,
+    change: float,
+    n_surrogates: int,
+    random_state: int,
 ) -> float:
-    """The p-value of the change between the halves' angles of rotation ``index`` (an index into ``angles``)
-    against constant rotations with the table's own background: the whole window's fit at ``angles`` (each
+    """The p-value of ``change``, the change between the halves' angles of rotation ``index`` (an index into
+    ``angles``; :func:`refine_halves`), against constant rotations with the table's own background: the whole window's fit at ``angles`` (each
     ``refine`` angle constant over the window) plus its residual with every frequency's phase randomised (the
     same phases in every column: the residual's spectrum and its columns' cross-spectra are kept), fitted on
     the halves as the table was. ``(1 + #{surrogate changes ≥ the table's}) / (n_surrogates + 1)``.
@@ -188,8 +189,6 @@ def drift_p_value(
     coef, *_ = np.linalg.lstsq(phi, z, rcond=None)
     fitted = phi @ coef
     spectrum = np.fft.rfft(z - fitted, axis=0)
-    observed, _ = refine_halves(z, angles, refine)
-    change = abs(observed[index, 0] - observed[index, 1])
     if not np.isfinite(change):
         return 1.0
     rng = np.random.default_rng(random_state)

@@ -139,9 +139,9 @@ def _outlier_mask(z: np.ndarray, n_top: int) -> np.ndarray:
     candidate = ((lengths <= longest) & (lengths < lengths.max()))[segment]
     anchors = np.flatnonzero(~candidate)
     rows = np.flatnonzero(candidate)
-    after = np.clip(np.searchsorted(anchors, rows), 1, anchors.size - 1) if anchors.size > 1 else None
-    if after is None:
+    if anchors.size < 2:
         return mask
+    after = np.clip(np.searchsorted(anchors, rows), 1, anchors.size - 1)
     lo, hi = anchors[after - 1], anchors[after]
     w = np.clip((rows - lo) / (hi - lo), 0.0, 1.0)[:, None]
     line = (1 - w) * z[lo] + w * z[hi]

@@ -199,19 +199,16 @@ def _fit_one(
     refined, interval = refined_periods(z, ev, classes, pred_err)
     whole = np.where(np.isfinite(refined), 2 * math.pi / np.where(np.isfinite(refined), refined, 1.0), angles)
     half_angles, half_errors, moving = drifts(z, ev, classes, pred_err, whole, null["random_state"])
+    refined[moving], interval[moving] = np.nan, np.nan  # a drift has two periods, not one with an interval
     drift_words = []
     for i, c in enumerate(classes):
-        if c == PairClass.ROTATION and moving[i]:
+        if c == PairClass.ROTATION and moving[i]:  # the upper eigenvalue of a drifting pair
             classes[i] = PairClass.DRIFTING
-            partner = int(np.argmin(np.abs(ev - np.conj(ev[i]))))
-            refined[[i, partner]] = np.nan  # a drift has two periods, not one with an interval
-            interval[[i, partner]] = np.nan
-            if ev[i].imag > 0:
-                a, b = 2 * math.pi / half_angles[i]
-                sa, sb = 2 * math.pi * half_errors[i] / half_angles[i] ** 2
-                drift_words.append(
-                    f"the period drifts from {a:.4g} ± {sa:.2g} to {b:.4g} ± {sb:.2g} between the two halves"
-                )
+            a, b = 2 * math.pi / half_angles[i]
+            sa, sb = 2 * math.pi * half_errors[i] / half_angles[i] ** 2
+            drift_words.append(
+                f"the period drifts from {a:.4g} ± {sa:.2g} to {b:.4g} ± {sb:.2g} between the two halves"
+            )
     planes = stored_planes(item.rows, item.window[0]) if item.rows is not None else None
     turning = int(np.sum(planes[0] * n >= 2 * math.pi)) if planes is not None else 0
     # Pairs the map cannot separate are testable when the stored columns separate them.
