@@ -8,10 +8,19 @@ fitted one-step map (a conjugate eigenvalue pair ``λ``, right eigenvector ``v``
 remaining coordinates that moves most linearly with position), is a three-column table; :func:`fit_helix`
 fits it with its own nulls (random walks of its steps, smooth curves of its length scale, its own
 spectrum). Each rotation gets its own verdict, period and p-value.
+
+**Selection and multiplicity.** The planes are the ones the recurrence calls rotations, which it does only
+when its map beats its own nulls (a smooth background the recurrence does not call structure gives no plane
+to test). The ``m`` planes are then ``m`` tests: each is held to ``α/m`` (Bonferroni; a family-wise error of
+at most ``α`` across the planes whatever their dependence), with at least ``m/α − 1`` surrogates so that
+``α/m`` is reachable (``1/(S + 1) ≤ α/m``). One rotation is tested in its plane too (a helix behind a random
+walk of larger variance is not in the top three components), unless the top-3 fit already calls it a helix.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import math
 from typing import Any
 
 import numpy as np
@@ -22,8 +31,8 @@ from pos_geometry.embedding import PositionalEmbedding
 
 __all__ = ["MIN_ROTATIONS", "fit_helices", "plane_tables"]
 
-MIN_ROTATIONS = 2
-""":func:`fit_helices` runs when the recurrence finds at least this many rotations (one is the top-3 fit's job)."""
+MIN_ROTATIONS = 1
+""":func:`fit_helices` runs when the recurrence finds at least this many rotations."""
 
 
 def plane_tables(pca: Any, recurrence: Any) -> list[tuple[float, np.ndarray]]:
@@ -48,20 +57,36 @@ def plane_tables(pca: Any, recurrence: Any) -> list[tuple[float, np.ndarray]]:
     return out
 
 
-def fit_helices(pca: Any, recurrence: Any, **nulls: Any) -> tuple[HelixFit, ...]:
-    """One :func:`fit_helix` (with ``nulls``: ``n_surrogates``, ``alpha``, ``random_state``, ``null_method``,
-    ``sequential``) per rotation of ``recurrence``, each on its :func:`plane_tables` table; empty when the
-    recurrence found fewer than :data:`MIN_ROTATIONS` rotations."""
-    if (
-        recurrence is None
-        or recurrence.status != "rotations"
-        or len(recurrence.rotation_pairs()) < MIN_ROTATIONS
-    ):
+def fit_helices(
+    pca: Any, recurrence: Any, *, top: HelixFit | None = None, **nulls: Any
+) -> tuple[HelixFit, ...]:
+    """One :func:`fit_helix` per rotation of ``recurrence``, each on its :func:`plane_tables` table, each at
+    ``alpha / m`` for ``m`` planes with at least ``ceil(m / alpha) − 1`` surrogates (``nulls``: ``n_surrogates``,
+    ``alpha``, ``random_state``, ``null_method``, ``sequential``, as :func:`fit_helix` takes them). Empty when
+    the recurrence found fewer than :data:`MIN_ROTATIONS` rotations or did not beat its nulls, and when it found
+    one and the top-3 fit ``top`` is already a helix (the same rotation, fitted once)."""
+    if recurrence is None or recurrence.status != "rotations":
         return ()
+    m = len(recurrence.rotation_pairs())
+    if m < MIN_ROTATIONS or (m == 1 and top is not None and top.verdict == "helix"):
+        return ()
+    alpha = float(nulls.pop("alpha", 0.01))
+    surrogates = int(nulls.pop("n_surrogates", 199))
+    if surrogates > 0:
+        surrogates = max(surrogates, math.ceil(m / alpha - 1e-9) - 1)
     fits = []
     for period, table in plane_tables(pca, recurrence):
         prov = pca.provenance.with_processing(
             f"plane of the rotation of period {period:.4g} (recurrence) + trend"
         )
-        fits.append(fit_helix(PositionalEmbedding(torch.from_numpy(table), prov), n_components=3, **nulls))
+        fit = fit_helix(
+            PositionalEmbedding(torch.from_numpy(table), prov), n_components=3, alpha=alpha / m,
+            n_surrogates=surrogates, **nulls,
+        )  # fmt: skip
+        if m > 1:
+            fit = dataclasses.replace(
+                fit,
+                reason=f"{fit.reason} (each of the {m} planes tested at α/{m} = {alpha / m:.3g}, Bonferroni)",
+            )
+        fits.append(fit)
     return tuple(fits)

@@ -19,12 +19,13 @@ Verdicts: ``"sinusoidal"`` or ``"rotary"`` when the residual is at most :data:`T
 bfloat16 copy of a formula is within 3e-3, a float16 copy within 4e-4; a learned table is near 1), with
 ``base`` when the formula residual is also within it (else the frequencies are listed, e.g. a scaled RoPE
 whose frequencies are not one geometric series). A table that no arrangement rebuilds may still be a
-**linear image** ``X = S·A`` of one (its columns mixed, its rows rotated, its phases shifted): its shift
-structure says so (:func:`_linear_image`, ESPRIT on its leading left singular vectors, checked by rebuilding
-the table from the eigenvalues' powers), with the frequencies, the base (from the planes the window
-resolves) and the map's condition number. The table is read at the precision it was stored in
-(``_dtypes.storage_eps``: a float16 checkpoint upcast to float32 still holds float16 numbers, and its rounding is
-noise, not planes). Otherwise ``"learned"`` for a table read from a trained checkpoint, and ``"unknown"`` for
+**linear image** ``X = S·A`` of one, plus noise (its columns mixed, its rows rotated, its phases shifted):
+its shift structure says so (:mod:`pos_geometry.analysis._linear_image`: total-least-squares ESPRIT on the
+directions above its noise; at least four undamped planes that the window resolves, on one base lattice, and
+the eigenvalues' powers rebuilding the table to its noise), with the frequencies, the base, the noise level and
+the map's condition number; a smooth curve (walk, GP, polynomial), whose shift map's resolved planes decay, is
+not one. The table is read at the precision it was stored in (``_dtypes.storage_eps``: a float16 checkpoint
+upcast to float32 still holds float16 numbers, and its rounding is noise, not planes). Otherwise ``"learned"`` for a table read from a trained checkpoint, and ``"unknown"`` for
 anything else, with the best residual found. Planes that turn too slowly to rise above the storage precision
 are not estimated (a wide table's slowest), and crowded slow planes are listed but not resolved.
 """
@@ -41,11 +42,11 @@ import torch
 from pos_geometry._dtypes import storage_eps
 from pos_geometry.analysis._batch import BatchResult
 from pos_geometry.analysis._inputs import Window, as_batch, parse_window
+from pos_geometry.analysis._linear_image import linear_image, resolution_turns, resolved_planes
 from pos_geometry.analysis._pair_phases import (
     TOLERANCE,
     best_arrangement,
     pair_indices,
-    rebuild,
     standard_errors,
     stored_planes,
     unit_scaled,
@@ -54,7 +55,7 @@ from pos_geometry.analysis._results import Result
 from pos_geometry.embedding import Provenance
 from pos_geometry.errors import InvalidArgumentError
 
-__all__ = ["Identification", "identify", "LINEAR_IMAGE", "TOLERANCE", "stored_planes"]
+__all__ = ["Identification", "identify", "LINEAR_IMAGE", "TOLERANCE", "stored_planes", "resolved_planes"]
 
 LINEAR_IMAGE = "linear image"
 """The kind of a table that is a sinusoidal (or rotary) table times a linear map, ``x = S·A``."""
@@ -86,6 +87,9 @@ class Identification(Result):
     """For a ``"linear image"``: the condition number of the map ``A`` in ``x = S A`` (S the sinusoidal
     table of the found frequencies); large when the map nearly collapses some planes."""
     frequency_std: np.ndarray | None = None
+    noise_level: float | None = None
+    """For a ``"linear image"``: the noise its spectrum shows, as a fraction of the table's norm (white noise of
+    that level would leave the same smallest singular values; at least the storage precision)."""
     """For a formula: each frequency's standard error ``(d/2,)`` rad/position (:func:`stored_planes`)."""
 
     def pair_columns(self) -> tuple[np.ndarray, np.ndarray]:
@@ -111,6 +115,8 @@ class Identification(Result):
                 ("base", f"{self.base:.6g}" if self.base is not None else "none (frequencies not geometric)")
             )
             rows.append(("map condition number", f"{self.map_condition:.3g}"))
+            if self.noise_level is not None:
+                rows.append(("noise level", f"{self.noise_level:.2g} of the table's norm"))
         if self.is_formula:
             rows.append(("layout", f"{self.layout}, {self.order} pairs"))
             rows.append(
@@ -183,27 +189,32 @@ def _identify_one(data: torch.Tensor, prov: Provenance, window: Any) -> Identifi
     where = f"{best['layout']} layout, {best['order']} pairs"
     if best["residual"] > TOLERANCE:
         eps = storage_eps(data[start:stop])
-        image = _linear_image(table, positions, eps)
-        if image is not None:
-            freqs, base, residual, condition, resolved = image
+        image = linear_image(table, positions, eps)
+        if image is not None and image.is_image:
+            freqs, base = image.frequencies, image.base
             return Identification(
-                LINEAR_IMAGE, None, None, base, None, freqs, residual, None, (start, stop),
-                f"a linear image x = S·A of a table S of {freqs.size} sinusoid pairs above the storage precision "
-                f"({resolved} resolved: {resolution_turns(eps)} "
-                "turns, a Fourier bin from their neighbours; slower planes sink into the precision); no arrangement "
-                f"of its columns is one (the best leaves {best['residual']:.3g}); rebuilt from the shift map's eigenvalues to a "
-                f"relative error of {residual:.2g}; map condition number {condition:.3g}; "
-                + (f"its resolved frequencies follow the rule θ_i = base^(−2i/d) with base {base:.6g} (the "
-                   f"interleaved rule of Vaswani et al. and RoPE), that is base {base ** ((d - 2) / d):.6g} under the "
-                   "blocks rule θ_i = base^(−i/(d/2−1)) (Whisper): a linear image cannot tell the layouts apart"
-                   if base is not None else "its frequencies follow no single base rule"),
-                prov, condition,
+                LINEAR_IMAGE, None, None, base, None, freqs, image.residual, None, (start, stop),
+                f"a linear image x = S·A of a table S of {freqs.size} undamped sinusoid pairs above its noise "
+                f"(noise {image.noise:.2g} of the table's norm, {image.rank} directions above it; {image.resolved} "
+                f"planes resolved: {resolution_turns(eps)} turns, a Fourier bin from their neighbours; slower planes "
+                f"sink into the noise); no arrangement of its columns is one (the best leaves {best['residual']:.3g}); "
+                f"rebuilt from the shift map's eigenvalues to a relative error of {image.residual:.2g}; map "
+                f"condition number {image.condition:.3g}; its resolved frequencies follow the rule "
+                f"θ_i = base^(−2i/d) with base {base:.6g} (the interleaved rule of Vaswani et al. and RoPE), that "
+                f"is base {base ** ((d - 2) / d):.6g} under the blocks rule θ_i = base^(−i/(d/2−1)) (Whisper): a "
+                "linear image cannot tell the layouts apart",
+                prov, image.condition, noise_level=image.noise,
             )  # fmt: skip
+        not_image = (
+            f"; not a linear image of one: {image.why_not}" if image is not None else
+            f"; whether it is a linear image of one is not tested: the shift test needs at least 2·d + 2 = {2 * d + 2} "
+            f"positions, the window has {n}"
+        )  # fmt: skip
         return Identification(
             fallback, None, None, None, None, None, best["residual"], best["formula"], (start, stop),
             f"no sinusoidal or rotary arrangement rebuilds the table: the best ({where}) leaves a relative "
             f"error of {best['residual']:.3g} > {TOLERANCE}"
-            + (" (a table read from a trained checkpoint)" if fallback == "learned" else ""),
+            + (" (a table read from a trained checkpoint)" if fallback == "learned" else "") + not_image,
             prov,
         )  # fmt: skip
     kind = _KINDS[best["order"]]
@@ -219,87 +230,3 @@ def _identify_one(data: torch.Tensor, prov: Provenance, window: Any) -> Identifi
         best["freqs"], best["residual"], best["formula"], (start, stop), reason, prov,
         frequency_std=standard_errors(best, n),
     )  # fmt: skip
-
-
-def resolution_turns(eps: float) -> int:
-    """How many turns in the window resolve a plane stored at relative precision ``eps``: 4, or 8 in half
-    precision (``eps`` > 1e-6), where the shift map's angles of the slower planes wander by percents."""
-    return 4 if eps <= 1e-6 else 8
-
-
-def resolved_planes(freqs: np.ndarray, span: float, eps: float) -> np.ndarray:
-    """``(m,)`` bool: which of ``freqs`` (rad/position) a window of ``span`` positions resolves: each turns at
-    least four times (eight in half precision, ``eps`` > 1e-6) and lies at least one Fourier bin (``2π/span``)
-    from its neighbours (the classical resolution; a wide sinusoidal table's slow planes crowd closer)."""
-    turns = resolution_turns(eps)
-    order = np.sort(freqs)
-    gaps = np.diff(order)
-    nearest = np.minimum(np.r_[np.inf, gaps], np.r_[gaps, np.inf]) if freqs.size > 1 else np.full(1, np.inf)
-    ok_sorted = (order * span >= 2 * np.pi * turns) & (nearest >= 2 * np.pi / span)
-    out = np.zeros(freqs.shape, dtype=bool)
-    out[np.argsort(freqs)] = ok_sorted
-    return out
-
-
-def _lattice_base(freqs: np.ndarray, d: int) -> float | None:
-    """The base of ``θ_i = base^{−2i/d}`` that the resolved frequencies ``freqs`` (descending) follow to 1%, or
-    None. A linear image need not show every plane (slow ones sink into the storage noise, and nothing says which
-    index a frequency has), so each frequency's index is read off the lattice: ``i = round(log θ / log q)``
-    with ``q`` the median ratio of neighbours; ``log q`` is then fitted on the indices by least squares."""
-    if freqs.size < 2 or np.any(freqs <= 0):
-        return None
-    logs = np.log(freqs)
-    step = float(np.median(np.diff(logs)))  # log q < 0
-    if not step < 0:
-        return None
-    index = np.round(logs / step)
-    if np.unique(index).size != index.size or float(index @ index) == 0:
-        return None
-    step = float(index @ logs) / float(index @ index)
-    if np.max(np.abs(np.exp(index * step) / freqs - 1)) > 1e-2:
-        return None
-    return math.exp(-step * d / 2)
-
-
-def _linear_image(
-    x: np.ndarray, positions: np.ndarray, eps: float
-) -> tuple[np.ndarray, float | None, float, float, int] | None:
-    """``(frequencies, base, residual, condition, number resolved)`` when ``x`` ``(n, d)`` is ``S·A``: a table of sinusoid pairs
-    times a linear map; else None. ``eps``: the relative precision the table was stored in.
-
-    Such a table is shift-invariant: its column space over positions is spanned by ``e^{±iθp}``, so (ESPRIT)
-    the leading left singular vectors ``U`` satisfy ``U[1:] = U[:-1]·Φ`` with the eigenvalues of ``Φ`` equal
-    to ``e^{±iθ}``, and ``x`` is rebuilt from their powers. ``U`` keeps the directions above the storage noise
-    (``eps``, at least 1e-8, of the largest singular value): the planes that turn too slowly to leave the noise are not
-    estimated. Both checks must pass: every kept eigenvalue within 1e-2 of the unit circle, the rebuild within
-    :data:`TOLERANCE`. The frequencies are the eigen-angles of the conjugate pairs (largest first); the base is
-    fitted on those the window resolves (:func:`resolved_planes`) and reported when they follow
-    ``θ_i = base^{−2i/d}`` to 1% (:func:`_lattice_base`)."""
-    n, d = x.shape
-    if n < 2 * d + 2:
-        return None
-    u, sv, _ = np.linalg.svd(x, full_matrices=False)
-    r = int(np.sum(sv > max(eps, 1e-8) * sv[0]))
-    if r < 4:
-        return None
-    ur = u[:, :r]
-    phi, *_ = np.linalg.lstsq(ur[:-1], ur[1:], rcond=None)
-    lam = np.linalg.eigvals(phi)
-    if not np.all(np.isfinite(lam)) or np.max(np.abs(np.abs(lam) - 1.0)) > 1e-2:
-        return None
-    steps = positions - positions[0]
-    v = np.exp(np.outer(steps, np.log(lam.astype(np.complex128))))  # λ^p without overflow
-    coef, *_ = np.linalg.lstsq(v, x.astype(np.complex128), rcond=None)
-    norm = float(np.linalg.norm(x)) or 1.0
-    residual = float(np.linalg.norm(x - (v @ coef).real)) / norm
-    angles = np.angle(lam)
-    freqs = np.sort(angles[angles > 1e-9])[::-1]  # one of each conjugate pair
-    if residual > TOLERANCE or freqs.size < 2:
-        return None
-    m = freqs.size
-    s = rebuild(positions, freqs, 1.0, np.arange(m), np.arange(m, 2 * m), 2 * m)  # [sines | cosines]
-    a, *_ = np.linalg.lstsq(s, x, rcond=None)
-    condition = float(np.linalg.cond(a))
-    resolved = resolved_planes(freqs, positions[-1] - positions[0] + 1, eps)
-    base = _lattice_base(freqs[resolved], d)
-    return freqs, base, residual, condition, int(resolved.sum())

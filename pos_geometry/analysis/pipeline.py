@@ -195,7 +195,7 @@ def analyze(
         done = _run_side_by_side(jobs, res)
     helices = ()
     if done.get("helix") is not None:
-        helices = fit_helices(res, done.get("recurrence"), sequential=sequential, **nulls)
+        helices = fit_helices(res, done.get("recurrence"), top=done["helix"], sequential=sequential, **nulls)
         done["helix"] = _consistent_helix(
             done["helix"], done.get("recurrence"), done.get("periodicity"), helices
         )

@@ -197,7 +197,7 @@ def test_a_wide_half_precision_linear_image_is_recognised_with_its_base(dtype):
     assert ok.sum() >= 15
     for f in ident.frequencies[ok]:
         assert np.min(np.abs(truth - f) / truth) < 1e-3
-    assert f"({ok.sum()} resolved" in ident.reason
+    assert f"; {ok.sum()} planes resolved" in ident.reason
 
 
 @pytest.mark.slow
