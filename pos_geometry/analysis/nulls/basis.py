@@ -196,12 +196,16 @@ def _likelihood_axes(dec: dict, null: str, ell: float | None = None) -> tuple[to
 
     def axes() -> tuple[torch.Tensor, torch.Tensor]:
         if null == "smooth_gp":
-            from pos_geometry.analysis.nulls.smoothness import gp_column_covariance
+            from pos_geometry.analysis.nulls.smoothness import gp_column_covariance, likelihood_dof
             from pos_geometry.analysis.nulls.stationary import shrink_spread
 
-            lam, w = gp_column_covariance(dec["coords"], *_gp_length_scale(dec, ell))
+            n = dec["coords"].shape[0]
+            length, nugget = _gp_length_scale(dec, ell)
+            lam, w = gp_column_covariance(dec["coords"], length, nugget)
+            dof = likelihood_dof(n, length, nugget)  # n − 1, or fewer rows' worth for a noise-free curve
+            lam = lam * ((n - 1) / dof)
             extra = max(0, int(dec["mean"].shape[0]) - lam.shape[0] - 1)  # axes the rows are too few to show
-            return shrink_spread(torch.cat([lam, lam.new_zeros(extra)]), dec["coords"].shape[0] - 1), w
+            return shrink_spread(torch.cat([lam, lam.new_zeros(extra)]), dof), w
         from pos_geometry.analysis.nulls.stationary import stationary_column_covariance
 
         return stationary_column_covariance(dec["coords"], _spectrum(dec), dec["mean"].shape[0])

@@ -127,7 +127,7 @@ def stationary_column_covariance(
     return shrink_spread(padded, c.shape[0] - 1), w
 
 
-def shrink_spread(evals: torch.Tensor, dof: int) -> torch.Tensor:
+def shrink_spread(evals: torch.Tensor, dof: float) -> torch.Tensor:
     """The eigenvalues ``evals`` ``(p,)`` (descending) of a covariance estimate with ``dof`` degrees of
     freedom, the sampling spread of their bulk taken out.
 

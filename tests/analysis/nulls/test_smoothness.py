@@ -7,6 +7,8 @@ import numpy as np
 import pytest
 import torch
 
+import pos_geometry as pg
+
 from pos_geometry.analysis.nulls.smoothness import gp_column_covariance, kernel, length_scale
 
 
@@ -83,3 +85,33 @@ def test_smooth_gp_surrogates_are_as_predictable_as_gp_tables():
         assert test.p_value > 0.05 and test.null_q95 > test.observed > test.null_median - 0.1
     # the null ran and lost ("not significant"), or the fit alone said no ("does not apply")
     assert fit.status == ("not significant" if gp else "does not apply")
+
+
+def test_the_likelihood_counts_the_rows_a_noise_free_curve_has():
+    from pos_geometry.analysis.nulls.smoothness import NUGGET_FLOOR, likelihood_dof
+
+    # with a noise share at or above the floor the solves hold, every row counts (one goes to the mean)
+    assert likelihood_dof(256, 25.0, 1e-3) == 255.0
+    # a noise-free curve: each eigen-direction of the kernel counts λ / (λ + δ) of a row (the oracle: numpy's
+    # eigenvalues of the same kernel)
+    t = np.arange(256.0)
+    lam = np.linalg.eigvalsh(np.exp(-0.5 * ((t[:, None] - t[None, :]) / 25.0) ** 2))
+    truth = float(np.sum(lam / (lam + NUGGET_FLOOR))) - 1
+    got = likelihood_dof(256, 25.0, 0.0)
+    assert got == pytest.approx(truth, rel=1e-6) and 20 < got < 150
+
+
+@pytest.mark.slow
+def test_noise_free_gp_tables_are_not_helices_beyond_alpha():
+    # GP curves of length scale 25 over 256 positions, no noise, 64 columns: the smooth-GP null took the
+    # Wishart spread out of its column covariance as if it had 255 rows' worth of data, left most of it, and
+    # the tables beat their surrogates: "helix" at α = 0.05 in 11 of 40. Counted with the rows they hold: 2 of 40
+    rng = np.random.default_rng(3)
+    t = np.arange(256.0)
+    w, v = np.linalg.eigh(np.exp(-((t[:, None] - t[None, :]) ** 2) / (2 * 25.0**2)))
+    factor = v * np.sqrt(np.clip(w, 0, None))
+    helices = 0
+    for i in range(20):
+        table = torch.from_numpy((factor @ rng.standard_normal((256, 64))).astype(np.float32))
+        helices += pg.fit_helix(table, n_surrogates=99, alpha=0.05, random_state=i).verdict == "helix"
+    assert helices <= 3  # α = 0.05 over 20 tables: P(more than 3) = 1.6% for a calibrated test
