@@ -19,6 +19,7 @@ __all__ = [
     "CorpusPlan",
     "check_corpus_options",
     "default_corpus",
+    "default_text",
     "plan_corpus",
 ]
 
@@ -38,6 +39,24 @@ def default_corpus() -> Path | None:
 
     path = checkout_data(CORPUS_ENV, "corpus", DEFAULT_CORPUS)
     return path if path is not None and path.is_file() else None
+
+
+def default_text(command: str) -> Path:
+    """The default corpus of the commands that run a model (``card``, ``hidden``, ``intervene``): the public-domain
+    text in ``data/corpus`` (or ``$POS_GEOMETRY_CORPUS``).
+
+    Raises:
+        InvalidArgumentError: the text is not on this machine (a wheel install without the checkout's data).
+    """
+    from pos_geometry.errors import InvalidArgumentError
+
+    path = default_corpus()
+    if path is None:
+        raise InvalidArgumentError(
+            f"{command} reads a corpus: none was given and the default text (data/corpus/alice.txt in the checkout, "
+            "or the file $POS_GEOMETRY_CORPUS names) is not on this machine. Pass --corpus FILE (text or .npy)."
+        )
+    return path
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import csv
 import io
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import typer
 
@@ -37,9 +39,27 @@ def _csv(rows: list[dict]) -> str:
 _CORPUS = typer.Option(
     None,
     "--corpus",
-    help="Token ids (.npy, shape n_sequences x seq_len) or a text file. "
-    "Default: random tokens (offline, labelled as such in every output).",
+    help="Token ids (.npy, shape n_sequences x seq_len) or a text file (the model's tokenizer). Default: the "
+    "public-domain text in data/corpus (offline), as the card reads; random tokens (labelled so in every output) "
+    "for a model without a tokenizer.",
 )
+
+
+def _default_corpus_run(decompose: Callable[[Any], Any]) -> Any:
+    """``decompose`` on the default text, or on random tokens when it is not here or the model has no tokenizer
+    (the result's corpus line says which)."""
+    from pos_geometry.cards.corpus import default_corpus
+    from pos_geometry.errors import NotApplicableError
+
+    text = default_corpus()
+    if text is None:
+        return decompose(None)
+    try:
+        return decompose(text)
+    except NotApplicableError as exc:
+        if "tokenizer" not in str(exc):
+            raise
+        return decompose(None)
 
 
 def hidden(
@@ -108,11 +128,15 @@ def hidden(
         fmts, folder = figure_output(format, out, create=False)
         with progress_bar() as bar:
             task = bar.add_task("hidden states" + (" and attention" if attention else ""), total=None)
-            result = hidden_positions(
-                model, corpus, layers=chosen, batch_size=batch_size, device=device, attention=attention,
-                seq_len=seq_len, n_sequences=n_sequences, random_state=random_state, revision=revision,
-                progress=reporter(bar, task, "hidden states", "contexts"),
-            )  # fmt: skip
+
+            def decompose(tokens: Any) -> Any:
+                return hidden_positions(
+                    model, tokens, layers=chosen, batch_size=batch_size, device=device, attention=attention,
+                    seq_len=seq_len, n_sequences=n_sequences, random_state=random_state, revision=revision,
+                    progress=reporter(bar, task, "hidden states", "contexts"),
+                )  # fmt: skip
+
+            result = decompose(corpus) if corpus is not None else _default_corpus_run(decompose)
         att = result.attention
         folder.mkdir(parents=True, exist_ok=True)  # only now: a failed run leaves no empty folder
         written = [

@@ -39,8 +39,11 @@ def intervene(
         metavar="MODEL_OR_PATH",
         help="Model-table name, hub repo id, local transformers folder or .gguf file.",
     ),
-    corpus: Path = typer.Option(
-        ..., "--corpus", help="A text file (the model's tokenizer) or token ids (.npy)."
+    corpus: Path | None = typer.Option(
+        None,
+        "--corpus",
+        help="A text file (the model's tokenizer) or token ids (.npy). Default: the public-domain text in "
+        "data/corpus (offline), as the card reads.",
     ),
     edit: list[str] = typer.Option(
         ...,
@@ -85,10 +88,13 @@ def intervene(
         check_plotlyjs(plotlyjs)
         edits = parse_edits(edit)
         fmts, folder = figure_output(format, out, create=False)
+        from pos_geometry.cards.corpus import default_text
+
+        text = corpus if corpus is not None else default_text("intervene")
         with progress_bar() as bar:
             task = bar.add_task(f"base pass and {len(edits)} edit(s)", total=None)
             sweep = intervene_sweep(
-                model, corpus, edits, batch_size=batch_size, device=device, seq_len=seq_len,
+                model, text, edits, batch_size=batch_size, device=device, seq_len=seq_len,
                 n_sequences=n_sequences, n_bootstrap=n_bootstrap, random_state=random_state, revision=revision,
                 progress=reporter(bar, task, "interventions", "contexts of the current pass"),
             )  # fmt: skip

@@ -61,7 +61,10 @@ def reproduce(
         "html,png", "--format", help="Figure formats; PNG is skipped when no browser is found."
     ),
     force: bool = typer.Option(
-        False, "--force", help="Write into --out even when it holds files that are not a reproduction's."
+        False,
+        "--force",
+        help="Compute again even when the results cache holds these inputs' reproduction, and write into --out "
+        "even when it holds files that are not a reproduction's.",
     ),
     device: str = DEVICE,
     plotlyjs: str = PLOTLYJS,
@@ -73,12 +76,27 @@ def reproduce(
     """
 
     def run() -> None:
-        from pos_geometry.reproduction.runner import parse_model_paths, reproduce_blog_post
+        from pos_geometry.reproduction.cache import cached_reproduction, reproduction_key, store_reproduction
+        from pos_geometry.reproduction.models import REPRODUCED_MODELS, parse_model_paths
+        from pos_geometry.sources.locations import find_data_dir
 
         paths = parse_model_paths(model)
         fmts = parse_formats(format)
         earlier = _check_out(out, force)  # before any work
         console = out_console()
+        key = reproduction_key(
+            names=REPRODUCED_MODELS, data_dir=find_data_dir(data_dir), paths=paths, tokens=tokens, online=online,
+            formats=fmts, device=device, plotlyjs=plotlyjs,
+        )  # fmt: skip
+        summary = None if force else cached_reproduction(key, out)
+        if summary is not None:
+            console.print(summary, markup=False)
+            console.print(
+                f"wrote {out / 'report.md'} and its figures to {out}: the same inputs' reproduction, from the results "
+                "cache (--force computes it again)",
+                markup=False,
+            )
+            return
         with progress_bar() as bar, StageLog("reproduce", 0) as stages:
             task = bar.add_task("reproducing", total=None)
             current: list = [0, ""]  # the stage running: its number (1-based) and title
@@ -94,12 +112,16 @@ def reproduce(
                         current[:] = [number, label.split(" (")[0]]
                         stages.started(number, current[1])
 
+            from pos_geometry.reproduction.runner import reproduce_blog_post
+
             result = reproduce_blog_post(
                 out, data_dir=data_dir, paths=paths, tokens=tokens, online=online, formats=fmts,
                 device=device, on_stage=step, plotlyjs=plotlyjs,
             )  # fmt: skip
         if earlier:
             err().print(one_line(f"note: the earlier reproduction in {out} was replaced"), markup=False)
-        console.print(result.summary_text(), markup=False)
+        text = result.summary_text()
+        store_reproduction(key, out, text.rsplit("\n", 1)[0])  # without its "wrote … to <out>" line
+        console.print(text, markup=False)
 
     guard(run)

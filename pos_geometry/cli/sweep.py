@@ -93,7 +93,10 @@ def sweep(
         help="Rotary models: the layers whose q/k weights are read, e.g. 0,5,11 (default all).",
     ),
     fold_norm: bool = typer.Option(
-        False, "--fold-norm", help="Rotary models: fold the attention norm's gain into W_q/W_k."
+        True,
+        "--fold-norm/--no-fold-norm",
+        help="Rotary models: fold the attention norm's gain into W_q, W_k, as the atlas command, the reproduction "
+        "and the notebooks do; --no-fold-norm reads the raw weights.",
     ),
     gguf_file: str | None = typer.Option(
         None,

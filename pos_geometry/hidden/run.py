@@ -154,6 +154,10 @@ def start(
                     )
         except (OSError, ValueError):
             tokenizer = None
+        if tokenizer is not None and len(tokenizer.get_vocab()) < 2:
+            # transformers builds a tokenizer with an empty vocabulary for a folder that has only a config (every
+            # text would tokenise to nothing): that is no tokenizer
+            tokenizer = None
     corpus = make_corpus(
         tokens,
         vocab_size=loaded.vocab_size,

@@ -6,6 +6,16 @@ numbers beside the claims and a verdict per claim. Missing models are named with
 that fetches them; nothing is faked.
 """
 
-from pos_geometry.reproduction.runner import ReproductionResult, parse_model_paths, reproduce_blog_post
+from typing import Any
 
 __all__ = ["ReproductionResult", "parse_model_paths", "reproduce_blog_post"]
+
+
+def __getattr__(name: str) -> Any:
+    # the runner (and the analysis stack it imports) loads on first use, so the command's results cache is
+    # consulted without it
+    if name in __all__:
+        from pos_geometry.reproduction import runner
+
+        return getattr(runner, name)
+    raise AttributeError(f"module 'pos_geometry.reproduction' has no attribute {name!r}")

@@ -29,6 +29,13 @@ from pos_geometry.plotting.export import find_browser, save_figure
 from pos_geometry.reproduction import claims as C
 from pos_geometry.reproduction.figures import blog_figures
 from pos_geometry.reproduction.located import Located, locate
+from pos_geometry.reproduction.models import (
+    COMPARISON_MODELS,
+    NINE_GPT2S,
+    REPRODUCED_MODELS,
+    ROTARY_MODELS,
+    parse_model_paths,
+)
 from pos_geometry.reproduction.published import published_vs_measured
 from pos_geometry.reproduction.report import FigureEntry, render_json, render_markdown
 from pos_geometry.reproduction.uncertainty import (
@@ -37,32 +44,18 @@ from pos_geometry.reproduction.uncertainty import (
     top3_nulls,
     truncation_null,
 )
-from pos_geometry.sources.locations import find_data_dir, parse_named_path
+from pos_geometry.sources.locations import find_data_dir
 
 __all__ = [
     "COMPARISON_MODELS",
     "NINE_GPT2S",
+    "REPRODUCED_MODELS",
     "ROTARY_MODELS",
     "ReproductionResult",
     "parse_model_paths",
     "reproduce_blog_post",
 ]
 
-NINE_GPT2S: tuple[str, ...] = (
-    "gpt2",
-    "gpt2-medium",
-    "gpt2-large",
-    "gpt2-xl",
-    "alias-gpt2-small-x21",
-    "battlestar-gpt2-small-x49",
-    "caprica-gpt2-small-x81",
-    "darkmatter-gpt2-small-x343",
-    "expanse-gpt2-small-x777",
-)
-"""The post's nine GPT-2s: the four OpenAI sizes and five Stanford CRFM GPT-2 small replicas."""
-
-ROTARY_MODELS: tuple[str, ...] = ("pythia-160m", "mistral-7b-v0.1")
-COMPARISON_MODELS: tuple[str, ...] = ("openai-gpt",)
 ROTARY_POSITIONS = 1024  # rows of the rotary tables: the same as GPT-2's, for side-by-side figures
 
 StageReporter = Callable[[str, int, int], None]
@@ -81,21 +74,6 @@ _STAGES = (
     "writing the report",
 )
 """The stages after the models are looked for, in order."""
-
-
-def parse_model_paths(items: Sequence[str]) -> dict[str, Path]:
-    """``["gpt2-medium=/ckpt/dir", ...]`` -> ``{"gpt2-medium": Path(...)}`` (names resolved by the model table;
-    the same parser as ``load("NAME=PATH")``: :func:`~pos_geometry.sources.locations.parse_named_path`)."""
-    out: dict[str, Path] = {}
-    for item in items:
-        named = parse_named_path(item, known=True)
-        if named is None:
-            raise InvalidArgumentError(
-                f"--model takes NAME=PATH (a model-table name and a local checkpoint, file or folder); got "
-                f"{item!r}. Example: --model gpt2-medium=~/ckpts/gpt2-medium"
-            )
-        out[named[0]] = named[1]
-    return out
 
 
 @dataclass(frozen=True)
@@ -213,7 +191,7 @@ def reproduce_blog_post(
             f"--data-dir {str(data_dir)!r} holds none of the real tables (gpt2_small_wpe.npy, "
             "gpt1_openai_positions_embed.npy); point it at ../shared/data/real or leave it out."
         )
-    names = [*NINE_GPT2S, *COMPARISON_MODELS, *ROTARY_MODELS]
+    names = list(REPRODUCED_MODELS)
     # one number per stage, over a total fixed here: each model looked for, then the fixed stages below
     total = len(names) + len(_STAGES)
     after = len(names)  # stages done before the fixed ones

@@ -78,3 +78,33 @@ def test_without_a_terminal_a_long_command_prints_a_line_per_stretch(monkeypatch
     for done in (8, 16, 24):
         report(done, 24)
     assert [line.split(" (")[0] for line in lines] == [f"hidden states: {d}/24 contexts" for d in (8, 16, 24)]
+
+
+def _word_tokenizer(folder, vocab_size: int) -> None:
+    """A word-level tokenizer over ``vocab_size`` ids (unknown words share one), saved into ``folder``."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    words = ["[UNK]", "the", "and", "to", "a", "she", "of", "it", "said", "Alice", "was", "in", "you", "I"]
+    tok = Tokenizer(models.WordLevel({w: i for i, w in enumerate(words[:vocab_size])}, unk_token="[UNK]"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    transformers.PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="[UNK]").save_pretrained(folder)
+
+
+def test_hidden_reads_the_default_text_as_the_card_does(tiny_gpt2, tmp_path):
+    # one default corpus across the commands that run a model: the public-domain text, with the model's tokenizer
+    from pos_geometry.cards.corpus import default_corpus
+
+    tiny_gpt2.save_pretrained(tmp_path / "model")
+    _word_tokenizer(tmp_path / "model", 14)
+    args = ["hidden", str(tmp_path / "model"), "--layers", "0", "--seq-len", "32", "--n-sequences", "3"]
+    result = CliRunner().invoke(app, [*args, "--out", str(tmp_path / "o"), "--no-attention"])
+    assert result.exit_code == 0, result.output
+    data = json.loads((tmp_path / "o" / "metrics.json").read_text())
+    assert default_corpus().name in data["provenance"]["config"]["corpus"]
+    # without a tokenizer the text cannot be read: random tokens, and every output says so
+    tiny_gpt2.save_pretrained(tmp_path / "bare")
+    args[1] = str(tmp_path / "bare")
+    result = CliRunner().invoke(app, [*args, "--out", str(tmp_path / "r"), "--no-attention"])
+    assert result.exit_code == 0, result.output
+    data = json.loads((tmp_path / "r" / "metrics.json").read_text())
+    assert data["provenance"]["config"]["corpus"].startswith("random tokens")

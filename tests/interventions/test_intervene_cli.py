@@ -98,3 +98,15 @@ def test_a_table_file_says_the_whole_model_is_needed(tokens, tmp_path):
     assert (
         result.exit_code == 1 and "is a single .npy file" in result.output and "whole model" in result.output
     )
+
+
+def test_intervene_defaults_to_the_text_and_says_what_is_missing(tiny_gpt2, tmp_path, monkeypatch):
+    # the default corpus is the card's text; a model without a tokenizer cannot read it: one line, the fix
+    args = ["intervene", str(tiny_gpt2), "--edit", "shift:3", "--out", str(tmp_path / "o")]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 1 and "no tokenizer" in result.output and "Traceback" not in result.output
+    # and where the text itself is missing (an install without the checkout's data), it says that
+    monkeypatch.setenv("POS_GEOMETRY_CORPUS", str(tmp_path / "no-such-book.txt"))
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 1 and "none was given and the default text" in result.output
+    assert "--corpus FILE" in result.output and not (tmp_path / "o").exists()
