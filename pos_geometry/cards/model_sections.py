@@ -83,29 +83,51 @@ def run_hidden(s: Subject, plan: CorpusPlan, *, device: Any, random_state: int, 
         return ModelRun(None, plan, str(exc))
 
 
-def local_mass(att: Any, width: int = LOCAL_WIDTH) -> tuple[np.ndarray, float]:
-    """``((n_layers, n_heads) mean attention on offsets 0..width-1, the same for uniform causal attention)``.
+def both_ways(att: Any) -> bool:
+    """Whether the model attended to later keys too (pairs counted at negative offsets ``Δ = query − key``)."""
+    offsets, counts = np.asarray(att.offsets), np.asarray(att.counts)
+    return bool(np.any(counts[offsets < 0] > 0))
 
-    Both are the same estimator: the mean over queries ``q ≥ Δ`` of the probability at offset ``Δ``, summed
-    over ``Δ < width``; uniform causal attention gives ``1/(q + 1)`` at every visible key.
+
+def local_mass(att: Any, width: int = LOCAL_WIDTH) -> tuple[np.ndarray, float]:
+    """``((n_layers, n_heads) mean attention on the nearest offsets, the same for uniform attention)``.
+
+    Both are the same estimator: the mean over queries of the probability at offset ``Δ = query − key``, summed
+    over the near offsets: ``0 ≤ Δ < width`` for a causal model, ``|Δ| < width`` for one that attends both ways
+    (:func:`both_ways`). Uniform attention puts ``1/v(q)`` on each of the ``v(q)`` keys query ``q`` may see: the
+    ones within the widest offset the model attended to (its window, or the whole context), before it only or on
+    both sides; a causal model over its whole context gives ``1/(q + 1)``.
     """
-    offsets = np.asarray(att.offsets)
-    near = (offsets >= 0) & (offsets < width)
+    offsets, counts = np.asarray(att.offsets), np.asarray(att.counts)
+    t = int(att.seq_len)
+    q = np.arange(t)
+    reach = int(np.max(np.abs(offsets[counts > 0]), initial=0))
+    two_sided = both_ways(att)
+    visible = np.minimum(q, reach) + (np.minimum(t - 1 - q, reach) if two_sided else 0) + 1
+    near = (np.abs(offsets) < width) if two_sided else (offsets >= 0) & (offsets < width)
+    uniform = 0.0
+    for d in offsets[near].tolist():
+        queries = q[max(0, d) : min(t, t + d)]  # those whose key q − Δ is in the context
+        if queries.size:
+            uniform += float(np.mean(1.0 / visible[queries]))
     observed = att.mean_probability[:, :, near].sum(-1)
-    q = np.arange(att.seq_len, dtype=np.float64)
-    uniform = sum(float(np.mean(1.0 / (q[d:] + 1.0))) for d in offsets[near].tolist())
     return observed, uniform
 
 
 def _offset_verdict(att: Any) -> tuple[Verdict, dict[str, Any]]:
     mass, uniform = local_mass(att)
+    if both_ways(att):
+        null = "uniform attention over every key (it attends both ways)"
+        nearest = f"{2 * LOCAL_WIDTH - 1} nearest tokens (within {LOCAL_WIDTH - 1} either side)"
+    else:
+        null, nearest = "uniform causal attention", f"{LOCAL_WIDTH} nearest tokens"
     n_heads = att.n_heads
     local = mass >= 0.5
     flat = np.argsort(mass, axis=None)[::-1][:3]
     top = [(att.layers[i // n_heads], int(i % n_heads), float(mass.flat[i])) for i in flat]
     text = (
         f"attention by offset: {int(local.sum())} of {mass.size} heads put at least half their attention on the "
-        f"{LOCAL_WIDTH} nearest tokens (uniform causal attention: {uniform:.2f}; mean over heads {mass.mean():.2f}); "
+        f"{nearest} ({null}: {uniform:.2f}; mean over heads {mass.mean():.2f}); "
         "most local heads (attention on the nearest tokens) "
         + ", ".join(f"L{layer} H{head} ({m:.2f})" for layer, head, m in top)
     )
@@ -115,7 +137,7 @@ def _offset_verdict(att: Any) -> tuple[Verdict, dict[str, Any]]:
         "local_heads": int(local.sum()),
         "most_local": top,
     }
-    return Verdict(text, null=f"uniform causal attention ({uniform:.2f})"), values
+    return Verdict(text, null=f"{null} ({uniform:.2f})"), values
 
 
 def _qk_view(s: Subject, device: Any) -> tuple[list[Verdict], list[tuple[str, str]], dict, list, list, str]:

@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 from pos_geometry._progress import Progress, check_progress
-from pos_geometry.errors import InvalidArgumentError
+from pos_geometry.errors import InvalidArgumentError, NotApplicableError
 from pos_geometry.hidden.corpus import Corpus, make_corpus
 from pos_geometry.hidden.model import LoadedModel, open_model, positional_kind, quiet_transformers
 
@@ -106,6 +106,20 @@ def _check_int(name: str, value: Any, *, minimum: int, optional: bool) -> None:
         raise InvalidArgumentError(f"{name} must be {allowed}an int >= {minimum}; got {value!r}.")
 
 
+def _check_causal(loaded: Any) -> None:
+    """Refuse a next-token loss on a model that attends both ways (the token it would predict is in view)."""
+    from pos_geometry.registry.direction import attention_direction
+
+    direction = attention_direction(loaded.config)
+    if not direction.causal:
+        raise NotApplicableError(
+            f"a next-token loss does not apply to {loaded.model_id}: it attends in both directions "
+            f"({direction.reason}), so every position sees the token it would predict. Its objective is a "
+            "masked-token loss, which positional edits are not measured with here; hidden_positions (hidden "
+            "states and attention by offset) reads it."
+        )
+
+
 def start(
     model: Any,
     tokens: Any,
@@ -134,6 +148,8 @@ def start(
     check_progress(options.get("progress"))
     _check_int("random_state", options.get("random_state", 0), minimum=0, optional=False)
     loaded = open_model(model, device=device, revision=options.get("revision"), causal_lm=causal_lm)
+    if causal_lm:
+        _check_causal(loaded)
     tokenizer = options.get("tokenizer")
     if tokenizer is None and loaded.tokenizer_source is not None and _is_text(tokens):
         try:

@@ -36,6 +36,7 @@ from pos_geometry.encodings.rotary import (
 from pos_geometry.errors import InvalidArgumentError
 from pos_geometry.registry.attention import ATTENTION_LAYOUTS, AttentionLayout, attention_layout
 from pos_geometry.registry.derived_layout import DerivedLayout, derive_layout
+from pos_geometry.registry.direction import AttentionDirection, attention_direction
 
 __all__ = [
     "Architecture",
@@ -113,6 +114,10 @@ class Architecture:
     def rotates_by_type(self) -> bool:
         """Whether different layer types rotate with different parameters (then no one table fits all)."""
         return layer_type_groups(self.config) is not None
+
+    def direction(self) -> AttentionDirection:
+        """Which way the model attends, and so its objective (:func:`~pos_geometry.registry.direction.attention_direction`)."""
+        return attention_direction(self.config)
 
     def attention(self) -> tuple[AttentionLayout, DerivedLayout | None]:
         """The attention layout: the table's row for this ``model_type`` (an override) or, where there is
