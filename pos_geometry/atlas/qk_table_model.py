@@ -25,7 +25,7 @@ from pos_geometry.errors import (
     NonFiniteError,
     NotApplicableError,
 )
-from pos_geometry.registry.attention import TableQKLayout, table_qk_layout
+from pos_geometry.registry.attention import TABLE_QK_LAYOUTS, TableQKLayout, table_qk_layout
 from pos_geometry.sources.roles import _resolve_prefix, head_counts
 from pos_geometry.sources.tensor_set import Checkpoint
 
@@ -55,8 +55,9 @@ def _does_not_apply(ckpt: Checkpoint) -> NotApplicableError:
 
     exc = why(ckpt.config, ckpt.model_id)
     return NotApplicableError(
-        f"{exc} Nor does the learned-table QK view: model_type {ckpt.config.get('model_type')!r} has no row in "
-        "pos_geometry/registry/attention.py's TABLE_QK_LAYOUTS (where its table and query/key weights live)."
+        f"{exc} Nor does the learned-table QK view: where model_type {ckpt.config.get('model_type')!r} keeps its "
+        "table and query/key weights is not known here (the learned-table layouts know "
+        f"{', '.join(sorted(TABLE_QK_LAYOUTS))})."
     )
 
 

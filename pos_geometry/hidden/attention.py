@@ -52,7 +52,8 @@ class AttentionByOffset(Result):
         counts: ``(n_offsets,)`` int64 pairs behind each mean.
         rotary_status: ``"measured"``, or ``"does not apply: ..."`` with the reason.
         q_plane_norm, k_plane_norm, plane_usage: ``(n_layers_read, n_heads, n_planes)`` float64, or None.
-        wavelengths: ``(n_planes,)`` ``2π/θ_i`` in positions, or None.
+        wavelengths: ``(n_planes,)`` ``2π/θ_i`` in positions, or ``(n_layers_read, n_planes)`` when the layer
+            types read rotate with different frequencies (NaN rows for blocks that do not rotate), or None.
         n_sequences, seq_len, corpus: the corpus.
         provenance: model, revision, corpus (kind ``"hidden"``).
     """
@@ -103,10 +104,15 @@ class AttentionByOffset(Result):
         if self.plane_usage is not None and self.wavelengths is not None:
             usage = self.plane_usage.mean(axis=(0, 1))
             top = np.argsort(usage)[::-1][:3]
+            if self.wavelengths.ndim == 1:
+                where = [f"wavelength {self.wavelengths[i]:.4g}" for i in top]
+            else:  # layer types rotating with different bases: the range over the blocks read
+                where = [f"wavelength {np.nanmin(self.wavelengths[:, i]):.4g} to {np.nanmax(self.wavelengths[:, i]):.4g} "
+                         "by layer type" for i in top]  # fmt: skip
             rows.append((
                 "rotary per-plane usage (mean over layers and heads)",
                 f"{len(usage)} planes; most used " + ", ".join(
-                    f"plane {int(i)} ({usage[i]:.3f}, wavelength {self.wavelengths[i]:.4g})" for i in top
+                    f"plane {int(i)} ({usage[i]:.3f}, {w})" for i, w in zip(top, where, strict=True)
                 ) + f"; uniform use {1 / len(usage):.3f} each",
             ))  # fmt: skip
         else:
@@ -114,11 +120,15 @@ class AttentionByOffset(Result):
         return rows
 
 
-def _rotary_planes(loaded: LoadedModel) -> tuple[Any, np.ndarray | None, str]:
-    """``(planes (n_planes, 2), wavelengths, status)`` from the config and the attention-layout table."""
-    from pos_geometry.encodings.rotary import inverse_frequencies, rotary_params
+def _rotary_planes(loaded: LoadedModel, blocks: tuple[int, ...]) -> tuple[Any, np.ndarray | None, str]:
+    """``(planes (n_planes, 2), wavelengths, status)`` from the resolved architecture
+    (:func:`~pos_geometry.registry.architecture.describe_architecture`: transformers' description, or the layout
+    table's override) for the blocks read. ``wavelengths`` is ``(n_planes,)`` when every block read rotates alike,
+    else ``(n_blocks, n_planes)``, one row per block (its layer type's; NaN for a block that does not rotate)."""
+    from pos_geometry.encodings.rotary import inverse_frequencies
     from pos_geometry.hidden.model import positional_kind
-    from pos_geometry.registry.attention import ATTENTION_LAYOUTS, attention_layout
+    from pos_geometry.registry.architecture import attention_of, describe_architecture
+    from pos_geometry.registry.derived_layout import LayoutUnavailable
     from pos_geometry.sources.roles import rotation_planes
 
     kind = positional_kind(loaded.config)
@@ -129,19 +139,37 @@ def _rotary_planes(loaded: LoadedModel) -> tuple[Any, np.ndarray | None, str]:
             else "the model has no rotary embeddings"
         )
         return None, None, f"does not apply: {why}"
-    if loaded.model_type not in ATTENTION_LAYOUTS:
+    try:
+        layout, _ = attention_of(loaded.config)
+        arch = describe_architecture(loaded.config)
+    except (LayoutUnavailable, InvalidArgumentError) as exc:
+        return (
+            None,
+            None,
+            f"does not apply: the rotation planes of model_type {loaded.model_type!r} are unknown ({exc})",
+        )
+    params = [arch.layer_type_of(b).rotary if b < arch.n_layers else None for b in blocks]
+    rotating = [p for p in params if p is not None]
+    if not rotating:
+        return None, None, "does not apply: none of the blocks read rotates its queries and keys"
+    dims = sorted({p.rotary_dim for p in rotating})
+    if len(dims) > 1:
         return (
             None,
             None,
             (
-                f"does not apply: model_type {loaded.model_type!r} has no row in pos_geometry/registry/attention.py, "
-                "so its rotation-plane pairing is unknown"
+                f"does not apply: the blocks read rotate {', '.join(map(str, dims))} dimensions by layer type; read "
+                "the blocks of one layer type at a time (layers=...)"
             ),
         )
-    params = rotary_params(loaded.config)
-    planes = rotation_planes(attention_layout(loaded.config).pairing, params.rotary_dim)
-    wavelengths = (2 * math.pi / inverse_frequencies(params)).numpy().astype(np.float64)
-    return planes, wavelengths, "measured"
+    planes = rotation_planes(layout.pairing, dims[0])
+    rows = [
+        (2 * math.pi / inverse_frequencies(p)).numpy().astype(np.float64) if p is not None
+        else np.full(len(planes), np.nan)
+        for p in params
+    ]  # fmt: skip
+    same = all(np.array_equal(r, rows[0], equal_nan=True) for r in rows)
+    return planes, (rows[0] if same else np.stack(rows)), "measured"
 
 
 def check_max_offset(max_offset: int | None) -> None:
@@ -160,7 +188,7 @@ class OffsetCollector:
 
     def __init__(self, loaded: LoadedModel, blocks: tuple[int, ...]) -> None:
         self.loaded, self.blocks = loaded, blocks
-        self.planes, self.wavelengths, self.status = _rotary_planes(loaded)
+        self.planes, self.wavelengths, self.status = _rotary_planes(loaded, blocks)
         self.sums = {block: OffsetSums(self.planes) for block in blocks}
 
     def probing(self) -> AbstractContextManager[None]:

@@ -185,8 +185,8 @@ def attention_layout(config: Mapping[str, Any]) -> AttentionLayout:
     if row is None:
         raise InvalidArgumentError(
             f"no attention layout is known for model_type {model_type!r}, so its query/key weights cannot be "
-            f"read. Known: {', '.join(sorted(ATTENTION_LAYOUTS))}. Add a row to "
-            "pos_geometry/registry/attention.py."
+            f"read from this table. Known: {', '.join(sorted(ATTENTION_LAYOUTS))} (other architectures are "
+            "described by transformers: describe_architecture)."
         )
     return AttentionLayout(model_type=model_type, **row)
 

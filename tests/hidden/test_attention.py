@@ -136,3 +136,32 @@ def test_a_model_whose_attention_bypasses_transformers_interface_is_refused_befo
         pg.attention_by_offset(tmp_path, tokens, device="cpu", progress=False)
     alone = pg.hidden_positions(tmp_path, tokens, attention=False, device="cpu", progress=False)
     assert alone.attention is None and len(alone.metrics_rows()) == 3
+
+
+def test_per_plane_usage_reads_the_architecture_transformers_describes(tmp_path):
+    # gemma3_text has no row in the hand-written layout table: its planes come from transformers' description,
+    # and its two layer types rotate with different bases (sliding 10000, full 1e6), each block with its own.
+    # This was "does not apply: ... has no row in pos_geometry/registry/attention.py" (a source path, on a user's page)
+    import transformers
+
+    from pos_geometry.registry import ATTENTION_LAYOUTS
+
+    config = transformers.Gemma3TextConfig(
+        vocab_size=61, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, head_dim=8, max_position_embeddings=128, sliding_window=16,
+        layer_types=["sliding_attention", "full_attention"],
+        rope_parameters={"sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+                         "full_attention": {"rope_type": "default", "rope_theta": 1e6}},
+    )  # fmt: skip
+    assert config.model_type not in ATTENTION_LAYOUTS
+    transformers.AutoModelForCausalLM.from_config(config).save_pretrained(tmp_path)
+    tokens = np.random.default_rng(0).integers(0, 61, size=(2, 32))
+    res = pg.attention_by_offset(str(tmp_path), tokens, layers=[0, 1])
+    assert res.rotary_status == "measured" and res.plane_usage.shape == (2, 4, 4)
+    truth = [2 * np.pi * base ** (np.arange(4) * 2 / 8) for base in (10000.0, 1e6)]
+    np.testing.assert_allclose(res.wavelengths, np.stack(truth), rtol=1e-6)
+    usage = dict(res.summary_rows())["rotary per-plane usage (mean over layers and heads)"]
+    assert "by layer type" in usage and "registry/attention.py" not in usage
+    # one layer type read: one row of wavelengths, its own
+    one = pg.attention_by_offset(str(tmp_path), tokens, layers=[1])
+    np.testing.assert_allclose(one.wavelengths, truth[1], rtol=1e-6)
