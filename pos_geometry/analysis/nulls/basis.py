@@ -204,7 +204,12 @@ def _likelihood_axes(dec: dict, null: str, ell: float | None = None) -> tuple[to
             lam, w = gp_column_covariance(dec["coords"], length, nugget)
             dof = likelihood_dof(n, length, nugget)  # n − 1, or fewer rows' worth for a noise-free curve
             lam = lam * ((n - 1) / dof)
+            # a Wishart estimate of m < p degrees of freedom has rank m: a table whose coordinates span fewer axes
+            # than it has (a noise-free smooth curve stored in float32) has only that many degrees of freedom
             extra = max(0, int(dec["mean"].shape[0]) - lam.shape[0] - 1)  # axes the rows are too few to show
+            rank = int((lam > 1e-10 * float(lam.max())).sum())
+            if rank < lam.shape[0] + extra:
+                dof = min(dof, max(2.0, float(rank)))
             return shrink_spread(torch.cat([lam, lam.new_zeros(extra)]), dof), w
         from pos_geometry.analysis.nulls.stationary import stationary_column_covariance
 

@@ -115,3 +115,20 @@ def test_noise_free_gp_tables_are_not_helices_beyond_alpha():
         table = torch.from_numpy((factor @ rng.standard_normal((256, 64))).astype(np.float32))
         helices += pg.fit_helix(table, n_surrogates=99, alpha=0.05, random_state=i).verdict == "helix"
     assert helices <= 3  # α = 0.05 over 20 tables: P(more than 3) = 1.6% for a calibrated test
+
+
+@pytest.mark.slow
+def test_noise_free_gp_tables_with_fewer_axes_than_columns_are_not_helices_beyond_alpha():
+    # 1024 positions of length scale 100 in float32: the table spans about 28 of its 64 axes, so its likelihood
+    # covariance has rank 28; drawn with that spread the surrogates turned less than the table ("helix" in 31 of
+    # 200 at α = 0.05). Its degrees of freedom are its rank, and a bulk it cannot resolve is flat
+    rng = np.random.default_rng(5)
+    t = np.arange(1024.0)
+    w, v = np.linalg.eigh(np.exp(-((t[:, None] - t[None, :]) ** 2) / (2 * 100.0**2)))
+    factor = v * np.sqrt(np.clip(w, 0, None))
+    p_values = []
+    for i in range(12):
+        table = torch.from_numpy((factor @ rng.standard_normal((1024, 64))).astype(np.float32))
+        fit = pg.fit_helix(table, n_surrogates=99, alpha=0.05, random_state=i, sequential=False)
+        p_values.append(next(t.p_value for t in fit.tests if t.null == "smooth_gp"))
+    assert sum(p <= 0.05 for p in p_values) <= 2 and np.median(p_values) > 0.2

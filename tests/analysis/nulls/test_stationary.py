@@ -140,3 +140,20 @@ def test_the_shrinkage_target_is_the_unbiased_sum_of_squares():
     truth = float((true**2).sum())
     assert np.mean(raw) / truth > 1.2
     assert np.mean(shrunk) / truth == pytest.approx(1.0, abs=0.04)
+
+
+def test_a_bulk_with_fewer_degrees_of_freedom_than_axes_is_made_flat():
+    # 64 isotropic axes seen through 28 degrees of freedom: rank 28, the other 36 eigenvalues 0. No shrinkage
+    # toward the mean recovers the truth from so few; the bulk is made flat (its total kept), a spike kept
+    rng = np.random.default_rng(0)
+    z = rng.standard_normal((28, 64))
+    z[:, 0] *= 6.0  # one real spike
+    evals = torch.from_numpy(np.sort(np.linalg.eigvalsh(z.T @ z / 28))[::-1].copy())
+    out = shrink_spread(evals, 28)
+    assert float(out[0]) == pytest.approx(float(evals[0]))  # the spike stays as it is
+    bulk = out[1:]
+    assert float(bulk.max() - bulk.min()) < 1e-12 and float(bulk.sum()) == pytest.approx(float(evals[1:].sum()))
+    # with degrees of freedom to spare the bulk keeps part of its structure (the rule above only where m < p)
+    scales = np.sqrt(np.linspace(0.5, 1.5, 64))[:, None]  # a real ramp of variances
+    many = torch.from_numpy(np.sort(np.linalg.eigvalsh(np.cov(scales * rng.standard_normal((64, 400)))))[::-1].copy())
+    assert float(shrink_spread(many, 399).std()) > 0.1
