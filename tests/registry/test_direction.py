@@ -23,7 +23,11 @@ _SMALL = dict(vocab_size=61, hidden_size=32, intermediate_size=64, num_hidden_la
     [
         (transformers.GPT2Config(), True, "causal decoder"),
         (transformers.LlamaConfig(), True, "causal decoder"),
-        (transformers.Gemma3TextConfig(use_bidirectional_attention=True), False, "use_bidirectional_attention"),
+        (
+            transformers.Gemma3TextConfig(use_bidirectional_attention=True),
+            False,
+            "use_bidirectional_attention",
+        ),
         (transformers.BertConfig(), False, "encoder"),
         (transformers.RoFormerConfig(), False, "encoder"),
         (transformers.BertConfig(is_decoder=True), True, "causal decoder"),
@@ -43,7 +47,11 @@ def _save(model, folder):
 def test_a_model_that_sees_the_next_token_gets_no_next_token_loss(tmp_path):
     tokens = np.random.default_rng(0).integers(0, 61, size=(3, 24))
     bidirectional = transformers.Gemma3TextConfig(
-        **_SMALL, num_key_value_heads=2, head_dim=8, max_position_embeddings=128, use_bidirectional_attention=True
+        **_SMALL,
+        num_key_value_heads=2,
+        head_dim=8,
+        max_position_embeddings=128,
+        use_bidirectional_attention=True,
     )
     encoder = transformers.BertConfig(**_SMALL, max_position_embeddings=128)
     for name, model in (

@@ -8,7 +8,6 @@ import pytest
 import torch
 
 import pos_geometry as pg
-
 from pos_geometry.analysis.nulls.smoothness import gp_column_covariance, kernel, length_scale
 
 

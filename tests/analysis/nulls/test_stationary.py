@@ -152,8 +152,12 @@ def test_a_bulk_with_fewer_degrees_of_freedom_than_axes_is_made_flat():
     out = shrink_spread(evals, 28)
     assert float(out[0]) == pytest.approx(float(evals[0]))  # the spike stays as it is
     bulk = out[1:]
-    assert float(bulk.max() - bulk.min()) < 1e-12 and float(bulk.sum()) == pytest.approx(float(evals[1:].sum()))
+    assert float(bulk.max() - bulk.min()) < 1e-12 and float(bulk.sum()) == pytest.approx(
+        float(evals[1:].sum())
+    )
     # with degrees of freedom to spare the bulk keeps part of its structure (the rule above only where m < p)
     scales = np.sqrt(np.linspace(0.5, 1.5, 64))[:, None]  # a real ramp of variances
-    many = torch.from_numpy(np.sort(np.linalg.eigvalsh(np.cov(scales * rng.standard_normal((64, 400)))))[::-1].copy())
+    many = torch.from_numpy(
+        np.sort(np.linalg.eigvalsh(np.cov(scales * rng.standard_normal((64, 400)))))[::-1].copy()
+    )
     assert float(shrink_spread(many, 399).std()) > 0.1
