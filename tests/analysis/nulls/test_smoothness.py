@@ -100,19 +100,25 @@ def test_the_likelihood_counts_the_rows_a_noise_free_curve_has():
     assert got == pytest.approx(truth, rel=1e-6) and 20 < got < 150
 
 
+def _noise_free_gp_tables(n: int, ell: float, count: int, seed: int):
+    """``count`` float32 tables ``(n, 64)`` of iid noise-free GP columns of length scale ``ell``."""
+    rng = np.random.default_rng(seed)
+    t = np.arange(float(n))
+    w, v = np.linalg.eigh(np.exp(-((t[:, None] - t[None, :]) ** 2) / (2 * ell**2)))
+    factor = v * np.sqrt(np.clip(w, 0, None))
+    for _ in range(count):
+        yield torch.from_numpy((factor @ rng.standard_normal((n, 64))).astype(np.float32))
+
+
 @pytest.mark.slow
 def test_noise_free_gp_tables_are_not_helices_beyond_alpha():
     # GP curves of length scale 25 over 256 positions, no noise, 64 columns: the smooth-GP null took the
     # Wishart spread out of its column covariance as if it had 255 rows' worth of data, left most of it, and
     # the tables beat their surrogates: "helix" at α = 0.05 in 11 of 40. Counted with the rows they hold: 2 of 40
-    rng = np.random.default_rng(3)
-    t = np.arange(256.0)
-    w, v = np.linalg.eigh(np.exp(-((t[:, None] - t[None, :]) ** 2) / (2 * 25.0**2)))
-    factor = v * np.sqrt(np.clip(w, 0, None))
-    helices = 0
-    for i in range(20):
-        table = torch.from_numpy((factor @ rng.standard_normal((256, 64))).astype(np.float32))
-        helices += pg.fit_helix(table, n_surrogates=99, alpha=0.05, random_state=i).verdict == "helix"
+    helices = sum(
+        pg.fit_helix(table, n_surrogates=99, alpha=0.05, random_state=i).verdict == "helix"
+        for i, table in enumerate(_noise_free_gp_tables(256, 25.0, 20, seed=3))
+    )
     assert helices <= 3  # α = 0.05 over 20 tables: P(more than 3) = 1.6% for a calibrated test
 
 
@@ -121,13 +127,8 @@ def test_noise_free_gp_tables_with_fewer_axes_than_columns_are_not_helices_beyon
     # 1024 positions of length scale 100 in float32: the table spans about 28 of its 64 axes, so its likelihood
     # covariance has rank 28; drawn with that spread the surrogates turned less than the table ("helix" in 31 of
     # 200 at α = 0.05). Its degrees of freedom are its rank, and a bulk it cannot resolve is flat
-    rng = np.random.default_rng(5)
-    t = np.arange(1024.0)
-    w, v = np.linalg.eigh(np.exp(-((t[:, None] - t[None, :]) ** 2) / (2 * 100.0**2)))
-    factor = v * np.sqrt(np.clip(w, 0, None))
     p_values = []
-    for i in range(12):
-        table = torch.from_numpy((factor @ rng.standard_normal((1024, 64))).astype(np.float32))
+    for i, table in enumerate(_noise_free_gp_tables(1024, 100.0, 12, seed=5)):
         fit = pg.fit_helix(table, n_surrogates=99, alpha=0.05, random_state=i, sequential=False)
         p_values.append(next(t.p_value for t in fit.tests if t.null == "smooth_gp"))
     assert sum(p <= 0.05 for p in p_values) <= 2 and np.median(p_values) > 0.2
