@@ -93,10 +93,10 @@ def sweep(
         help="Rotary models: the layers whose q/k weights are read, e.g. 0,5,11 (default all).",
     ),
     fold_norm: bool = typer.Option(
-        True,
-        "--fold-norm/--no-fold-norm",
-        help="Rotary models: fold the attention norm's gain into W_q, W_k, as the atlas command, the reproduction "
-        "and the notebooks do; --no-fold-norm reads the raw weights.",
+        False,
+        "--fold-norm",
+        help="Rotary models: fold the attention norm's gain into W_q, W_k. Off by default here, unlike the atlas "
+        "command: one sweep command serves learned tables too, which have no norm gain to fold.",
     ),
     gguf_file: str | None = typer.Option(
         None,
