@@ -29,7 +29,7 @@ length scales in float16/32, polynomials and white noise as nulls; noisy images 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -160,20 +160,21 @@ def linear_image(x: np.ndarray, positions: np.ndarray, eps: float) -> ImageFit |
     freqs = angles[undamped][order]
     resolved = resolved_planes(freqs, span, eps)
     base = lattice_base(freqs[resolved], d) if resolved.sum() >= 2 else None
-    found = ImageFit(False, "", freqs, int(resolved.sum()), base, residual, noise, r)
     n_turning = int(resolved.sum())
+    found = ImageFit(False, "", freqs, n_turning, base, residual, noise, r)
     if n_turning < MIN_PLANES:
         why = (f"{n_turning} undamped plane(s) turn in the window (a linear image shows at least {MIN_PLANES}; "
                f"{int(upper.sum())} eigen-pairs of its shift map, the rest decay or grow)")  # fmt: skip
-        return _replace(found, why)
+        return replace(found, why_not=why)
     if base is None:
-        return _replace(
-            found, f"its {n_turning} undamped turning planes follow no base lattice θ_i = base^(−2i/d)"
+        return replace(
+            found,
+            why_not=f"its {n_turning} undamped turning planes follow no base lattice θ_i = base^(−2i/d)",
         )
     if residual > max(REBUILD * noise, 1e-6):
-        return _replace(
+        return replace(
             found,
-            f"the rotations leave {residual:.2g} of the table, more than {REBUILD:g}× its noise ({noise:.2g})",
+            why_not=f"the rotations leave {residual:.2g} of the table, more than {REBUILD:g}× its noise ({noise:.2g})",
         )
     m = freqs.size
     s = rebuild(positions, freqs, 1.0, np.arange(m), np.arange(m, 2 * m), 2 * m)  # [sines | cosines]
@@ -196,7 +197,3 @@ def _rebuild_error(x: np.ndarray, positions: np.ndarray, lam: np.ndarray) -> flo
     except np.linalg.LinAlgError:
         return math.inf
     return float(np.linalg.norm(x - (v @ coef).real)) / (float(np.linalg.norm(x)) or 1.0)
-
-
-def _replace(fit: ImageFit, why: str) -> ImageFit:
-    return ImageFit(False, why, fit.frequencies, fit.resolved, fit.base, fit.residual, fit.noise, fit.rank)

@@ -20,6 +20,7 @@ walk of larger variance is not in the top three components), unless the top-3 fi
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import math
 from typing import Any
 
@@ -70,8 +71,9 @@ def fit_helices(
     m = len(recurrence.rotation_pairs())
     if m < MIN_ROTATIONS or (m == 1 and top is not None and top.verdict == "helix"):
         return ()
-    alpha = float(nulls.pop("alpha", 0.01))
-    surrogates = int(nulls.pop("n_surrogates", 199))
+    defaults = inspect.signature(fit_helix).parameters  # a caller's omission means fit_helix's own default
+    alpha = float(nulls.pop("alpha", defaults["alpha"].default))
+    surrogates = int(nulls.pop("n_surrogates", defaults["n_surrogates"].default))
     if surrogates > 0:
         surrogates = max(surrogates, math.ceil(m / alpha - 1e-9) - 1)
     fits = []

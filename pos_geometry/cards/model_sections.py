@@ -58,6 +58,7 @@ def run_hidden(s: Subject, plan: CorpusPlan, *, device: Any, random_state: int, 
         return ModelRun(None, plan, f"a bare table has no model to run ({s.no_model})")
     if s.unavailable:
         return ModelRun(None, plan, f"{UNAVAILABLE}: {s.unavailable}")
+    from pos_geometry.hidden.corpus import NoTokenizerError
     from pos_geometry.hidden.decomposition import hidden_positions
 
     def run(p: CorpusPlan) -> ModelRun:
@@ -73,9 +74,7 @@ def run_hidden(s: Subject, plan: CorpusPlan, *, device: Any, random_state: int, 
     try:
         try:
             return run(plan)
-        except NotApplicableError as exc:
-            if plan.tokens is None or "tokenizer" not in str(exc):
-                raise
+        except NoTokenizerError:
             return run(plan.random("the model has no tokenizer for the text corpus"))
     except _UNAVAILABLE as exc:
         return ModelRun(None, plan, f"{UNAVAILABLE}: {exc}")

@@ -25,7 +25,12 @@ import numpy as np
 
 from pos_geometry.errors import InvalidArgumentError, NotApplicableError
 
-__all__ = ["Corpus", "make_corpus", "DEFAULT_N_SEQUENCES", "MAX_DEFAULT_SEQ_LEN"]
+__all__ = ["Corpus", "make_corpus", "DEFAULT_N_SEQUENCES", "MAX_DEFAULT_SEQ_LEN", "NoTokenizerError"]
+
+
+class NoTokenizerError(NotApplicableError):
+    """A text corpus for a model with no tokenizer: callers with a fallback (random tokens) catch this one."""
+
 
 DEFAULT_N_SEQUENCES = 64
 MAX_DEFAULT_SEQ_LEN = 1024
@@ -128,7 +133,7 @@ def _from_text(
     path: Path, tokenizer: Any, seq_len: int, n_sequences: int | None, min_sequences: int = 2
 ) -> np.ndarray:
     if tokenizer is None:
-        raise NotApplicableError(
+        raise NoTokenizerError(
             f"{str(path)!r} is text, but no tokenizer is available for this model (its folder has none). "
             "Pass tokenizer=..., or token ids as a .npy file of shape (n_sequences, seq_len)."
         )
