@@ -14,7 +14,17 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
 
-__all__ = ["atomic_write", "atomic_writer", "remove_stale_temporaries"]
+__all__ = ["atomic_write", "atomic_writer", "cache_dir", "remove_stale_temporaries"]
+
+
+def cache_dir() -> Path:
+    """``$POS_GEOMETRY_CACHE``, else ``$XDG_CACHE_HOME/pos_geometry``, else ``~/.cache/pos_geometry``."""
+    explicit = os.environ.get("POS_GEOMETRY_CACHE")
+    if explicit:
+        return Path(explicit).expanduser()
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    base = Path(xdg).expanduser() if xdg else Path.home() / ".cache"
+    return base / "pos_geometry"
 
 
 @contextlib.contextmanager

@@ -96,7 +96,8 @@ def rotary_atlas(
 
     Args:
         name_or_path: a model-table name (``"pythia-70m"``, ``"mistral-7b-v0.1"``), a hub repo id, or a
-            local Hugging Face model folder. Its ``model_type`` must have an attention-layout row. An
+            local Hugging Face model folder, a ``.gguf`` file, or a model opened by
+            :func:`~pos_geometry.open_model` (its q/k bytes are read from the same source). An
             already opened :class:`~pos_geometry.sources.tensor_set.Checkpoint` is read as it is
             (``revision``, ``offline`` and ``model_id`` are then its own).
         layers: layer indices to read (default: all); only their q/k tensors are read.
@@ -123,8 +124,8 @@ def rotary_atlas(
             split each head's form into ``term_share``; False: the weight-only form. ``includes`` says
             which form a result holds.
 
-    Architectures without a row in the attention-layout table get their layout from transformers
-    itself (:mod:`pos_geometry.registry.derived_layout`), frequencies included.
+    Every architecture's attention layout comes from transformers itself
+    (:mod:`pos_geometry.registry.derived_layout`), frequencies included.
 
     Returns:
         a :class:`RotaryAtlas` with arrays ``(n_layers, n_heads, n_planes)`` (see the module docstring).

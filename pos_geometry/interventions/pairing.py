@@ -45,7 +45,7 @@ def _find(params: dict[str, torch.Tensor], key: str, prefix: str) -> tuple[str, 
     hits = [name for name in params if name.endswith("." + bare)]
     if len(hits) == 1:
         return hits[0], params[hits[0]]
-    raise NotApplicableError(f"the model has no parameter {key!r} (its attention-layout row names it).")
+    raise NotApplicableError(f"the model has no parameter {key!r} (its attention layout names it).")
 
 
 def _head_rows(n_heads: int, head_dim: int, start: int, stride: int) -> list[torch.Tensor]:

@@ -10,9 +10,9 @@
   labelled with its layer type; the model reads them on every forward pass. An edit of some layers
   only (``layers=``) recomputes those layers' cos/sin with the module's own forward and hands them
   to those decoder blocks (a pre-hook on each), leaving the others as they are;
-* the query/key projections, by the attention-layout row of
-  :mod:`pos_geometry.registry.attention` (separate ``q_proj``/``k_proj`` or fused), for the
-  pairing control.
+* the query/key projections, by the model's attention layout
+  (:func:`~pos_geometry.registry.architecture.attention_of`: separate ``q_proj``/``k_proj`` or fused),
+  for the pairing control.
 
 Every change goes through a method that records how to undo it; :meth:`EditTarget.editing` undoes
 them all on exit, whatever happens, so the model is bit-identical afterwards.

@@ -12,9 +12,10 @@ by transformers' config class, :mod:`pos_geometry.sources.gguf.config`) into an 
   ``chunked_attention`` layer (Llama-4) sees ``attention_chunk_size``; every other layer sees the
   training context.
 * **attention layout** (:meth:`Architecture.attention`): the q/k(/v) projections, norms, pairing and
-  prefix: a row of :data:`~pos_geometry.registry.attention.ATTENTION_LAYOUTS` where one exists (an
-  override), else derived from transformers (:func:`~pos_geometry.registry.derived_layout.derive_layout`),
-  with the frequency groups and the layers that do not rotate.
+  prefix, derived from transformers (:func:`~pos_geometry.registry.derived_layout.derive_layout`), with
+  the frequency groups and the layers that do not rotate; a row of
+  :data:`~pos_geometry.registry.attention.ATTENTION_LAYOUTS` (the derivation's test oracle) stands in only
+  where transformers cannot describe the model.
 
 The atlas, the interventions and ``info`` all read it, so a GGUF and its folder describe the same model.
 """
@@ -35,7 +36,7 @@ from pos_geometry.encodings.rotary import (
 )
 from pos_geometry.errors import InvalidArgumentError
 from pos_geometry.registry.attention import ATTENTION_LAYOUTS, AttentionLayout, attention_layout
-from pos_geometry.registry.derived_layout import DerivedLayout, derive_layout
+from pos_geometry.registry.derived_layout import DerivedLayout, LayoutUnavailable, derive_layout
 from pos_geometry.registry.direction import AttentionDirection, attention_direction
 
 __all__ = [
@@ -120,8 +121,8 @@ class Architecture:
         return attention_direction(self.config)
 
     def attention(self) -> tuple[AttentionLayout, DerivedLayout | None]:
-        """The attention layout: the table's row for this ``model_type`` (an override) or, where there is
-        none, the one transformers gives (with its frequency groups and unrotated layers).
+        """The attention layout transformers gives (with its frequency groups and unrotated layers), or the
+        layout table's row where transformers cannot describe the model (:func:`attention_of`).
 
         Raises:
             LayoutUnavailable: transformers cannot describe the architecture's queries and keys (the
@@ -131,11 +132,21 @@ class Architecture:
 
 
 def attention_of(config: Mapping[str, Any]) -> tuple[AttentionLayout, DerivedLayout | None]:
-    """A config's attention layout: its ``model_type``'s row in the layout table (an override), else the one
-    transformers gives, with the derived frequency groups (:func:`derive_layout`)."""
-    if str(config.get("model_type", "")).lower() in ATTENTION_LAYOUTS:
+    """A config's attention layout, with the frequency groups: the one transformers gives
+    (:func:`derive_layout`), read first for every architecture. The layout table's row for the
+    ``model_type`` (:data:`~pos_geometry.registry.attention.ATTENTION_LAYOUTS`, the derivation's test
+    oracle) stands in only when transformers cannot describe the model (an older transformers without the
+    class, a config it refuses); then the groups are None and the frequencies are the config's.
+
+    Raises:
+        LayoutUnavailable: transformers cannot describe the architecture and the table has no row for it.
+    """
+    try:
+        derived = derive_layout(config)
+    except LayoutUnavailable:
+        if str(config.get("model_type", "")).lower() not in ATTENTION_LAYOUTS:
+            raise
         return attention_layout(config), None
-    derived = derive_layout(config)
     return derived.layout, derived
 
 

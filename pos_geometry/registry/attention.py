@@ -26,11 +26,14 @@ architecture stores them differently; each row here says how, as plain data:
   then ``q_key``/``k_key``/``qkv_key`` are None.
 * ``prefix``: the leading name component a bare (headless) checkpoint omits
   (``model.``, ``gpt_neox.``, ``transformer.``).
-* ``token_key``: the token-embedding table.
 
-A new architecture is a new row. Models whose queries or keys pass through something other
-than a linear map and a norm before the rotation (CodeGen's model-parallel fused layout) are
-deliberately absent: the atlas would misread them.
+Every path reads the layout transformers gives first
+(:func:`~pos_geometry.registry.architecture.attention_of`, derived by
+:mod:`pos_geometry.registry.derived_layout`); these rows are its test oracle (a test derives each one and
+compares them field by field) and stand in only where transformers cannot describe the model. A new
+architecture needs no row. Models whose queries or keys pass through something other than a linear map
+and a norm before the rotation (CodeGen's model-parallel fused layout) are deliberately absent: the atlas
+would misread them.
 """
 
 from __future__ import annotations
@@ -61,7 +64,6 @@ _LLAMA = {
     "q_key": "model.layers.{layer}.self_attn.q_proj.weight",
     "k_key": "model.layers.{layer}.self_attn.k_proj.weight",
     "norm_key": "model.layers.{layer}.input_layernorm.weight",
-    "token_key": "model.embed_tokens.weight",
     "pairing": "rotate_half",
     "prefix": "model.",
 }
@@ -100,7 +102,6 @@ ATTENTION_LAYOUTS: dict[str, dict[str, Any]] = {
         "qkv_key": "gpt_neox.layers.{layer}.attention.query_key_value.weight",
         "fused": "per_head",
         "norm_key": "gpt_neox.layers.{layer}.input_layernorm.weight",
-        "token_key": "gpt_neox.embed_in.weight",
         "pairing": "rotate_half",
         "prefix": "gpt_neox.",
     },
@@ -108,7 +109,6 @@ ATTENTION_LAYOUTS: dict[str, dict[str, Any]] = {
         "q_key": "transformer.h.{layer}.attn.q_proj.weight",
         "k_key": "transformer.h.{layer}.attn.k_proj.weight",
         "norm_key": "transformer.h.{layer}.ln_1.weight",
-        "token_key": "transformer.wte.weight",
         "pairing": "interleaved",
         "prefix": "transformer.",
     },
@@ -127,7 +127,6 @@ class AttentionLayout:
     fused: str | None = None
     norm_key: str | None = None
     norm_offset: float = 0.0
-    token_key: str | None = None
     prefix: str = ""
     q_norm_key: str | None = None
     k_norm_key: str | None = None

@@ -25,7 +25,8 @@ asks it:
    up to one scalar per token and head (the norms' RMS divisors). Anything that fails is refused
    with the reason (:class:`LayoutUnavailable`), never guessed.
 
-Results are cached per config. transformers is imported only here, on first use.
+Results are cached per config, in memory and on disk (:mod:`pos_geometry.registry.layout_store`), so
+transformers' modeling code is imported only here, once per architecture and transformers version.
 """
 
 from __future__ import annotations
@@ -33,14 +34,14 @@ from __future__ import annotations
 import functools
 import json
 import sys
+import threading
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from pos_geometry.errors import InvalidArgumentError
-from pos_geometry.registry.attention import AttentionLayout
 from pos_geometry.registry.latent_layout import latent_children
 from pos_geometry.registry.layout_check import LayoutUnavailable, latent_layout_from, layout_from
+from pos_geometry.registry.layout_store import DerivedLayout, RotationGroup, load_layout, store_layout
 from pos_geometry.registry.rotation_probe import (
     PROBE_LEN,
     ROTATIONS,
@@ -60,33 +61,12 @@ _K = ("k_proj", "key", "wk", "k")
 _QKV = ("qkv_proj", "query_key_value", "Wqkv", "qkv", "W_pack", "c_attn")
 _Q_NORM = ("q_norm", "query_layernorm", "q_layernorm", "q_ln")
 _K_NORM = ("k_norm", "key_layernorm", "k_layernorm", "k_ln")
-
-
-@dataclass(frozen=True)
-class RotationGroup:
-    """Layers that rotate with the same frequencies: ``theta`` ``(n_planes,)`` float64, ``attention_factor``
-    (transformers' cos/sin scale), and a ``label`` (the config's layer type, e.g. ``"sliding_attention"``)."""
-
-    label: str
-    layers: tuple[int, ...]
-    theta: tuple[float, ...]
-    attention_factor: float
-
-
-@dataclass(frozen=True)
-class DerivedLayout:
-    """What transformers says about a config's attention: the :class:`AttentionLayout` (names, pairing,
-    norms), the rotary dimension, the frequency groups, and the layers with no rotation at all."""
-
-    layout: AttentionLayout
-    rotary_dim: int
-    head_dim: int
-    groups: tuple[RotationGroup, ...]
-    unrotated: tuple[int, ...]
-    transformers_version: str
-
-    def group_of(self, layer: int) -> RotationGroup | None:
-        return next((g for g in self.groups if layer in g.layers), None)
+_DERIVING = threading.Lock()
+"""One derivation at a time: the probe replaces the modeling module's rotation function while it runs and
+seeds torch's global generator, so two threads deriving at once would read each other's calls."""
+THETA_AGREEMENT = 1e-5
+"""Relative agreement between the probe's frequencies (float32 angles) and the config's formula in float64
+under which the formula's digits are kept."""
 
 
 def _cfg(config: Mapping[str, Any]) -> Any:
@@ -295,7 +275,26 @@ def _derive(config_json: str) -> DerivedLayout:
         built.append(RotationGroup(label, tuple(layers), tuple(freqs[layers[0]][0]), float(scale)))
     unrotated = tuple(i for i in range(n_layers) if i not in freqs)
     head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
+    built = [_in_float64(group, json.loads(config_json)) for group in built]
     return DerivedLayout(layout, rotary_dim, head_dim, tuple(built), unrotated, transformers.__version__)
+
+
+def _in_float64(group: RotationGroup, config: Mapping[str, Any]) -> RotationGroup:
+    """``group`` with the frequencies of the config's own formula in float64 when they are the ones the probe
+    observed (transformers computes its angles in float32, so the probe reads ``θ`` to about 1e-7): the
+    probe decides which frequencies, the formula gives their digits. Left as observed otherwise."""
+    from pos_geometry.encodings.rotary import inverse_frequencies, layer_type_groups, rotary_params
+
+    label = group.label if (layer_type_groups(config) or {}).get(group.label) else None
+    try:
+        theta = inverse_frequencies(rotary_params(config, layer_type=label)).tolist()
+    except Exception:  # a rope type or config pos_geometry does not read: the probe's values stand
+        return group
+    if len(theta) != len(group.theta) or not all(
+        abs(a - b) <= THETA_AGREEMENT * abs(a) for a, b in zip(theta, group.theta, strict=True)
+    ):
+        return group
+    return RotationGroup(group.label, group.layers, tuple(float(t) for t in theta), group.attention_factor)
 
 
 def derive_layout(config: Mapping[str, Any]) -> DerivedLayout:
@@ -312,7 +311,13 @@ def derive_layout(config: Mapping[str, Any]) -> DerivedLayout:
     except (TypeError, ValueError) as exc:
         raise InvalidArgumentError(f"config is not JSON-like: {exc}") from None
     try:
-        return _derive(text)
+        with _DERIVING:  # the probe patches the modeling module and seeds torch's global generator
+            stored = load_layout(text)
+            if stored is not None:
+                return stored
+            derived = _derive(text)
+            store_layout(text, derived)
+            return derived
     except LayoutUnavailable:
         raise
     except ProbeError as exc:

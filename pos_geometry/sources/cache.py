@@ -28,7 +28,6 @@ import contextlib
 import hashlib
 import json
 import math
-import os
 import re
 import shutil
 import struct
@@ -41,7 +40,7 @@ from huggingface_hub.utils import validate_repo_id
 from safetensors import SafetensorError, safe_open
 from safetensors.torch import save
 
-from pos_geometry._files import atomic_write, atomic_writer, remove_stale_temporaries
+from pos_geometry._files import atomic_write, atomic_writer, cache_dir, remove_stale_temporaries
 from pos_geometry._json import loads
 from pos_geometry._names import inside
 from pos_geometry.errors import InvalidArgumentError
@@ -85,16 +84,6 @@ def endpoint() -> str:
 def is_commit(revision: str | None) -> bool:
     """Whether ``revision`` is a full 40-hex commit hash (immutable)."""
     return revision is not None and _COMMIT.fullmatch(revision) is not None
-
-
-def cache_dir() -> Path:
-    """``$POS_GEOMETRY_CACHE``, else ``$XDG_CACHE_HOME/pos_geometry``, else ``~/.cache/pos_geometry``."""
-    explicit = os.environ.get("POS_GEOMETRY_CACHE")
-    if explicit:
-        return Path(explicit).expanduser()
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    base = Path(xdg).expanduser() if xdg else Path.home() / ".cache"
-    return base / "pos_geometry"
 
 
 def _repo_dir(repo_id: str) -> Path:

@@ -79,7 +79,7 @@ class QKWeights:
         layers: the layer indices, in order.
         planes: ``(n_planes, 2)`` long: the head dimensions of each rotation plane.
         rotary: the rotary parameters (frequencies, context length, rope type).
-        layout: the attention-layout row used.
+        layout: the attention layout used (:func:`~pos_geometry.registry.architecture.attention_of`).
         keys: every checkpoint key read.
         stored_dtype: the dtype the projections are stored in.
         checkpoint: where they came from (config, model id, revision, commit, location).

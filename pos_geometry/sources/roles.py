@@ -105,7 +105,7 @@ class QKReader:
 
     Attributes:
         checkpoint: the opened checkpoint (config, model id, commit, location).
-        layout: the attention-layout row of its ``model_type``.
+        layout: its attention layout (transformers' description, :func:`~pos_geometry.registry.architecture.attention_of`).
         rotary: its rotary parameters.
         n_layers, n_heads, n_kv_heads: from the config.
         planes: ``(n_planes, 2)`` long, the head dimensions of each rotation plane.
@@ -115,7 +115,7 @@ class QKReader:
         self.checkpoint = checkpoint
         config = as_transformers_config(checkpoint.config)
         self.config = config
-        # the layout table's row, else transformers' own description (registry.architecture)
+        # transformers' own description (the layout table's row only where it has none: registry.architecture)
         self.layout, self.derived = attention_of(config)
         if self.layout.latent is not None:  # MLA: one rotary key, shared by every head
             config = {**config, "head_dim": self.layout.latent.rope}

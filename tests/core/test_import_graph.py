@@ -115,6 +115,7 @@ FLOORS: tuple[tuple[str, ...], ...] = (
         "_dtypes",
         "_device",
         "_files",
+        "_disk_memo",
         "_version",
         "_progress",
         "_threads",

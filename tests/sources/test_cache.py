@@ -117,10 +117,10 @@ def test_crash_while_writing_leaves_nothing(monkeypatch, private_cache):
         assert os.fstat(fd).st_size > 0  # the partial bytes are on disk at this point
         raise _Crash
 
-    monkeypatch.setattr(cache.os, "fsync", crash_after_data_is_written)
+    monkeypatch.setattr(os, "fsync", crash_after_data_is_written)
     with pytest.raises(_Crash):
         store_tensor("org/model", COMMIT, record)
-    monkeypatch.setattr(cache.os, "fsync", real_fsync)
+    monkeypatch.setattr(os, "fsync", real_fsync)
     assert _files(private_cache) == before  # no partial file, no temp file
     assert cached_tensor("org/model", COMMIT, record.key) is None
 
@@ -129,7 +129,7 @@ def test_failed_rename_leaves_nothing(monkeypatch, private_cache):
     def refuse(src, dst):
         raise OSError("disk full")
 
-    monkeypatch.setattr(cache.os, "replace", refuse)
+    monkeypatch.setattr(os, "replace", refuse)
     with pytest.raises(OSError, match="disk full"):
         store_tensor("org/model", COMMIT, _record(torch.float32))
     assert _files(private_cache) == []
@@ -167,10 +167,10 @@ def test_crash_during_store_then_next_call_refetches(small_hub, monkeypatch):
     def crash(fd):
         raise _Crash
 
-    monkeypatch.setattr(cache.os, "fsync", crash)
+    monkeypatch.setattr(os, "fsync", crash)
     with pytest.raises(_Crash):
         read_hub_tensor("org/small")
-    monkeypatch.setattr(cache.os, "fsync", real_fsync)
+    monkeypatch.setattr(os, "fsync", real_fsync)
     assert _files(cache_dir()) == []
     server.clear_log()
     record, got = read_hub_tensor("org/small")
@@ -187,7 +187,7 @@ def test_unwritable_cache_warns_and_still_returns_the_table(small_hub, monkeypat
     def refuse(src, dst):
         raise OSError("read-only file system")
 
-    monkeypatch.setattr(cache.os, "replace", refuse)
+    monkeypatch.setattr(os, "replace", refuse)
     with pytest.warns(RuntimeWarning, match="could not write its cache"):
         record, _ = read_hub_tensor("org/small")
     assert torch.equal(record.tensor, table)

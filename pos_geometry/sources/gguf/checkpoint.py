@@ -32,6 +32,13 @@ from pos_geometry.errors import CheckpointFormatError, MissingTensorError
 from pos_geometry.sources.byte_source import ByteSource
 from pos_geometry.sources.gguf.config import gguf_config
 from pos_geometry.sources.gguf.header import read_header
+from pos_geometry.sources.gguf.processing import (
+    as_tensor,
+    learn_effect,
+    processor_name,
+    recalled_effect,
+    unpermute_heads,
+)
 
 __all__ = ["PERMUTED_QK", "POSITION_TENSOR", "GGUFWeights", "tensor_processor"]
 
@@ -163,7 +170,7 @@ class GGUFWeights:
             return self._processed(info, self._decode(info, lo, hi), (hi - lo) // size)[
                 start - lo : stop - lo
             ]
-        if self._processor is not None and type(self._processor).__name__ in _WHOLE_TENSOR:
+        if processor_name(self.arch) in _WHOLE_TENSOR:
             return self.read(key)[start:stop]
         return self._processed(info, self._decode(info, start, stop), None)
 
@@ -177,12 +184,17 @@ class GGUFWeights:
         """``array`` (rows of ``info``) through transformers' tensor processor; ``heads``: the number of whole
         q/k heads the rows hold, for the per-head permutation. Without transformers, llama's q/k permutation
         is undone here by the converter's formula (module docstring)."""
+        name = processor_name(self.arch)
+        if name is None:  # no processor (or no transformers): llama's permutation undone by the formula
+            return torch.from_numpy(
+                np.ascontiguousarray(array if heads is None else unpermute_heads(array, heads))
+            )
+        whole = self._permuted_heads(info) if heads is None and array.shape == info.shape else heads
+        effect = recalled_effect(self.arch, name, info.name, array.shape, whole, self.config)
+        if effect is not None and (effect == "unchanged" or whole is not None):  # learnt on an earlier read
+            return as_tensor(array if effect == "unchanged" else unpermute_heads(array, whole))
         processor = self._processor
-        if processor is None:
-            if heads is not None:  # stored row 2j + s of a head is transformers' row s * half + j
-                half = array.shape[0] // heads // 2
-                array = array.reshape(-1, half, 2, array.shape[-1]).swapaxes(1, 2).reshape(array.shape)
-            return torch.from_numpy(np.ascontiguousarray(array))
+        stored, array = array, array.copy()  # (the processor may work in place)
         if heads is not None:  # the processor permutes per head: tell it how many heads these rows hold
             processor = type(processor)(config={**processor.config, "num_attention_heads": heads,
                                                 "num_key_value_heads": heads})  # fmt: skip
@@ -195,7 +207,8 @@ class GGUFWeights:
                 "tensor (it merges it with others), so it cannot be read on its own."
             )
         values = values.numpy() if isinstance(values, torch.Tensor) else values
-        return torch.from_numpy(np.ascontiguousarray(values, dtype=np.float32))
+        learn_effect(self.arch, name, info.name, stored, whole, self.config, np.asarray(values))
+        return as_tensor(values)
 
     def _decode(self, info: Any, start: int, stop: int) -> np.ndarray:
         """Rows ``[start, stop)`` of ``info`` as stored (dequantised to float32, before any processing)."""
@@ -218,11 +231,8 @@ class GGUFWeights:
     def _permuted_heads(self, info: Any) -> int | None:
         """The number of heads whose rows llama.cpp permuted in this tensor (module docstring), or None."""
         which = info.name.split(".")[-2] if info.name.count(".") >= 2 else ""
-        permuted = (
-            type(self._processor).__name__ == "LlamaTensorProcessor"
-            if self._processor is not None
-            else self.arch in PERMUTED_QK
-        )
+        name = processor_name(self.arch)
+        permuted = name == "LlamaTensorProcessor" if name is not None else self.arch in PERMUTED_QK
         if not permuted or len(info.shape) != 2 or which not in ("attn_q", "attn_k"):
             return None
         heads = self.config.get("num_attention_heads" if which == "attn_q" else "num_key_value_heads")

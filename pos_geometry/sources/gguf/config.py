@@ -18,6 +18,9 @@ gets them (``from_pretrained(..., gguf_file=...)`` builds the class from the ren
    defaults apply (Gemma-3's layer types and per-type ``rope_parameters``, Gemma-2's alternating
    sliding window), so every path reads the same config a folder's ``config.json`` gives.
 
+The built config is kept on disk (:mod:`pos_geometry._disk_memo`, keyed by the metadata it reads and the
+installed transformers), so reading the same model again imports none of transformers' config machinery.
+
 ``config["gguf"]`` records the file's own facts and ``config_source``: which transformers version built
 it, or why none did (transformers not installed; an architecture transformers has no config class for,
 whose config is then the renamed metadata alone, and the atlas or a model built from it say so by
@@ -26,11 +29,14 @@ refusing what they cannot derive).
 
 from __future__ import annotations
 
+import json
 import math
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from pos_geometry._disk_memo import recall, remember
 from pos_geometry.errors import CheckpointFormatError
 from pos_geometry.sources.gguf.header import GGUFHeader, LargeArray
 
@@ -185,6 +191,26 @@ def _built(config: dict[str, Any]) -> tuple[dict[str, Any], str]:
     return full, f"transformers {transformers.__version__}'s {type(built).__name__} from the GGUF metadata"
 
 
+_KIND = "gguf_configs"
+_SOURCES = (Path(__file__).resolve(),)
+
+
+def _inputs(header: GGUFHeader, arch: str, model_type: str) -> str:
+    """Everything of the header that :func:`_renamed` reads, as canonical JSON (the key of the built config)."""
+    fields = header.fields
+    kept = {
+        k: v
+        for k, v in fields.items()
+        if (k.startswith(f"{arch}.") or k.startswith("tokenizer.ggml.")) and not isinstance(v, LargeArray)
+    }
+    tokens = fields.get("tokenizer.ggml.tokens")
+    count = (
+        tokens.count if isinstance(tokens, LargeArray) else len(tokens) if isinstance(tokens, tuple) else None
+    )
+    kept |= {"~model_type": model_type, "~tokens": count, "~output": "output.weight" in header.tensors}
+    return json.dumps(kept, sort_keys=True, default=repr)
+
+
 def gguf_config(header: GGUFHeader, name: str = "") -> dict[str, Any]:
     """The transformers config dict of a GGUF header (see the module docstring).
 
@@ -203,14 +229,26 @@ def gguf_config(header: GGUFHeader, name: str = "") -> dict[str, Any]:
     general_name = fields.get("general.name")
     if arch == "llama" and isinstance(general_name, str) and "mistral" in general_name.lower():
         model_type = "mistral"  # llama.cpp files Mistral under llama; transformers renames it so
-    renamed = _renamed(header, arch, model_type)
-    from pos_geometry._config_values import check_config_values
+    inputs = _inputs(header, arch, model_type)
+    answer = recall(_KIND, inputs, _SOURCES)  # the same metadata built before: no transformers import
+    if isinstance(answer, list) and len(answer) == 2 and isinstance(answer[0], dict):
+        config, source = dict(answer[0]), str(answer[1])
+        if isinstance(config.get("id2label"), list):  # stored as pairs: JSON keys are strings, its keys ints
+            config["id2label"] = {k: v for k, v in config["id2label"]}
+    else:
+        renamed = _renamed(header, arch, model_type)
+        from pos_geometry._config_values import check_config_values
 
-    keys = {field: f"{arch}.{key}" for key, field in CONFIG_FIELDS.items()} | {
-        "rope_scaling": f"{arch}.rope.scaling.type"
-    }
-    check_config_values(renamed, f"{name!r} (GGUF metadata)", keys)  # before transformers' class reads it
-    config, source = _built(renamed)
+        keys = {field: f"{arch}.{key}" for key, field in CONFIG_FIELDS.items()} | {
+            "rope_scaling": f"{arch}.rope.scaling.type"
+        }
+        check_config_values(renamed, f"{name!r} (GGUF metadata)", keys)  # before transformers' class reads it
+        config, source = _built(renamed)
+        labels = config.get("id2label")
+        pairs = [[k, v] for k, v in labels.items()] if isinstance(labels, dict) else labels
+        remember(
+            _KIND, inputs, _SOURCES, [{**config, "id2label": pairs} if labels is not None else config, source]
+        )
     config["gguf"] = {
         "architecture": arch,
         "file_type": fields.get("general.file_type"),

@@ -147,6 +147,25 @@ def test_hidden_states_are_the_same(arch):
         np.testing.assert_allclose(gguf.metrics[name], values, rtol=1e-4, atol=1e-6, err_msg=name)
 
 
+@pytest.mark.parametrize("arch", ROTARY)
+def test_per_plane_attention_usage_is_the_same(arch):
+    """The hidden-state path's per-plane usage reads the resolved architecture on both sources (per layer
+    type where types rotate differently: Gemma-2/3's wavelengths come per block)."""
+    both = _both(lambda s: pg.attention_by_offset(s, TOKENS, seq_len=24, device="cpu", progress=None), arch)
+    if arch == "gemma2":
+        assert both is None  # soft-capped logits: the same refusal, with its reason, on either source
+        return
+    folder, gguf = both
+    assert folder.rotary_status == gguf.rotary_status == "measured", (
+        folder.rotary_status,
+        gguf.rotary_status,
+    )
+    np.testing.assert_allclose(gguf.plane_usage, folder.plane_usage, rtol=1e-4, atol=1e-7)
+    np.testing.assert_allclose(gguf.wavelengths, folder.wavelengths, rtol=1e-12)
+    np.testing.assert_allclose(gguf.mean_probability, folder.mean_probability, rtol=1e-4, atol=1e-6)
+    assert np.allclose(folder.plane_usage.sum(axis=-1), 1.0)
+
+
 @pytest.mark.parametrize("arch", ARCHS)
 def test_the_pairing_swap_costs_the_same(arch):
     both = _both(
