@@ -73,6 +73,8 @@ _EXPORTS: dict[str, str] = {
     "ModelSpec": "pos_geometry.registry",
     "get_spec": "pos_geometry.registry",
     "from_transformer_lens": "pos_geometry.sources.lens",
+    "open_model": "pos_geometry.hidden.opening",
+    "LoadedModel": "pos_geometry.hidden.model",
     "hidden_positions": "pos_geometry.hidden.decomposition",
     "HiddenPositions": "pos_geometry.hidden.decomposition",
     "attention_by_offset": "pos_geometry.hidden.attention",
@@ -134,6 +136,8 @@ __all__ = [
     "PositionQKAtlas",
     "qk_atlas",
     # inside the network
+    "open_model",
+    "LoadedModel",
     "hidden_positions",
     "HiddenPositions",
     "attention_by_offset",

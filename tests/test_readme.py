@@ -52,6 +52,7 @@ PYTHON_NOT_RUN = {
     "view = pg.position_qk_atlas": "runs GPT-2 on a corpus for the hidden path (the direct view above it runs when the site is built)",
     "from pos_geometry.plotting import plot_helix": "the Quick start's figure, which the Quick start test saves",
     "res = pg.hidden_positions": "path/to/model is a placeholder",
+    "model = pg.open_model": "path/to/model is a placeholder (tests/hidden/test_open_model.py runs these calls)",
     "res = pg.sweep": "reads 61 checkpoints from the hub",
     "from distributed import Client": "needs a Dask cluster",
     "from pos_geometry.interventions import": "runs whole models (tests/interventions and notebook 03 run these calls)",

@@ -42,6 +42,7 @@ from pos_geometry.atlas.rotary_result import RotaryAtlas
 from pos_geometry.embedding import Provenance
 from pos_geometry.encodings.rotary import rotary_params, scaling_fields
 from pos_geometry.errors import InvalidArgumentError, NoLearnedTableError, NotApplicableError
+from pos_geometry.hidden.model import LoadedModel
 from pos_geometry.registry import kind_from_config
 from pos_geometry.registry.derived_layout import RotationGroup
 from pos_geometry.sources.network import needs_weights
@@ -79,7 +80,7 @@ def _stored_as(checkpoint: Checkpoint, keys: Sequence[str]) -> dict[str, object]
 
 @needs_weights(_NEEDS)
 def rotary_atlas(
-    name_or_path: str | os.PathLike[str] | Checkpoint,
+    name_or_path: str | os.PathLike[str] | Checkpoint | LoadedModel,
     *,
     layers: Sequence[int] | int | None = None,
     revision: str | None = None,
@@ -146,6 +147,14 @@ def rotary_atlas(
             f"n_workers must be a positive int or None (automatic); got {n_workers!r}."
         )
     where = resolve_device(device)
+    if isinstance(name_or_path, LoadedModel):  # an opened model: its q/k bytes, read from where it was opened
+        if name_or_path.source is None:
+            raise InvalidArgumentError(
+                f"{name_or_path.model_id} was handed over in memory, with no checkpoint to read its query/key "
+                "weights from; save it (model.save_pretrained(folder)) and pass the folder."
+            )
+        revision = name_or_path.revision if revision is None else revision
+        name_or_path = name_or_path.source
     checkpoint = (
         name_or_path
         if isinstance(name_or_path, Checkpoint)

@@ -9,7 +9,6 @@ substituted.
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable
 from datetime import datetime, timezone
@@ -30,7 +29,7 @@ def _timed(fn: Callable[[], Any]) -> tuple[Any, float]:
 
 
 def card(
-    model: str | os.PathLike[str],
+    model: Any,
     corpus: Any = None,
     *,
     fast: bool = False,
@@ -44,8 +43,9 @@ def card(
     """The positional card of ``model``: how it handles position, each claim with its null.
 
     Args:
-        model: a model-table name, hub repo id, local model folder, ``.gguf`` file, or a table file
-            (``.npy``/``.safetensors`` holding one table).
+        model: a model-table name, hub repo id, local model folder, ``.gguf`` file, a table file
+            (``.npy``/``.safetensors`` holding one table), or a model opened by :func:`~pos_geometry.open_model`.
+            The model is opened once: the hidden-state pass and the causal edits run the same one.
         corpus: what the model-running sections read: a text file (tokenised with the model's tokenizer),
             a ``.npy`` of token ids, or an int array ``(n_sequences, seq_len)``. None: the offline default
             text (:mod:`~pos_geometry.cards.corpus`), or random tokens for a model without a tokenizer.
@@ -135,7 +135,7 @@ def card(
     elif causal.status == "ran":
         corpus_note = run.plan.note
     return Card(
-        model=os.fspath(model),
+        model=s.model,
         kind=s.kind,
         sections=tuple(sections),
         corpus=corpus_note,

@@ -117,8 +117,8 @@ def causal_section(
 
     try:
         sweep = intervene_sweep(
-            s.model, plan.tokens, edits, seq_len=plan.seq_len, n_sequences=plan.n_sequences, device=device,
-            random_state=random_state, revision=s.revision, progress=progress,
+            s.opened(device), plan.tokens, edits, seq_len=plan.seq_len, n_sequences=plan.n_sequences,
+            device=device, random_state=random_state, progress=progress,
         )  # fmt: skip
     except (MissingTensorError, NotCachedError) as exc:
         return not_run(KEY, "not available", f"{UNAVAILABLE}: {exc}"), None

@@ -69,6 +69,22 @@ class Subject:
     location: str = ""
     no_model: str = ""
     unavailable: str = ""
+    _opened: dict[str, Any] = field(default_factory=dict, init=False, repr=False)
+
+    def opened(self, device: Any) -> Any:
+        """The model itself (:func:`~pos_geometry.open_model`), opened on first use and shared by every section
+        that runs it, so the card loads (and dequantises) it once; a failure to open is raised to each."""
+        if "model" not in self._opened:
+            from pos_geometry.hidden.opening import open_model
+
+            try:
+                self._opened["model"] = open_model(self.model, device=device, revision=self.revision)
+            except Exception as exc:  # every section that runs the model reports it its own way
+                self._opened["model"] = exc
+        opened = self._opened["model"]
+        if isinstance(opened, Exception):
+            raise opened
+        return opened
 
     @property
     def table(self) -> PositionalEmbedding | None:
@@ -109,15 +125,34 @@ def _layer_types(config: Mapping[str, Any]) -> Any:
         return None
 
 
-def subject(model: str | os.PathLike[str], *, revision: str | None = None) -> Subject:
-    """Open ``model`` (a model-table name, hub repo id, folder, ``.gguf`` file or table file) once.
+def subject(model: Any, *, revision: str | None = None) -> Subject:
+    """Open ``model`` (a model-table name, hub repo id, folder, ``.gguf`` file, table file, or a model opened by
+    :func:`~pos_geometry.open_model`, whose source the checkpoint reads come from) once.
 
     Raises what :func:`~pos_geometry.load` raises when the model cannot be found at all.
     """
+    from pos_geometry.hidden.model import LoadedModel
+
+    if isinstance(model, LoadedModel):
+        if model.source is None:
+            raise InvalidArgumentError(
+                f"{model.model_id} was handed over in memory, with no checkpoint for the card's table and atlas "
+                "to read; save it (model.save_pretrained(folder)) and pass the folder."
+            )
+        if revision is not None and revision != model.revision:
+            raise InvalidArgumentError(
+                f"the model was opened at revision {model.revision!r}, but revision={revision!r} was asked."
+            )
+        opened = _subject(model.source, model.revision)
+        opened._opened["model"] = model
+        return opened
+    return _subject(os.fspath(model), revision)
+
+
+def _subject(name: str, revision: str | None) -> Subject:
     from pos_geometry.loading import load
     from pos_geometry.sources.opening import open_checkpoint
 
-    name = os.fspath(model)
     try:
         checkpoint = open_checkpoint(name, revision=revision)
         config, location, no_model = dict(checkpoint.config), str(checkpoint.location or name), ""

@@ -63,13 +63,14 @@ def run_hidden(s: Subject, plan: CorpusPlan, *, device: Any, random_state: int, 
 
     def run(p: CorpusPlan) -> ModelRun:
         options = dict(seq_len=p.seq_len, n_sequences=p.n_sequences, device=device, random_state=random_state,
-                       revision=s.revision, progress=progress)  # fmt: skip
+                       progress=progress)  # fmt: skip
+        model = s.opened(device)  # opened once for the card (the causal edits run the same one)
         try:
-            return ModelRun(hidden_positions(s.model, p.tokens, attention=True, **options), p)
+            return ModelRun(hidden_positions(model, p.tokens, attention=True, **options), p)
         except NotApplicableError as exc:
             if "attention=False" not in str(exc):
                 raise
-            return ModelRun(hidden_positions(s.model, p.tokens, attention=False, **options), p, "", str(exc))
+            return ModelRun(hidden_positions(model, p.tokens, attention=False, **options), p, "", str(exc))
 
     try:
         try:

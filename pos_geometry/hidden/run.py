@@ -16,9 +16,10 @@ import numpy as np
 import torch
 
 from pos_geometry._progress import Progress, check_progress
-from pos_geometry.errors import InvalidArgumentError, NotApplicableError
+from pos_geometry.errors import InvalidArgumentError
 from pos_geometry.hidden.corpus import Corpus, make_corpus
-from pos_geometry.hidden.model import LoadedModel, open_model, positional_kind, quiet_transformers
+from pos_geometry.hidden.model import LoadedModel, positional_kind, quiet_transformers
+from pos_geometry.hidden.opening import open_model, refuse_next_token_loss
 
 __all__ = ["RunOptions", "Run", "start", "check_layers", "TOKENS_PER_BATCH"]
 
@@ -108,16 +109,7 @@ def _check_int(name: str, value: Any, *, minimum: int, optional: bool) -> None:
 
 def _check_causal(loaded: Any) -> None:
     """Refuse a next-token loss on a model that attends both ways (the token it would predict is in view)."""
-    from pos_geometry.registry.direction import attention_direction
-
-    direction = attention_direction(loaded.config)
-    if not direction.causal:
-        raise NotApplicableError(
-            f"a next-token loss does not apply to {loaded.model_id}: it attends in both directions "
-            f"({direction.reason}), so every position sees the token it would predict. Its objective is a "
-            "masked-token loss, which positional edits are not measured with here; hidden_positions (hidden "
-            "states and attention by offset) reads it."
-        )
+    refuse_next_token_loss(loaded.config, loaded.model_id)
 
 
 def start(

@@ -100,7 +100,7 @@ def test_mla_with_biases_is_refused_with_the_reason():
 def test_the_pairing_swap_reorders_every_latent_heads_rotary_rows_alike(tmp_path):
     """In MLA the swap reorders each head's rotary query rows (through q_b_proj) and the shared rotary key's
     rows alike: every head's unrotated rotary form is unchanged, the model's loss is not."""
-    from pos_geometry.hidden.model import open_model
+    from pos_geometry.hidden.opening import open_model
     from pos_geometry.interventions import SwapPairing
     from pos_geometry.interventions.target import EditTarget
 

@@ -5,6 +5,7 @@ Markdown block or a terminal escape (the page in a real browser: ``test_browser.
 from __future__ import annotations
 
 import json
+import re
 
 import _pos_geometry_tests_markdown as markdown
 import pytest
@@ -43,3 +44,29 @@ def test_figure_titles_and_names_carry_no_plotly_markup(hostile_cards, kind):
     assert "&lt;img src=x onerror" in page or "\\u0026lt;img src=x onerror" in page  # the name, escaped
     for markup in ("<a href=x>", "<b>bold", "<span style=font-size:90px>", "<img src=x"):
         assert markup not in page
+
+
+_SOURCE_FILE = re.compile(r"\b[\w/]+\.py\b")
+
+
+@pytest.mark.parametrize("kind", ["learned", "rotary", "per_type", "no_table", "table_file"])
+def test_no_card_text_names_a_source_file(kind_cards, kind):
+    """A reader's page says why in words, never by pointing into the package's files."""
+    from pos_geometry.cards.render import render_markdown
+
+    made = kind_cards[kind]
+    texts = [render_markdown(made), *(f"{k} {v}" for k, v in made.summary_rows()), json.dumps(made.to_dict())]
+    assert not [m for text in texts for m in _SOURCE_FILE.findall(text)], kind
+
+
+def test_no_command_help_names_a_source_file():
+    from typer.testing import CliRunner
+
+    from pos_geometry.cli import app
+
+    runner = CliRunner()
+    commands = [c.name or c.callback.__name__ for c in app.registered_commands]
+    assert len(commands) >= 8
+    for command in [None, *commands]:
+        out = runner.invoke(app, [command, "--help"] if command else ["--help"], terminal_width=200).output
+        assert not _SOURCE_FILE.findall(out), (command, _SOURCE_FILE.findall(out))

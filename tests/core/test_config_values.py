@@ -79,7 +79,7 @@ def test_load_and_the_card_refuse_a_folder_whose_context_is_not_a_number(tmp_pat
 
 def test_a_folder_whose_layer_types_have_the_wrong_length_is_refused_before_transformers(tmp_path):
     folder = _folder(tmp_path, layer_types=["full_attention"] * 3)
-    from pos_geometry.hidden.model import open_model
+    from pos_geometry.hidden.opening import open_model
 
     with pytest.raises(CheckpointFormatError, match="'layer_types' must be a list with one entry per layer"):
         pg.load(folder)

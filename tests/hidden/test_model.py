@@ -10,7 +10,7 @@ import torch
 import transformers
 
 from pos_geometry.errors import CheckpointFormatError
-from pos_geometry.hidden.model import open_model
+from pos_geometry.hidden.opening import open_model
 
 
 def _folder_with_an_unexpected_key(path: Path) -> Path:
@@ -59,7 +59,7 @@ def test_an_unsafe_pickle_is_refused_as_an_unsafe_checkpoint(tmp_path):
 
     from pos_geometry.cli import app
     from pos_geometry.errors import CheckpointFormatError, UnsafeCheckpointError
-    from pos_geometry.hidden.model import open_model
+    from pos_geometry.hidden.opening import open_model
 
     class Evil:
         def __reduce__(self):

@@ -17,7 +17,7 @@ from sklearn.decomposition import PCA
 
 import pos_geometry as pg
 from pos_geometry.errors import InvalidArgumentError, MissingTensorError, NotApplicableError
-from pos_geometry.hidden.model import open_model
+from pos_geometry.hidden.opening import open_model
 from pos_geometry.interventions import (
     Helix,
     Identity,

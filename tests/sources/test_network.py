@@ -64,7 +64,7 @@ def test_one_fix_hint_style() -> None:
 
 def test_running_a_model_without_network_fails_at_once_and_says_why(no_hub: str, capfd) -> None:
     """transformers is asked for local files only: no retry lines, and the one hint style."""
-    from pos_geometry.hidden.model import open_model
+    from pos_geometry.hidden.opening import open_model
 
     with pytest.raises(NotCachedError) as info:
         open_model("gpt2")
