@@ -94,3 +94,22 @@ def test_reproduce_refuses_a_folder_of_other_files_before_any_work_and_says_when
         and "the earlier reproduction in" in again.output
         and "was replaced" in again.output
     )
+
+
+def test_no_command_help_names_a_source_file_or_shows_raw_markup():
+    """Help is for a reader: no path into the package, no reStructuredText backticks, no '<bool>' flags."""
+    import re
+
+    from typer.testing import CliRunner
+
+    from pos_geometry.cli import app
+
+    runner = CliRunner()
+    commands = [c.name or c.callback.__name__ for c in app.registered_commands]
+    assert len(commands) >= 8
+    for command in [None, *commands]:
+        out = runner.invoke(app, [command, "--help"] if command else ["--help"], terminal_width=200).output
+        assert not re.findall(r"\b[\w/]+\.py\b", out), command
+        assert "``" not in out and "<bool>" not in out, command
+        usage = next((line for line in out.splitlines() if "Usage:" in line), "")
+        assert not re.findall(r"\{[a-z_]+\}", usage), usage  # one placeholder style: {MODEL_OR_PATH}

@@ -81,7 +81,7 @@ def _root(
 
 
 def version() -> None:
-    """Print the version (the same as ``pos-geometry --version``)."""
+    """Print the version (the same as pos-geometry --version)."""
     from pos_geometry._version import __version__
 
     typer.echo(f"pos-geometry {__version__}")

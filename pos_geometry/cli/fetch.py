@@ -8,7 +8,9 @@ from pos_geometry.cli._common import REVISION, guard, out_console
 
 
 def fetch(
-    model: str = typer.Argument(..., help="A model-table name or alias (`pos-geometry models` lists them)."),
+    model: str = typer.Argument(
+        ..., metavar="MODEL", help="A model-table name or alias (`pos-geometry models` lists them)."
+    ),
     revision: str | None = REVISION,
     export: bool = typer.Option(
         False, "--export", help="Also write data/tables/<name>[_<revision>].npy with its provenance JSON."

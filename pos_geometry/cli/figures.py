@@ -40,7 +40,7 @@ def plot(
     """Write one 3D helix figure per model and, for two or more, a grid of all of them; print a summary line per model.
 
     Files are named after the model (a local file: its name without the suffix) plus the
-    revision, e.g. ``gpt2.html``, ``pythia-70m_step1000.png``, and ``grid.html``. Each table is
+    revision, e.g. 'gpt2.html', 'pythia-70m_step1000.png', and 'grid.html'. Each table is
     decomposed once (one PCA, one helix fit with its nulls); the figures draw that fit. A model
     that cannot be loaded is one line on stderr; the others are drawn, and the exit status is 1.
     """
@@ -100,10 +100,10 @@ def atlas(
     """Write the query/key atlas of each model: figures and a JSON file.
 
     Rotary models (Pythia, Mistral, Llama, any row of the attention-layout table): the frequency
-    atlas, read from the query/key projections only: ``<name>_atlas.<fmt>`` (heatmap) and
-    ``<name>_usage.<fmt>`` (per-layer curves). Learned-table models (GPT-2): how each head's QK
-    circuit reads the position table: ``<name>_offsets.<fmt>`` and ``<name>_shares.<fmt>``. Both
-    write ``<name>_atlas.json``. Other models get a clear "does not apply".
+    atlas, read from the query/key projections only: '<name>_atlas.<fmt>' (heatmap) and
+    '<name>_usage.<fmt>' (per-layer curves). Learned-table models (GPT-2): how each head's QK
+    circuit reads the position table: '<name>_offsets.<fmt>' and '<name>_shares.<fmt>'. Both
+    write '<name>_atlas.json'. Other models get a clear "does not apply".
     """
     from pos_geometry.atlas.qk import qk_atlas
     from pos_geometry.atlas.rotary import RotaryAtlas

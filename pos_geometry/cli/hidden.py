@@ -97,9 +97,9 @@ def hidden(
 ) -> None:
     """Decompose each layer's hidden states into position, context and residual; attention by offset.
 
-    Writes ``metrics.json`` (the full result, provenance included) and ``metrics.csv`` (one row per
-    layer), ``attention.json``, and the figures ``metrics``, ``trajectory`` (3D, one slider step
-    per layer), ``attention_logit`` and ``attention_probability``. One forward pass reads both: the
+    Writes 'metrics.json' (the full result, provenance included) and 'metrics.csv' (one row per
+    layer), 'attention.json', and the figures 'metrics', 'trajectory' (3D, one slider step
+    per layer), 'attention_logit' and 'attention_probability'. One forward pass reads both: the
     hidden states, and the attention of the blocks among the chosen layers (layer i < n_layers is
     block i's input).
     """

@@ -72,8 +72,8 @@ def intervene(
 ) -> None:
     """Run MODEL on the corpus as it is and with each positional edit; write Δloss with bootstrap intervals.
 
-    Writes ``interventions.json`` (every result, provenance included), ``interventions.csv`` (one row
-    per edit) and the figure ``interventions`` (Δloss against each edit's parameter). The model is
+    Writes 'interventions.json' (every result, provenance included), 'interventions.csv' (one row
+    per edit) and the figure 'interventions' (Δloss against each edit's parameter). The model is
     run whole: a position table alone, or a partial folder, cannot be intervened on, and the error
     says what is missing.
     """

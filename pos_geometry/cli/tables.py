@@ -58,7 +58,7 @@ def analyze(
 ) -> None:
     """Print the figures per model: size, kind, top-k variance, stable rank, helix verdict, periods, recurrence.
 
-    Each table is analysed once by ``pos_geometry.analyze`` (one PCA shared by every analysis). A
+    Each table is analysed once by 'pos_geometry.analyze' (one PCA shared by every analysis). A
     model that cannot be loaded or analysed is one line on stderr; the others are printed, and the
     exit status is 1.
     """
@@ -118,6 +118,7 @@ def _cell(value: object) -> str:
 def info(
     model: str = typer.Argument(
         ...,
+        metavar="MODEL_OR_PATH",
         help="A model-table name, alias or repo id; or a local file or model folder (described from its headers).",
     ),
     revision: str | None = REVISION,

@@ -57,16 +57,3 @@ def test_no_card_text_names_a_source_file(kind_cards, kind):
     made = kind_cards[kind]
     texts = [render_markdown(made), *(f"{k} {v}" for k, v in made.summary_rows()), json.dumps(made.to_dict())]
     assert not [m for text in texts for m in _SOURCE_FILE.findall(text)], kind
-
-
-def test_no_command_help_names_a_source_file():
-    from typer.testing import CliRunner
-
-    from pos_geometry.cli import app
-
-    runner = CliRunner()
-    commands = [c.name or c.callback.__name__ for c in app.registered_commands]
-    assert len(commands) >= 8
-    for command in [None, *commands]:
-        out = runner.invoke(app, [command, "--help"] if command else ["--help"], terminal_width=200).output
-        assert not _SOURCE_FILE.findall(out), (command, _SOURCE_FILE.findall(out))
