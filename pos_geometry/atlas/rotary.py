@@ -148,13 +148,8 @@ def rotary_atlas(
         )
     where = resolve_device(device)
     if isinstance(name_or_path, LoadedModel):  # an opened model: its q/k bytes, read from where it was opened
-        if name_or_path.source is None:
-            raise InvalidArgumentError(
-                f"{name_or_path.model_id} was handed over in memory, with no checkpoint to read its query/key "
-                "weights from; save it (model.save_pretrained(folder)) and pass the folder."
-            )
         revision = name_or_path.revision if revision is None else revision
-        name_or_path = name_or_path.source
+        name_or_path = name_or_path.checkpoint_source("the atlas's query/key weights")
     checkpoint = (
         name_or_path
         if isinstance(name_or_path, Checkpoint)

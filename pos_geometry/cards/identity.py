@@ -132,18 +132,11 @@ def subject(model: Any, *, revision: str | None = None) -> Subject:
     Raises what :func:`~pos_geometry.load` raises when the model cannot be found at all.
     """
     from pos_geometry.hidden.model import LoadedModel
+    from pos_geometry.hidden.opening import open_model
 
     if isinstance(model, LoadedModel):
-        if model.source is None:
-            raise InvalidArgumentError(
-                f"{model.model_id} was handed over in memory, with no checkpoint for the card's table and atlas "
-                "to read; save it (model.save_pretrained(folder)) and pass the folder."
-            )
-        if revision is not None and revision != model.revision:
-            raise InvalidArgumentError(
-                f"the model was opened at revision {model.revision!r}, but revision={revision!r} was asked."
-            )
-        opened = _subject(model.source, model.revision)
+        model = open_model(model, revision=revision)  # (checked against the revision asked, loads nothing)
+        opened = _subject(model.checkpoint_source("the card's table and atlas"), model.revision)
         opened._opened["model"] = model
         return opened
     return _subject(os.fspath(model), revision)

@@ -69,6 +69,16 @@ class LoadedModel:
     tokenizer_source: str | None
     source: str | None = None
 
+    def checkpoint_source(self, reader: str) -> str:
+        """:attr:`source`, for ``reader`` (what reads the checkpoint's bytes itself), or a typed refusal when the
+        model was handed over in memory without a folder."""
+        if self.source is None:
+            raise InvalidArgumentError(
+                f"{self.model_id} was handed over in memory, with no checkpoint for {reader} to read; save it "
+                "(model.save_pretrained(folder)) and pass the folder."
+            )
+        return self.source
+
     @property
     def kind(self) -> str:
         """``"learned"``, ``"rotary"`` or ``"none"`` (:func:`positional_kind`)."""

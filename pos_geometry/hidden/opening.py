@@ -36,21 +36,26 @@ def refuse_next_token_loss(config: dict[str, Any], model_id: str) -> None:
         )
 
 
-def _reuse(opened: LoadedModel, device: Any, revision: str | None, causal_lm: bool | None) -> LoadedModel:
-    """An already opened model, checked against what the caller asks of it (nothing is loaded again)."""
+def _check_device(device: Any, lives_on: Any, fix: str) -> None:
+    """Refuse a ``device`` other than ``"auto"``/None that is not where the model already lives (pos_geometry
+    never moves a model silently); ``fix`` says how to get it there."""
     from pos_geometry._device import resolve_device, same_device
     from pos_geometry.errors import DeviceMismatchError
 
+    if not (device is None or device == "auto") and not same_device(resolve_device(device), lives_on):
+        raise DeviceMismatchError(
+            f"the model lives on {lives_on} but device={device!r} was asked; {fix} or pass device='auto'."
+        )
+
+
+def _reuse(opened: LoadedModel, device: Any, revision: str | None, causal_lm: bool | None) -> LoadedModel:
+    """An already opened model, checked against what the caller asks of it (nothing is loaded again)."""
     if revision is not None and revision != opened.revision:
         raise InvalidArgumentError(
             f"the model was opened at revision {opened.revision!r}, but revision={revision!r} was asked; open "
             "that revision with pg.open_model(..., revision=...) or leave revision out."
         )
-    if not (device is None or device == "auto") and not same_device(resolve_device(device), opened.device):
-        raise DeviceMismatchError(
-            f"the model lives on {opened.device} but device={device!r} was asked; open it there "
-            f"(pg.open_model(..., device={device!r})) or pass device='auto'."
-        )
+    _check_device(device, opened.device, f"open it there (pg.open_model(..., device={device!r}))")
     if causal_lm:
         refuse_next_token_loss(opened.config, opened.model_id)
         if getattr(opened.module, "get_output_embeddings", lambda: None)() is None:
@@ -61,19 +66,17 @@ def _reuse(opened: LoadedModel, device: Any, revision: str | None, causal_lm: bo
     return opened
 
 
-def _config_first(repo: str, revision: str | None, local: bool) -> dict[str, Any] | None:
-    """The model's config as transformers reads it, before any weight (None when it cannot be read here:
-    the load itself then says why)."""
+def _config_first(repo: str, revision: str | None, local: bool) -> tuple[dict[str, Any] | None, bool]:
+    """``(config, has_head)``: the model's config as transformers reads it, before any weight (None when it
+    cannot be read here: the load itself then says why), and whether transformers builds a causal LM for it."""
     import transformers
 
     try:
         with quiet_transformers():
             config = transformers.AutoConfig.from_pretrained(repo, revision=revision, local_files_only=local)
     except Exception:  # the weights' load reports the problem with its own typed error
-        return None
-    out = _config_dict(config)
-    out["_has_causal_lm"] = type(config) in transformers.MODEL_FOR_CAUSAL_LM_MAPPING
-    return out
+        return None, False
+    return _config_dict(config), type(config) in transformers.MODEL_FOR_CAUSAL_LM_MAPPING
 
 
 def open_model(
@@ -101,8 +104,7 @@ def open_model(
     one); False: the bare model (``AutoModel``); None (the default): with its head when the model is a
     causal decoder transformers builds one for, else bare (an encoder).
     """
-    from pos_geometry._device import resolve_device, same_device
-    from pos_geometry.errors import DeviceMismatchError
+    from pos_geometry._device import resolve_device
 
     if isinstance(model, LoadedModel):
         return _reuse(model, device, revision, causal_lm)
@@ -113,13 +115,8 @@ def open_model(
                 "transformers.AutoModelForCausalLM (or pass its name or folder)."
             )
         loaded = _wrap(model, str(getattr(model, "name_or_path", "") or type(model).__name__), revision, None)
-        if not (device is None or device == "auto") and not same_device(
-            resolve_device(device), loaded.device
-        ):
-            raise DeviceMismatchError(
-                f"the model lives on {loaded.device} but device={device!r} was asked; move it first "
-                f"(model.to({str(resolve_device(device))!r})) or pass device='auto'."
-            )
+        if not (device is None or device == "auto"):
+            _check_device(device, loaded.device, f"move it first (model.to({str(resolve_device(device))!r}))")
         source = getattr(model, "name_or_path", None)
         if source and Path(str(source)).is_dir():
             loaded = _wrap(model, str(source), revision, str(source), str(source))
@@ -181,13 +178,9 @@ def open_model(
     if causal_lm is not False:
         from pos_geometry.registry.direction import attention_direction
 
-        config = _config_first(repo, rev, why is not None)
+        config, has_head = _config_first(repo, rev, why is not None)
         if causal_lm is None:  # with the next-token head where the model is a decoder that has one
-            head = (
-                config is not None
-                and bool(config.pop("_has_causal_lm"))
-                and attention_direction(config).causal
-            )
+            head = config is not None and has_head and attention_direction(config).causal
         elif config is not None:
             refuse_next_token_loss(config, model_id)  # before the weights are read
     try:

@@ -38,6 +38,7 @@ import threading
 from collections.abc import Mapping
 from typing import Any
 
+from pos_geometry._files import cache_dir
 from pos_geometry.errors import InvalidArgumentError
 from pos_geometry.registry.latent_layout import latent_children
 from pos_geometry.registry.layout_check import LayoutUnavailable, latent_layout_from, layout_from
@@ -131,7 +132,6 @@ def _child(module: Any, names: tuple[str, ...]) -> str | None:
     return next((n for n in names if n in children and hasattr(children[n], "weight")), None)
 
 
-@functools.lru_cache(maxsize=64)
 def _derive(config_json: str) -> DerivedLayout:
     import torch
     import transformers
@@ -297,6 +297,19 @@ def _in_float64(group: RotationGroup, config: Mapping[str, Any]) -> RotationGrou
     return RotationGroup(group.label, group.layers, tuple(float(t) for t in theta), group.attention_factor)
 
 
+@functools.lru_cache(maxsize=64)
+def _stored_or_derived(store: str, config_json: str) -> DerivedLayout:
+    """The layout of ``config_json``: kept in memory after the first call (per ``store``, the cache folder, so
+    a new one gets its file), read from the disk store, else derived (one derivation at a time) and stored."""
+    with _DERIVING:  # the probe patches the modeling module and seeds torch's global generator
+        stored = load_layout(config_json)
+        if stored is not None:
+            return stored
+        derived = _derive(config_json)
+        store_layout(config_json, derived)
+        return derived
+
+
 def derive_layout(config: Mapping[str, Any]) -> DerivedLayout:
     """The :class:`DerivedLayout` of a config dict (a parsed ``config.json``), from transformers (module docstring).
 
@@ -311,13 +324,7 @@ def derive_layout(config: Mapping[str, Any]) -> DerivedLayout:
     except (TypeError, ValueError) as exc:
         raise InvalidArgumentError(f"config is not JSON-like: {exc}") from None
     try:
-        with _DERIVING:  # the probe patches the modeling module and seeds torch's global generator
-            stored = load_layout(text)
-            if stored is not None:
-                return stored
-            derived = _derive(text)
-            store_layout(text, derived)
-            return derived
+        return _stored_or_derived(str(cache_dir()), text)
     except LayoutUnavailable:
         raise
     except ProbeError as exc:
