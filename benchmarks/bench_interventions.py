@@ -82,7 +82,7 @@ def main() -> None:
 
     ids, n_chars = _tokens(args.gguf)
     start = time.perf_counter()
-    model = open_model(args.gguf, device="cpu", causal_lm=True).module
+    model = open_model(args.gguf, device="cpu", head=True).module
     out: dict = {"tokens": int(ids.size), "characters": n_chars, "load_s": time.perf_counter() - start}
     if args.json is not None and args.json.is_file():
         out = {**json.loads(args.json.read_text()), **out}  # keep the part not rerun

@@ -55,7 +55,8 @@ _SMALL = {
 #: name -> (model_type, config fields beyond _SMALL). Each one is a case the parity matrix must cover:
 #: llama's q/k row permutation, Qwen2's q/k biases, Qwen3's q/k norms, Phi-3's fused qkv, Gemma's ``1 + w``
 #: norms (stored by llama.cpp with the 1 added), Gemma-3's two rotation bases, StableLM's partial rotary
-#: with LayerNorm, Starcoder2's biased LayerNorm model, and GPT-2's learned table.
+#: with LayerNorm, Starcoder2's biased LayerNorm model, GPT-2's learned table, and BERT: an encoder (it attends
+#: both ways) with a learned table, saved with its masked-LM head and a WordPiece tokenizer that has a mask token.
 ARCHITECTURES: dict[str, tuple[str, dict[str, Any]]] = {
     "llama": ("llama", {"rope_theta": 50000.0, "head_dim": 8}),
     "qwen2": ("qwen2", {"rope_theta": 1000000.0}),
@@ -92,7 +93,12 @@ ARCHITECTURES: dict[str, tuple[str, dict[str, Any]]] = {
             "eos_token_id": 0,
         },
     ),
+    "bert": ("bert", {"type_vocab_size": 2}),
 }
+#: config fields of _SMALL an architecture's config class does not have (they would be saved as strays)
+_DROP = {"bert": ("num_key_value_heads",)}
+#: architectures saved with a head other than the causal-LM one, and with a tokenizer of their own
+_MASKED_LM = ("bert",)
 _GPT2_DROP = ("hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
               "num_key_value_heads", "max_position_embeddings")  # fmt: skip
 
@@ -114,6 +120,7 @@ def _config(model_type: str, extra: dict[str, Any]) -> Any:
     fields = {**_SMALL, **extra}
     if model_type == "gpt2":
         fields = {k: v for k, v in fields.items() if k not in _GPT2_DROP}
+    fields = {k: v for k, v in fields.items() if k not in _DROP.get(model_type, ())}
     return transformers.AutoConfig.for_model(model_type, **fields)
 
 
@@ -123,7 +130,10 @@ def _save_model(name: str, model_type: str, extra: dict[str, Any], folder: Path,
 
     config = _config(model_type, extra)
     torch.manual_seed(seed)
-    model = transformers.AutoModelForCausalLM.from_config(config).float().eval()
+    auto = (
+        transformers.AutoModelForMaskedLM if model_type in _MASKED_LM else transformers.AutoModelForCausalLM
+    )
+    model = auto.from_config(config).float().eval()
     with torch.no_grad():  # norm gains away from their initial 1 (or 0) and biases away from 0, so a
         for key, param in model.named_parameters():  # wrong offset or a left-out bias shows
             if "norm" in key or "ln" in key.split(".")[-2]:
@@ -131,6 +141,16 @@ def _save_model(name: str, model_type: str, extra: dict[str, Any], folder: Path,
             elif key.endswith("bias"):
                 param.add_(0.1 * torch.randn_like(param))
     model.save_pretrained(folder, safe_serialization=True)
+    if model_type in _MASKED_LM:
+        _wordpiece(folder, config.vocab_size)
+
+
+def _wordpiece(folder: Path, n: int) -> None:
+    """A WordPiece tokenizer of ``n`` tokens with BERT's special tokens ([MASK] is id 4), saved in ``folder``."""
+    import transformers
+
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"t{i}" for i in range(5, n)]
+    transformers.BertTokenizer(vocab={word: i for i, word in enumerate(vocab)}).save_pretrained(folder)
 
 
 def _stand_in_vocab(self: Any) -> None:
@@ -140,6 +160,11 @@ def _stand_in_vocab(self: Any) -> None:
     self.gguf_writer.add_tokenizer_pre("default")
     self.gguf_writer.add_token_list([f"<t{i}>" for i in range(n)])
     self.gguf_writer.add_token_types([1] * n)
+    if (Path(self.dir_model) / "tokenizer_config.json").is_file():  # a folder with its own tokenizer (BERT):
+        import gguf  # its special ids (the mask token among them) as the converter's SpecialVocab writes them
+
+        gguf.SpecialVocab(self.dir_model, load_merges=False, n_vocab=n).add_to_gguf(self.gguf_writer)
+        return
     # the special token ids SpecialVocab would have written from a real tokenizer's files
     for field, add in (("bos_token_id", "add_bos_token_id"), ("eos_token_id", "add_eos_token_id"),
                        ("pad_token_id", "add_pad_token_id")):  # fmt: skip
@@ -150,7 +175,10 @@ def _stand_in_vocab(self: Any) -> None:
 
 def _vocab_file(folder: Path, arch: tuple[str, dict[str, Any]]) -> None:
     """A ``tokenizer.json`` naming ``vocab_size`` tokens, for converters that count the vocabulary from it
-    (Gemma-3 cuts ``embed_tokens`` to that count); only the conversion's copy of the folder gets it."""
+    (Gemma-3 cuts ``embed_tokens`` to that count); only the conversion's copy of the folder gets it, and only
+    when the folder has no tokenizer of its own."""
+    if (folder / "tokenizer.json").exists():
+        return
     n = int({**_SMALL, **arch[1]}["vocab_size"])
     vocab = {f"<t{i}>": i for i in range(n)}
     (folder / "tokenizer.json").write_text(json.dumps({"model": {"vocab": vocab}, "added_tokens": []}))

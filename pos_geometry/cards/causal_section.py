@@ -110,7 +110,7 @@ def causal_section(
         why = f"there is no positional table or rotation to edit ({short_reason(s.reason)})"
         return not_run(KEY, "does not apply", why), None
     if plan.tokens is None:
-        why = f"the corpus is {plan.note}; random tokens have no next-token structure, so a loss says nothing. Pass a corpus"
+        why = f"the corpus is {plan.note}; random tokens have no structure for a loss to measure, so a loss says nothing. Pass a corpus"
         return not_run(KEY, "not available", why), None
     from pos_geometry.interventions.run import intervene_sweep
     from pos_geometry.plotting import plot_intervention_sweep
@@ -128,6 +128,7 @@ def causal_section(
     rows = (("corpus", sweep.results[0].corpus), *sweep.summary_rows())
     values = {
         "base_loss": sweep.base_loss,
+        "objective": sweep.results[0].objective,
         "edits": [
             {"edit": r.edit, "delta": r.delta, "interval": r.delta_interval, "base_loss": r.base_loss,
              "edited_loss": r.edited_loss, "confidence": r.confidence, "n_sequences": r.n_sequences}

@@ -197,7 +197,22 @@ class OffsetCollector:
 
     def result(self, run: Run, max_offset: int | None) -> AttentionByOffset:
         """The :class:`AttentionByOffset` of everything folded in so far."""
-        sums, chosen = self.sums, self.blocks
+        sums = self.sums
+        chosen = tuple(b for b in self.blocks if sums[b].count is not None)  # blocks whose attention was seen
+        unseen = tuple(b for b in self.blocks if b not in chosen)
+        if not chosen:
+            from pos_geometry.errors import NotApplicableError
+
+            raise NotApplicableError(
+                f"attention by offset does not apply to block(s) {list(self.blocks)} of {self.loaded.model_id}: none "
+                "of them computed softmax attention over keys (a hybrid model's recurrent or linear-attention "
+                "blocks hold none); read its attention blocks (layers=...)."
+            )
+        wavelengths = self.wavelengths
+        if unseen and wavelengths is not None and wavelengths.ndim == 2:  # the rows of the blocks read
+            wavelengths = wavelengths[[self.blocks.index(b) for b in chosen]]
+            if all(np.array_equal(row, wavelengths[0], equal_nan=True) for row in wavelengths):
+                wavelengths = wavelengths[0]
         t = run.corpus.seq_len
         offsets = np.arange(-(t - 1), t)  # column Δ + T - 1 of the sums holds offset Δ
         count = sums[chosen[0]].count.cpu().numpy()
@@ -222,7 +237,12 @@ class OffsetCollector:
             kind="hidden",
             source=f"{loaded.model_id}: attention of {len(chosen)} block(s) of {loaded.blocks_path}",
             revision=loaded.revision,
-            config={**run.config(), "layers": chosen, "max_offset": max_offset},
+            config={
+                **run.config(),
+                "layers": chosen,
+                "max_offset": max_offset,
+                **({"blocks without softmax attention (not read)": unseen} if unseen else {}),
+            },
             original_dtype=dtype_name(next(loaded.module.parameters()).dtype),
             processing=("attention_by_offset",),
         )
@@ -236,7 +256,7 @@ class OffsetCollector:
             q_plane_norm=q_norm,
             k_plane_norm=k_norm,
             plane_usage=usage,
-            wavelengths=self.wavelengths,
+            wavelengths=wavelengths,
             n_sequences=run.corpus.n_sequences,
             seq_len=t,
             corpus=run.corpus.description,

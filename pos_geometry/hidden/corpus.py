@@ -25,7 +25,14 @@ import numpy as np
 
 from pos_geometry.errors import InvalidArgumentError, NotApplicableError
 
-__all__ = ["Corpus", "make_corpus", "DEFAULT_N_SEQUENCES", "MAX_DEFAULT_SEQ_LEN", "NoTokenizerError"]
+__all__ = [
+    "Corpus",
+    "made_up",
+    "make_corpus",
+    "DEFAULT_N_SEQUENCES",
+    "MAX_DEFAULT_SEQ_LEN",
+    "NoTokenizerError",
+]
 
 
 class NoTokenizerError(NotApplicableError):
@@ -58,6 +65,17 @@ class Corpus:
     @property
     def seq_len(self) -> int:
         return int(self.tokens.shape[1])
+
+
+def made_up(tokenizer: Any) -> bool:
+    """Whether ``tokenizer`` is one transformers made up for a folder that has none: its vocabulary holds nothing
+    but its special tokens (an empty one, or BERT's five), so every text would tokenise to nothing and its mask
+    token would be a guess."""
+    try:
+        vocab = tokenizer.get_vocab()
+    except (AttributeError, NotImplementedError):
+        return False
+    return len(vocab) <= max(1, len(set(getattr(tokenizer, "all_special_tokens", ()) or ())))
 
 
 def _check_ids(ids: np.ndarray, vocab_size: int | None, where: str, min_sequences: int = 2) -> np.ndarray:

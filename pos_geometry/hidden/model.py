@@ -54,6 +54,8 @@ class LoadedModel:
         tokenizer_source: where a tokenizer can be loaded from (a folder, repo id or ``.gguf`` file), or None.
         source: what it was opened from, as given (a model-table name, hub repo id, folder or ``.gguf`` file),
             or None for a model handed over in memory without a folder: the atlas reads its q/k bytes there.
+        headless: why the bare model was opened although its objective has a head class ("" when it was not, or
+            when ``head=False`` asked for it): the checkpoint holds no such head.
 
     Properties resolved from the config once: :attr:`kind` (how position enters), :attr:`direction` (which
     way it attends, so its objective) and :attr:`architecture` (a rotary model's description).
@@ -68,6 +70,7 @@ class LoadedModel:
     device: Any
     tokenizer_source: str | None
     source: str | None = None
+    headless: str = ""
 
     def checkpoint_source(self, reader: str) -> str:
         """:attr:`source`, for ``reader`` (what reads the checkpoint's bytes itself), or a typed refusal when the
@@ -91,6 +94,22 @@ class LoadedModel:
         from pos_geometry.registry.direction import attention_direction
 
         return attention_direction(self.config)
+
+    @property
+    def head(self) -> str | None:
+        """The objective the module has a head for: ``"next-token"`` (a transformers causal-LM class),
+        ``"masked-token"`` (a masked-LM class), or None (a bare model, or a head of another kind)."""
+        from transformers.models.auto.modeling_auto import (
+            MODEL_FOR_CAUSAL_LM_MAPPING_NAMES,
+            MODEL_FOR_MASKED_LM_MAPPING_NAMES,
+        )
+
+        names = {cls.__name__ for cls in type(self.module).__mro__}  # a subclass keeps its head
+        if names & set(MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.values()):
+            return "next-token"
+        if names & set(MODEL_FOR_MASKED_LM_MAPPING_NAMES.values()):
+            return "masked-token"
+        return None
 
     @property
     def architecture(self) -> Any:

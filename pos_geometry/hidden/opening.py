@@ -10,6 +10,7 @@ and loads nothing again, so a card opens and dequantises its model once.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import pickle
 from pathlib import Path
@@ -18,8 +19,9 @@ from typing import Any
 from pos_geometry._device import Device
 from pos_geometry.errors import InvalidArgumentError, NotApplicableError
 from pos_geometry.hidden.model import LoadedModel, _config_dict, _wrap, quiet_transformers
+from pos_geometry.registry.direction import auto_class, bare_options, objective_heads
 
-__all__ = ["open_model", "refuse_next_token_loss"]
+__all__ = ["open_model", "refuse_headless", "refuse_next_token_loss"]
 
 
 def refuse_next_token_loss(config: dict[str, Any], model_id: str) -> None:
@@ -31,8 +33,23 @@ def refuse_next_token_loss(config: dict[str, Any], model_id: str) -> None:
         raise NotApplicableError(
             f"a next-token loss does not apply to {model_id}: it attends in both directions "
             f"({direction.reason}), so every position sees the token it would predict. Its objective is a "
-            "masked-token loss, which positional edits are not measured with here; hidden_positions (hidden "
-            "states and attention by offset) reads it."
+            "masked-token loss (pg.intervene measures that one on a model opened with its masked-LM head)."
+        )
+
+
+def refuse_headless(config: dict[str, Any], heads: frozenset[str], model_id: str) -> None:
+    """Refuse a loss transformers builds no head for: the objective that fits the model (its attention
+    direction) must be one of ``heads``. A causal decoder's next-token loss is refused on a model that attends
+    both ways before anything else (:func:`refuse_next_token_loss`)."""
+    from pos_geometry.registry.direction import attention_direction
+
+    direction = attention_direction(config)
+    if direction.objective not in heads:
+        raise NotApplicableError(
+            f"a {direction.objective} loss does not apply to {model_id}: it attends "
+            f"{'causally' if direction.causal else 'in both directions'} ({direction.reason}), so its objective "
+            f"is a {direction.objective} loss, and transformers builds no {direction.objective} head for model_type "
+            f"{config.get('model_type')!r}. hidden_positions (hidden states and attention by offset) reads it."
         )
 
 
@@ -48,7 +65,7 @@ def _check_device(device: Any, lives_on: Any, fix: str) -> None:
         )
 
 
-def _reuse(opened: LoadedModel, device: Any, revision: str | None, causal_lm: bool | None) -> LoadedModel:
+def _reuse(opened: LoadedModel, device: Any, revision: str | None, head: bool | None) -> LoadedModel:
     """An already opened model, checked against what the caller asks of it (nothing is loaded again)."""
     if revision is not None and revision != opened.revision:
         raise InvalidArgumentError(
@@ -56,27 +73,85 @@ def _reuse(opened: LoadedModel, device: Any, revision: str | None, causal_lm: bo
             "that revision with pg.open_model(..., revision=...) or leave revision out."
         )
     _check_device(device, opened.device, f"open it there (pg.open_model(..., device={device!r}))")
-    if causal_lm:
-        refuse_next_token_loss(opened.config, opened.model_id)
-        if getattr(opened.module, "get_output_embeddings", lambda: None)() is None:
-            raise NotApplicableError(
-                f"{opened.model_id} was opened without a language-model head, so it has no next-token loss "
-                "(its checkpoint holds none); open a checkpoint that has one."
-            )
+    if head:
+        _check_head(opened)
     return opened
 
 
-def _config_first(repo: str, revision: str | None, local: bool) -> tuple[dict[str, Any] | None, bool]:
-    """``(config, has_head)``: the model's config as transformers reads it, before any weight (None when it
-    cannot be read here: the load itself then says why), and whether transformers builds a causal LM for it."""
+def _check_head(opened: LoadedModel) -> None:
+    """Refuse a model whose module has no head for the objective that fits it (its attention direction)."""
+    objective = opened.direction.objective
+    if opened.head == objective:
+        return
+    if objective == "next-token":
+        refuse_next_token_loss(opened.config, opened.model_id)
+    if opened.headless:
+        from pos_geometry.errors import MissingTensorError
+
+        raise MissingTensorError(
+            f"{opened.model_id} has no {objective} loss: {opened.headless}. hidden_positions and "
+            "attention_by_offset read it; the loss needs a checkpoint that holds the head (the model's "
+            "transformers folder)."
+        )
+    what = f"a {opened.head} head" if opened.head else "the bare model, with no language-model head"
+    raise NotApplicableError(
+        f"{opened.model_id} was opened as {what}, so it has no {objective} loss, the objective that fits it "
+        f"({opened.direction.reason}). Open it with that head: pg.open_model(..., head=True), or a model in "
+        f"memory loaded with transformers.{auto_class(objective).__name__}."
+    )
+
+
+def _config_first(
+    repo: str, revision: str | None, local: bool
+) -> tuple[dict[str, Any] | None, frozenset[str]]:
+    """``(config, heads)``: the model's config as transformers reads it, before any weight (None when it
+    cannot be read here: the load itself then says why), and the objectives transformers builds a head for
+    (:func:`objective_heads`)."""
+    config = _config_object(repo, revision, local)
+    if config is None:  # the weights' load reports the problem with its own typed error
+        return None, frozenset()
+    return _config_dict(config), objective_heads(config)
+
+
+def _config_object(repo: str, revision: str | None, local: bool) -> Any:
+    """transformers' config object of ``repo`` (None when it cannot be read: the weights' load says why)."""
     import transformers
 
     try:
         with quiet_transformers():
-            config = transformers.AutoConfig.from_pretrained(repo, revision=revision, local_files_only=local)
-    except Exception:  # the weights' load reports the problem with its own typed error
-        return None, False
-    return _config_dict(config), type(config) in transformers.MODEL_FOR_CAUSAL_LM_MAPPING
+            return transformers.AutoConfig.from_pretrained(repo, revision=revision, local_files_only=local)
+    except Exception:
+        return None
+
+
+def _chosen_head(
+    config: dict[str, Any] | None, heads: frozenset[str], head: bool | None, model_id: str
+) -> str | None:
+    """The objective whose head to load (None: the bare model), as :func:`open_model` describes ``head``;
+    ``head=True`` on a model transformers builds no such head for is refused before any weight is read."""
+    from pos_geometry.registry.direction import attention_direction
+
+    if head is False:
+        return None
+    if config is None:  # the config cannot be read here: the load itself says why
+        return "next-token" if head else None
+    objective = attention_direction(config).objective
+    if head:
+        refuse_headless(config, heads, model_id)
+        return objective
+    return objective if objective in heads and not _saved_bare(config) else None
+
+
+def _saved_bare(config: dict[str, Any]) -> bool:
+    """Whether the checkpoint says it was saved from the bare model (``architectures`` names only the class
+    ``AutoModel`` builds for its model_type), so it holds no head to look for."""
+    from transformers.models.auto.modeling_auto import MODEL_MAPPING_NAMES
+
+    names = config.get("architectures")
+    bare = MODEL_MAPPING_NAMES.get(str(config.get("model_type", "")))
+    return (
+        bool(names) and isinstance(names, list | tuple) and bare is not None and all(n == bare for n in names)
+    )
 
 
 def open_model(
@@ -84,7 +159,7 @@ def open_model(
     *,
     device: Device = "auto",
     revision: str | None = None,
-    causal_lm: bool | None = None,
+    head: bool | None = None,
 ) -> LoadedModel:
     """A model opened once: the weights loaded, the config and its description resolved; every analysis
     that runs a model (:func:`~pos_geometry.hidden_positions`, :func:`~pos_geometry.attention_by_offset`,
@@ -92,29 +167,30 @@ def open_model(
     :func:`~pos_geometry.cards.card`) takes the result in place of the model and loads nothing again.
 
     ``model``: a model-table name, a hub repo id, a local folder, a ``.gguf`` file, a loaded transformers model,
-    or an opened model (returned as it is, checked against ``device``, ``revision`` and ``causal_lm``).
+    or an opened model (returned as it is, checked against ``device``, ``revision`` and ``head``).
 
     A ``.gguf`` file is dequantised to float32 by :func:`~pos_geometry.sources.gguf.model.gguf_model`
     (transformers' own GGUF loader where pos_geometry's fast path does not apply).
     A model already in memory (a ``transformers.PreTrainedModel``) stays where it is: ``device``
     must then be ``"auto"`` or its own device (pos_geometry never moves a model silently). Names and
     paths are loaded in float32 onto ``device`` (``"auto"``: CUDA, then MPS, else CPU).
-    ``causal_lm``: load with the language-model head (``AutoModelForCausalLM``), which the loss needs (a
-    model that attends both ways is refused before its weights are read, and a model in memory must have
-    one); False: the bare model (``AutoModel``); None (the default): with its head when the model is a
-    causal decoder transformers builds one for, else bare (an encoder).
+
+    ``head``: the head of the model's training objective, which a loss needs: the next-token head
+    (``AutoModelForCausalLM``) of a causal decoder, the masked-token head (``AutoModelForMaskedLM``) of a model
+    that attends both ways (:attr:`LoadedModel.direction`). True: that head, required (a model transformers
+    builds no such head for is refused before its weights are read; a model in memory must have it); False:
+    the bare model (``AutoModel``); None (the default): with the head where transformers builds one and the
+    checkpoint holds it, else bare. A bare encoder is built without its pooler (the ``[CLS]`` summary no
+    analysis reads), so a checkpoint saved without one still opens.
     """
     from pos_geometry._device import resolve_device
 
     if isinstance(model, LoadedModel):
-        return _reuse(model, device, revision, causal_lm)
+        return _reuse(model, device, revision, head)
     if hasattr(model, "config") and hasattr(model, "named_modules"):
-        if causal_lm and getattr(model, "get_output_embeddings", lambda: None)() is None:
-            raise NotApplicableError(
-                f"{type(model).__name__} has no language-model head, so it has no next-token loss; load it with "
-                "transformers.AutoModelForCausalLM (or pass its name or folder)."
-            )
         loaded = _wrap(model, str(getattr(model, "name_or_path", "") or type(model).__name__), revision, None)
+        if head:
+            _check_head(loaded)
         if not (device is None or device == "auto"):
             _check_device(device, loaded.device, f"move it first (model.to({str(resolve_device(device))!r}))")
         source = getattr(model, "name_or_path", None)
@@ -133,15 +209,23 @@ def open_model(
     name = os.fspath(model)
     path = Path(name).expanduser()
     if path.is_file() and path.suffix.lower() == ".gguf":  # dequantised (pos_geometry.sources.gguf.model)
-        from pos_geometry.sources.gguf.model import gguf_model
+        from pos_geometry.sources.gguf.model import gguf_heads, gguf_model
+        from pos_geometry.sources.opening import open_checkpoint
 
-        if causal_lm:  # refused from the header, before the weights are dequantised
-            from pos_geometry.sources.opening import open_checkpoint
-
-            refuse_next_token_loss(open_checkpoint(path).config, str(path))
-        module = gguf_model(path)
+        config = open_checkpoint(path).config  # the header only: a refusal comes before any weight is read
+        chosen = _chosen_head(config, gguf_heads(config), head, str(path))
+        module = gguf_model(path, head=chosen, required=bool(head))
         module.to(resolve_device(device))
-        return _wrap(module, str(path), None, str(path), name)  # the file holds its tokenizer too
+        loaded = _wrap(module, str(path), None, str(path), name)  # the file holds its tokenizer too
+        if chosen is not None and loaded.head is None:
+            why = (
+                "llama.cpp's converter keeps no masked-LM head of an encoder"
+                if chosen == "masked-token"
+                else ""
+            )
+            note = f"the file holds no {chosen} head" + (f" ({why})" if why else "")
+            loaded = dataclasses.replace(loaded, headless=note)
+        return loaded
     if path.is_file():
         raise InvalidArgumentError(
             f"{name!r} is a single {path.suffix or 'extensionless'} file: a table or some tensors at most, not a "
@@ -174,39 +258,40 @@ def open_model(
     from pos_geometry.sources.network import offline_reason
 
     why = None if path.exists() else offline_reason()
-    head = causal_lm
-    if causal_lm is not False:
-        from pos_geometry.registry.direction import attention_direction
-
-        config, has_head = _config_first(repo, rev, why is not None)
-        if causal_lm is None:  # with the next-token head where the model is a decoder that has one
-            head = config is not None and has_head and attention_direction(config).causal
-        elif config is not None:
-            refuse_next_token_loss(config, model_id)  # before the weights are read
+    chosen = None
+    if head is not False:
+        config, heads = _config_first(repo, rev, why is not None)
+        chosen = _chosen_head(config, heads, head, model_id)
+    headless = ""
     try:
-        module = _from_pretrained(repo, rev, name, path, why, head=bool(head))
-    except MissingTensorError:
-        if causal_lm is not None or not head:
+        module = _from_pretrained(repo, rev, name, path, why, head=chosen)
+    except MissingTensorError as exc:
+        if head is not None or chosen is None:
             raise
-        # a decoder saved without its (untied) next-token head: the bare model still runs; its loss will say why not
-        module = _from_pretrained(repo, rev, name, path, why, head=False)
+        # saved without its (untied) head: the bare model still runs; its loss says why not
+        module = _from_pretrained(repo, rev, name, path, why, head=None)
+        headless = (
+            f"its checkpoint holds no {chosen} head ({', '.join(exc.keys[:3]) or 'its weights are missing'})"
+        )
     module.to(resolve_device(device))
-    return _wrap(module, model_id, rev, repo, name, base_paths=causal_lm is None)
+    loaded = _wrap(module, model_id, rev, repo, name, base_paths=head is None)
+    return dataclasses.replace(loaded, headless=headless) if headless else loaded
 
 
 def _from_pretrained(
-    repo: str, rev: str | None, name: str, path: Path, why: str | None, *, head: bool
+    repo: str, rev: str | None, name: str, path: Path, why: str | None, *, head: str | None
 ) -> Any:
-    """The transformers module of ``repo`` (``AutoModelForCausalLM`` with ``head``, else ``AutoModel``), float32,
-    complete, or a typed error that says what is wrong and how to fix it."""
-    import transformers
+    """The transformers module of ``repo`` with the head of objective ``head`` (``AutoModelForCausalLM`` for
+    ``"next-token"``, ``AutoModelForMaskedLM`` for ``"masked-token"``, else the bare ``AutoModel``, without its
+    pooler), float32, complete, or a typed error that says what is wrong and how to fix it."""
     from huggingface_hub.errors import StrictDataclassError
 
     from pos_geometry.errors import CheckpointFormatError, NotCachedError
     from pos_geometry.sources.network import fetch_hint
 
     try:
-        auto = transformers.AutoModelForCausalLM if head else transformers.AutoModel
+        auto = auto_class(head)
+        extra = {} if head else bare_options(_config_object(repo, rev, why is not None))
         with quiet_transformers():
             module, info = auto.from_pretrained(
                 repo,
@@ -214,6 +299,7 @@ def _from_pretrained(
                 dtype="float32",
                 output_loading_info=True,
                 local_files_only=why is not None,
+                **extra,
             )
     except OSError as exc:
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
@@ -261,5 +347,6 @@ def _check_complete(module: Any, info: dict[str, Any], name: str) -> None:
         raise MissingTensorError(
             f"{name!r} lacks {len(missing)} weight(s) the whole model needs ({shown}); transformers would fill them "
             "with random initial values. Running the model needs a complete checkpoint: a position table or a "
-            "partial folder can be read by pg.load / position_qk_atlas, not run."
+            "partial folder can be read by pg.load / position_qk_atlas, not run.",
+            keys=tuple(missing),
         )

@@ -17,9 +17,9 @@ import torch
 
 from pos_geometry._progress import Progress, check_progress
 from pos_geometry.errors import InvalidArgumentError
-from pos_geometry.hidden.corpus import Corpus, make_corpus
+from pos_geometry.hidden.corpus import Corpus, made_up, make_corpus
 from pos_geometry.hidden.model import LoadedModel, positional_kind, quiet_transformers
-from pos_geometry.hidden.opening import open_model, refuse_next_token_loss
+from pos_geometry.hidden.opening import open_model
 
 __all__ = ["RunOptions", "Run", "start", "check_layers", "TOKENS_PER_BATCH"]
 
@@ -61,6 +61,7 @@ class Run:
     batch_size: int
     progress: Callable[[int, int], None] | None
     show: bool | None = None
+    tokenizer: Any = None
 
     def config(self) -> dict[str, Any]:
         """The provenance config fields every hidden-state result shares."""
@@ -107,11 +108,6 @@ def _check_int(name: str, value: Any, *, minimum: int, optional: bool) -> None:
         raise InvalidArgumentError(f"{name} must be {allowed}an int >= {minimum}; got {value!r}.")
 
 
-def _check_causal(loaded: Any) -> None:
-    """Refuse a next-token loss on a model that attends both ways (the token it would predict is in view)."""
-    refuse_next_token_loss(loaded.config, loaded.model_id)
-
-
 def start(
     model: Any,
     tokens: Any,
@@ -119,11 +115,12 @@ def start(
     batch_size: int | None,
     device: Any,
     options: RunOptions,
-    causal_lm: bool = False,
+    loss: bool = False,
     beyond_context: bool = False,
     min_sequences: int = 2,
 ) -> Run:
-    """Check the shared arguments, load the model (with its language-model head when ``causal_lm``) and
+    """Check the shared arguments, load the model (with the head of its objective when ``loss``: see
+    :func:`~pos_geometry.hidden.opening.open_model`) and
     build the corpus (see :class:`RunOptions`). ``beyond_context``: a rotary model may run contexts
     longer than its training context (a learned table still cannot). ``min_sequences``: the fewest
     contexts the caller can use (2 for a decomposition, 1 for a loss).
@@ -139,9 +136,7 @@ def start(
     _check_int("batch_size", batch_size, minimum=1, optional=True)
     check_progress(options.get("progress"))
     _check_int("random_state", options.get("random_state", 0), minimum=0, optional=False)
-    loaded = open_model(model, device=device, revision=options.get("revision"), causal_lm=causal_lm)
-    if causal_lm:
-        _check_causal(loaded)
+    loaded = open_model(model, device=device, revision=options.get("revision"), head=loss)
     tokenizer = options.get("tokenizer")
     if tokenizer is None and loaded.tokenizer_source is not None and _is_text(tokens):
         try:
@@ -162,9 +157,7 @@ def start(
                     )
         except (OSError, ValueError):
             tokenizer = None
-        if tokenizer is not None and len(tokenizer.get_vocab()) < 2:
-            # transformers builds a tokenizer with an empty vocabulary for a folder that has only a config (every
-            # text would tokenise to nothing): that is no tokenizer
+        if tokenizer is not None and made_up(tokenizer):  # a folder with only a config: no tokenizer
             tokenizer = None
     corpus = make_corpus(
         tokens,
@@ -182,8 +175,8 @@ def start(
         batch_size = max(1, min(corpus.n_sequences, budget // corpus.seq_len))
     progress = options.get("progress")
     if progress is None or isinstance(progress, bool):
-        return Run(loaded, corpus, batch_size, None, progress)
-    return Run(loaded, corpus, batch_size, progress)
+        return Run(loaded, corpus, batch_size, None, progress, tokenizer)
+    return Run(loaded, corpus, batch_size, progress, tokenizer=tokenizer)
 
 
 def _is_text(tokens: Any) -> bool:

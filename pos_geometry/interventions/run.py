@@ -5,10 +5,13 @@ The model runs over a corpus twice (more for a sweep): as it is, and with an :mo
 the tokenised corpus and its batches; each pass streams it, keeping per sequence the summed loss
 and per position the summed loss (memory does not grow with the corpus). The result holds
 
-* the mean next-token loss of each pass (nats per predicted token) and their difference, with a
-  bootstrap interval over sequences (the sequences are resampled, not the tokens: tokens of one
-  context are not independent);
-* the loss by position (position ``t`` predicts token ``t + 1``);
+* the mean loss of each pass (nats per predicted token) and their difference, with a bootstrap interval
+  over sequences (the sequences are resampled, not the tokens: tokens of one context are not independent).
+  The loss is the model's objective, which its attention direction decides: the next-token loss of a causal
+  decoder, the masked-token loss of a model that attends both ways (:mod:`~pos_geometry.interventions.masking`
+  states its masking rule);
+* the loss by position (next-token: position ``t`` predicts token ``t + 1``; masked-token: the masked
+  position's own token, averaged over the contexts that mask it);
 * with ``attention``, :func:`~pos_geometry.attention_by_offset` of both passes, measured in them.
 
 The model is left exactly as it was (every change is undone, whatever happens).
@@ -33,6 +36,7 @@ from pos_geometry.errors import InvalidArgumentError
 from pos_geometry.hidden.attention import AttentionByOffset, OffsetCollector
 from pos_geometry.hidden.run import Run, RunOptions, start
 from pos_geometry.interventions.edits import Edit
+from pos_geometry.interventions.masking import Masking, masking_for
 from pos_geometry.interventions.target import EditTarget
 
 __all__ = ["Intervention", "InterventionSweep", "intervene", "intervene_sweep"]
@@ -44,11 +48,13 @@ class Intervention(Result):
 
     Attributes:
         edit: the edit's label; ``parameter``: the number a sweep varies (or None).
-        base_loss, edited_loss: mean next-token loss (nats per predicted token) of each pass.
+        base_loss, edited_loss: mean loss (nats per predicted token) of each pass, of the model's
+            ``objective``: ``"next-token"`` or ``"masked-token"``.
         delta: ``edited_loss - base_loss``; ``delta_interval``: its bootstrap interval over sequences
             at ``confidence``, from ``n_bootstrap`` resamples.
         sequence_delta: ``(n_sequences,)`` each sequence's mean loss difference.
-        base_loss_by_position, edited_loss_by_position: ``(seq_len - 1,)`` mean loss at each position.
+        base_loss_by_position, edited_loss_by_position: mean loss at each position: ``(seq_len - 1,)`` for
+            the next-token loss, ``(seq_len,)`` for the masked-token loss (NaN where no context masks it).
         n_sequences, seq_len, corpus: the corpus.
         base_attention, edited_attention: :class:`AttentionByOffset` of each pass, or None.
         provenance: the model and corpus; ``processing`` names the edit.
@@ -71,10 +77,11 @@ class Intervention(Result):
     provenance: Provenance
     base_attention: AttentionByOffset | None = field(default=None, metadata={"serialize": False})
     edited_attention: AttentionByOffset | None = field(default=None, metadata={"serialize": False})
+    objective: str = "next-token"
 
     @property
     def delta_by_position(self) -> np.ndarray:
-        """``(seq_len - 1,)`` edited minus base loss at each position."""
+        """Edited minus base loss at each position (shaped as the losses by position)."""
         return self.edited_loss_by_position - self.base_loss_by_position
 
     def summary_rows(self) -> list[tuple[str, str]]:
@@ -86,7 +93,7 @@ class Intervention(Result):
         return [
             ("edit", self.edit),
             ("corpus", self.corpus + beyond),
-            ("loss (nats/token)", f"{self.base_loss:.4f} -> {self.edited_loss:.4f}"),
+            (f"{self.objective} loss (nats/token)", f"{self.base_loss:.4f} -> {self.edited_loss:.4f}"),
             (
                 f"Δloss, {self.confidence:.0%} interval over sequences",
                 f"{self.delta:+.4f} " + _bracket(low, high),
@@ -128,7 +135,7 @@ class InterventionSweep(Result):
         return np.array([r.delta_interval for r in self.results])
 
     def summary_rows(self) -> list[tuple[str, str]]:
-        rows = [("base loss (nats/token)", f"{self.base_loss:.4f}")]
+        rows = [(f"base {self.results[0].objective} loss (nats/token)", f"{self.base_loss:.4f}")]
         for r in self.results:
             low, high = r.delta_interval
             rows.append((r.edit, f"Δloss {r.delta:+.4f} " + _bracket(low, high)))
@@ -144,7 +151,9 @@ class _Pass:
     attention: AttentionByOffset | None
 
 
-def _run_pass(run: Run, target: EditTarget, blocks: tuple[int, ...], max_offset: int | None) -> _Pass:
+def _run_pass(
+    run: Run, target: EditTarget, blocks: tuple[int, ...], max_offset: int | None, masking: Masking | None
+) -> _Pass:
     loaded, corpus = run.loaded, run.corpus
     n, t = corpus.n_sequences, corpus.seq_len
     limit = loaded.context_length
@@ -159,7 +168,7 @@ def _run_pass(run: Run, target: EditTarget, blocks: tuple[int, ...], max_offset:
             f"{limit}. Use a shift <= {limit - t} or shorter contexts (seq_len)."
         )
     per_sequence = np.zeros(n, dtype=np.float64)
-    per_position = np.zeros(t - 1, dtype=np.float64)
+    per_position = np.zeros(t if masking else t - 1, dtype=np.float64)
     collector = OffsetCollector(loaded, blocks) if blocks else None
     tokens = torch.from_numpy(corpus.tokens)
     bar = _progress.task("contexts", n, show=run.show) if run.progress is None else contextlib.nullcontext()
@@ -175,18 +184,32 @@ def _run_pass(run: Run, target: EditTarget, blocks: tuple[int, ...], max_offset:
                 kwargs["position_ids"] = (
                     torch.arange(t, device=ids.device) + target.position_offset
                 ).expand_as(ids)
-            logits = loaded.module(**kwargs).logits[:, :-1].float()
-            loss = torch.nn.functional.cross_entropy(
-                logits.reshape(-1, logits.shape[-1]), ids[:, 1:].reshape(-1), reduction="none"
-            ).view(ids.shape[0], t - 1).double().cpu()  # fmt: skip
-            per_sequence[first : first + ids.shape[0]] = loss.mean(1).numpy()
-            per_position += loss.sum(0).numpy()
+            if masking is None:
+                logits = loaded.module(**kwargs).logits[:, :-1].float()
+                loss = torch.nn.functional.cross_entropy(
+                    logits.reshape(-1, logits.shape[-1]), ids[:, 1:].reshape(-1), reduction="none"
+                ).view(ids.shape[0], t - 1).double().cpu()  # fmt: skip
+                per_sequence[first : first + ids.shape[0]] = loss.mean(1).numpy()
+                per_position += loss.sum(0).numpy()
+            else:
+                mask = torch.from_numpy(masking.positions[first : first + ids.shape[0]]).to(ids.device)
+                kwargs["input_ids"] = ids.masked_fill(mask, masking.token_id)
+                logits = loaded.module(**kwargs).logits.float()
+                loss = torch.nn.functional.cross_entropy(
+                    logits.reshape(-1, logits.shape[-1]), ids.reshape(-1), reduction="none"
+                ).view(ids.shape).masked_fill(~mask, 0.0).double().cpu()  # fmt: skip
+                per_sequence[first : first + ids.shape[0]] = (loss.sum(1) / mask.sum(1).cpu()).numpy()
+                per_position += loss.sum(0).numpy()
             if run.progress is not None:
                 run.progress(min(first + run.batch_size, n), n)
             else:
                 step(int(ids.shape[0]))
     attention = collector.result(run, max_offset) if collector is not None else None
-    return _Pass(per_sequence, per_position / n, attention)
+    if masking is None:
+        return _Pass(per_sequence, per_position / n, attention)
+    counts = masking.positions.sum(0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return _Pass(per_sequence, np.where(counts > 0, per_position / counts, np.nan), attention)
 
 
 def _bracket(low: float, high: float) -> str:
@@ -259,7 +282,7 @@ def intervene_sweep(
         batch_size=batch_size,
         device=device,
         options=options,
-        causal_lm=True,
+        loss=True,
         beyond_context=True,
         min_sequences=1,  # a loss needs one sequence; its interval needs two
     )
@@ -270,15 +293,16 @@ def intervene_sweep(
             with target.editing():
                 edit.apply(target)
     blocks = _blocks(attention, run.loaded.n_layers)
-    base = _run_pass(run, target, blocks, max_offset)
+    masking = masking_for(run, random_state)
+    base = _run_pass(run, target, blocks, max_offset, masking)
     results = []
     for edit in edits:
         with target.editing():
             edit.apply(target)
-            edited = _run_pass(run, target, blocks, max_offset)
-        results.append(_result(run, edit, base, edited, n_bootstrap, confidence, random_state))
+            edited = _run_pass(run, target, blocks, max_offset, masking)
+        results.append(_result(run, edit, base, edited, n_bootstrap, confidence, random_state, masking))
     base_loss = float(base.sequence.mean())
-    return InterventionSweep(tuple(results), base_loss, _provenance(run, None))
+    return InterventionSweep(tuple(results), base_loss, _provenance(run, None, masking))
 
 
 def intervene(
@@ -298,8 +322,11 @@ def intervene(
     """Run ``model`` on ``tokens`` as it is and with ``edit``; return the difference.
 
     Args:
-        model: a model-table name, hub repo id, local transformers folder, ``.gguf`` file, or a loaded
-            causal LM (left where it is, and left unchanged).
+        model: a model-table name, hub repo id, local transformers folder, ``.gguf`` file, or a loaded model
+            with the head of its objective (left where it is, and left unchanged): a causal decoder is
+            measured with its next-token loss, a model that attends both ways with its masked-token loss
+            (:mod:`~pos_geometry.interventions.masking`: 15% of each context's positions masked with
+            ``random_state``).
         tokens: a text file (the model's tokenizer), a ``.npy`` of token ids, or ``(n_sequences, seq_len)``
             ints; cut into ``seq_len`` contexts as in :func:`~pos_geometry.hidden_positions`. A rotary
             model may run contexts longer than its training context (what position interpolation is for);
@@ -307,7 +334,8 @@ def intervene(
         edit: an :class:`~pos_geometry.interventions.edits.Edit` (``+`` composes edits).
         attention: also measure attention by offset in both passes: True (every block), False, or block indices.
         max_offset: as in :func:`~pos_geometry.attention_by_offset`.
-        n_bootstrap, confidence, random_state: the interval of Δloss over sequences.
+        n_bootstrap, confidence, random_state: the interval of Δloss over sequences (``random_state`` also
+            draws the masked positions of a masked-token loss).
         batch_size, device, options: as in :func:`~pos_geometry.hidden_positions`
             (``seq_len``, ``n_sequences``, ``tokenizer``, ``revision``, ``progress``).
 
@@ -325,21 +353,25 @@ def intervene(
     return sweep.results[0]
 
 
-def _provenance(run: Run, edit: Edit | None) -> Provenance:
+def _provenance(run: Run, edit: Edit | None, masking: Masking | None) -> Provenance:
     loaded = run.loaded
+    objective = "next-token loss" if masking is None else "masked-token loss"
     return Provenance(
         model_id=loaded.model_id,
         kind="hidden",
-        source=f"{loaded.model_id}: next-token loss over {run.corpus.description}",
+        source=f"{loaded.model_id}: {objective} over {run.corpus.description}",
         revision=loaded.revision,
         config=run.config(),
         original_dtype=str(next(loaded.module.parameters()).dtype).removeprefix("torch."),
-        processing=("next-token loss", *(("edit: " + edit.label,) if edit is not None else ())),
+        processing=(
+            objective if masking is None else masking.rule,
+            *(("edit: " + edit.label,) if edit is not None else ()),
+        ),
     )
 
 
 def _result(run: Run, edit: Edit, base: _Pass, edited: _Pass, n_bootstrap: int, confidence: float,
-            random_state: int) -> Intervention:  # fmt: skip
+            random_state: int, masking: Masking | None) -> Intervention:  # fmt: skip
     delta = edited.sequence - base.sequence
     corpus = run.corpus
     return Intervention(
@@ -348,6 +380,6 @@ def _result(run: Run, edit: Edit, base: _Pass, edited: _Pass, n_bootstrap: int, 
         delta_interval=_interval(delta, n_bootstrap, confidence, random_state), confidence=float(confidence),
         n_bootstrap=n_bootstrap, sequence_delta=delta, base_loss_by_position=base.position,
         edited_loss_by_position=edited.position, n_sequences=corpus.n_sequences, seq_len=corpus.seq_len,
-        corpus=corpus.description, provenance=_provenance(run, edit), base_attention=base.attention,
-        edited_attention=edited.attention,
+        corpus=corpus.description, provenance=_provenance(run, edit, masking), base_attention=base.attention,
+        edited_attention=edited.attention, objective="next-token" if masking is None else "masked-token",
     )  # fmt: skip

@@ -123,9 +123,14 @@ def plot_intervention_positions(result, *, title: str | None = None) -> go.Figur
         go.Scatter(x=t, y=result.delta_by_position, mode="lines", name="edited − as trained", line={"color": "black"}),
         row=2, col=1,
     )  # fmt: skip
-    fig.update_yaxes(title="loss, nats", row=1, col=1)
+    fig.update_yaxes(title=f"{result.objective} loss, nats", row=1, col=1)
     fig.update_yaxes(title="Δloss", row=2, col=1)
-    fig.update_xaxes(title="position t (predicting token t + 1)", row=2, col=1)
+    axis = (
+        "position t (predicting token t + 1)"
+        if result.objective == "next-token"
+        else "position t (its own token, masked; mean over the contexts that mask it)"
+    )
+    fig.update_xaxes(title=axis, row=2, col=1)
     label = title or f"{model_label(result.provenance)}: loss by position, {result.edit}"
     fig.update_layout(**base_layout(label), height=520)
     return fig

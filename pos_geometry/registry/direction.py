@@ -13,6 +13,10 @@ Read from the config as transformers reads it, no table of model names:
   ...), unless its config sets ``is_decoder`` (BERT used as a decoder);
 
 and causal otherwise.
+
+Each objective has its transformers head class (:func:`auto_class`): ``AutoModelForCausalLM`` for the next-token
+loss, ``AutoModelForMaskedLM`` for the masked-token loss; :func:`objective_heads` says which of them transformers
+builds for a config.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["AttentionDirection", "attention_direction"]
+__all__ = ["AttentionDirection", "attention_direction", "auto_class", "bare_options", "objective_heads"]
 
 
 @dataclass(frozen=True)
@@ -57,3 +61,43 @@ def attention_direction(config: Mapping[str, Any]) -> AttentionDirection:
             f"model_type {model_type!r} is an encoder (transformers builds a masked language model for it)",
         )
     return AttentionDirection(True, f"model_type {model_type!r} is a causal decoder")
+
+
+def objective_heads(config: Any) -> frozenset[str]:
+    """The objectives transformers builds a head class for, for a transformers config object:
+    ``"next-token"`` (a causal-LM class) and/or ``"masked-token"`` (a masked-LM class)."""
+    import transformers
+
+    heads = set()
+    if type(config) in transformers.MODEL_FOR_CAUSAL_LM_MAPPING:
+        heads.add("next-token")
+    if type(config) in transformers.MODEL_FOR_MASKED_LM_MAPPING:
+        heads.add("masked-token")
+    return frozenset(heads)
+
+
+def auto_class(head: str | None) -> Any:
+    """transformers' auto class for a module with the head of objective ``head`` (None: the bare model)."""
+    import transformers
+
+    return {"next-token": transformers.AutoModelForCausalLM, "masked-token": transformers.AutoModelForMaskedLM,
+            None: transformers.AutoModel}[head]  # fmt: skip
+
+
+def bare_options(config: Any) -> dict[str, Any]:
+    """Keyword arguments that build the bare model of ``config`` (a transformers config object) without its
+    pooler, where its class has one to leave out (``add_pooling_layer``): the ``[CLS]`` summary is no hidden
+    state, no analysis reads it, and a checkpoint saved from a masked LM has none."""
+    import inspect
+
+    import transformers
+
+    try:
+        cls = transformers.AutoModel._model_mapping[type(config)]
+    except (KeyError, ValueError):
+        return {}
+    return (
+        {"add_pooling_layer": False}
+        if "add_pooling_layer" in inspect.signature(cls.__init__).parameters
+        else {}
+    )

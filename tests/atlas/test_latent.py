@@ -105,7 +105,7 @@ def test_the_pairing_swap_reorders_every_latent_heads_rotary_rows_alike(tmp_path
     from pos_geometry.interventions.target import EditTarget
 
     _model(24).save_pretrained(tmp_path)
-    loaded = open_model(tmp_path, device="cpu", causal_lm=True)
+    loaded = open_model(tmp_path, device="cpu", head=True)
     attn = loaded.module.model.layers[1].self_attn
     q0, k0 = _oracle_rows(attn, 24)
     target = EditTarget(loaded)

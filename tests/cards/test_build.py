@@ -232,3 +232,23 @@ def test_the_policy_line_counts_the_card_s_tests_and_holm_s_survivors(kind_cards
     assert f", {hold} still do at a family-wise α = 0.05" in policy
     assert html.escape(policy) in render_html(c) and "Multiple comparisons:" in render_markdown(c)
     assert "no verdict of this card comes from a test" in kind_cards["no_table"].multiple_comparisons()
+
+
+def test_an_encoder_s_card_measures_its_masked_token_loss_and_its_gguf_says_why_it_cannot(tmp_path):
+    """BERT (tests/data/gguf_parity): its folder holds the masked-LM head, so the causal edits run with the
+    masked-token loss (the rule in the provenance); its GGUF holds no head, and the card says so."""
+    tokens = tmp_path / "tokens.npy"
+    np.save(tokens, np.random.default_rng(0).integers(5, 256, size=(4, 32)))
+    folder = pg.card(DATA / "bert", tokens, device="cpu", progress=False)
+    causal = folder.section("causal")
+    assert causal.status == "ran" and causal.values["objective"] == "masked-token"
+    assert any(
+        "masked-token loss: 5 of 32 positions" in step for p in causal.provenance for step in p.processing
+    )
+    assert "base masked-token loss (nats/token)" in dict(causal.rows)
+    gguf = pg.card(DATA / "bert-f32.gguf", tokens, device="cpu", progress=False)
+    said = gguf.section("causal")
+    assert said.status == "not available" and "the file holds no masked-token head" in said.reason
+    a, b = (c.section("attention").values["by_offset"] for c in (folder, gguf))
+    np.testing.assert_allclose(b["local_mass"], a["local_mass"], rtol=1e-5)  # read both ways, on both sources
+    assert b["uniform_local_mass"] == a["uniform_local_mass"] == pytest.approx(7 / 32)

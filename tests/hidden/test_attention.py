@@ -7,8 +7,10 @@ import json
 import numpy as np
 import pytest
 import torch
+import transformers
 
 import pos_geometry as pg
+from pos_geometry.errors import NotApplicableError
 
 
 def _by_offset(matrices: np.ndarray) -> np.ndarray:
@@ -165,3 +167,22 @@ def test_per_plane_usage_reads_the_architecture_transformers_describes(tmp_path)
     # one layer type read: one row of wavelengths, its own
     one = pg.attention_by_offset(str(tmp_path), tokens, layers=[1])
     np.testing.assert_allclose(one.wavelengths, truth[1], rtol=1e-6)
+
+
+def test_a_hybrid_models_blocks_without_attention_are_named_not_read(tmp_path):
+    """LFM2 interleaves short convolutions with attention: only the attention blocks have offsets to read; the
+    others are named in the provenance, and asking for them alone is refused with the reason."""
+    config = transformers.Lfm2Config(
+        vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=4, num_attention_heads=4,
+        num_key_value_heads=2, layer_types=["conv", "full_attention", "conv", "full_attention"],
+        max_position_embeddings=64,
+    )  # fmt: skip
+    torch.manual_seed(0)
+    transformers.Lfm2ForCausalLM(config).save_pretrained(tmp_path)
+    tokens = np.arange(2, 18)[None].repeat(2, 0) % 64
+    att = pg.attention_by_offset(tmp_path, tokens, device="cpu", progress=None)
+    assert att.layers == (1, 3) and att.mean_probability.shape[0] == 2
+    assert att.provenance.config_dict["blocks without softmax attention (not read)"] == (0, 2)
+    assert att.rotary_status == "measured" and np.allclose(att.plane_usage.sum(-1), 1.0)
+    with pytest.raises(NotApplicableError, match="none of them computed softmax attention"):
+        pg.attention_by_offset(tmp_path, tokens, layers=[0, 2], device="cpu", progress=None)

@@ -33,7 +33,11 @@ def folder(tmp_path_factory):
 def loads(monkeypatch):
     """Counts every whole-model load through transformers."""
     count = []
-    for auto in (transformers.AutoModel, transformers.AutoModelForCausalLM):
+    for auto in (
+        transformers.AutoModel,
+        transformers.AutoModelForCausalLM,
+        transformers.AutoModelForMaskedLM,
+    ):
         original = auto.from_pretrained.__func__
 
         def counted(cls, *args, _original=original, **kwargs):
@@ -82,21 +86,28 @@ def test_a_handle_stays_where_it_was_opened_and_keeps_its_revision(folder):
         pg.hidden_positions(opened, TOKENS, seq_len=32, revision="main", progress=None)
 
 
-def test_an_encoder_is_opened_without_a_next_token_head_and_its_loss_is_refused(tmp_path, loads):
+def test_an_encoder_saved_bare_is_opened_bare_without_its_pooler_and_its_loss_is_refused(tmp_path, loads):
     torch.manual_seed(0)
-    bert = transformers.BertModel(
-        transformers.BertConfig(vocab_size=61, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-                                intermediate_size=64, max_position_embeddings=64)
-    )  # fmt: skip
-    bert.save_pretrained(tmp_path / "bert")
+    config = transformers.BertConfig(vocab_size=61, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                                     intermediate_size=64, max_position_embeddings=64)  # fmt: skip
+    transformers.BertModel(config).save_pretrained(tmp_path / "bert")
     opened = pg.open_model(tmp_path / "bert", device="cpu")
+    # its config names the bare class: no masked-LM head is looked for, and the pooler no analysis reads is left out
     assert loads == ["AutoModel"] and opened.kind == "learned" and not opened.direction.causal
+    assert opened.head is None and opened.module.pooler is None
     assert opened.architecture is None  # (the rotary description; a learned table has its own path)
     hidden = pg.hidden_positions(opened, TOKENS, seq_len=32, device="cpu", progress=None)
     assert hidden.metrics  # the hidden-state path reads it
-    with pytest.raises(NotApplicableError, match="both directions"):
+    with pytest.raises(NotApplicableError, match="no masked-token loss"):
         pg.intervene(opened, TOKENS, pg.interventions.ShuffleRows(), seq_len=32, device="cpu", progress=None)
     assert len(loads) == 1
+    # a masked LM saved whole opens with its head, once
+    transformers.BertForMaskedLM(config).save_pretrained(tmp_path / "mlm")
+    masked = pg.open_model(tmp_path / "mlm", device="cpu")
+    assert loads[1:] == ["AutoModelForMaskedLM"] and masked.head == "masked-token"
+    # and its bare model opens without the pooler it never had (no random weights filled in)
+    bare = pg.open_model(tmp_path / "mlm", device="cpu", head=False)
+    assert bare.head is None and bare.module.pooler is None
 
 
 def test_a_card_opens_its_model_once(folder, loads):

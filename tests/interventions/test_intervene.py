@@ -49,7 +49,7 @@ def test_identity_gives_exactly_zero(tiny_gpt2, tiny_llama, tokens):
 
 
 def test_rank_d_reconstruction_is_the_table_and_rank_k_is_sklearns(tiny_gpt2, tokens):
-    loaded = open_model(tiny_gpt2, device="cpu", causal_lm=True)
+    loaded = open_model(tiny_gpt2, device="cpu", head=True)
     target = EditTarget(loaded)
     original = target.table().detach().clone()
     with target.editing():
@@ -118,7 +118,7 @@ def test_a_shift_of_a_learned_table_is_the_models_own_position_ids(tiny_gpt2, to
 
 
 def test_removing_planes_stills_the_chosen_frequencies(tiny_llama):
-    target = EditTarget(open_model(tiny_llama, device="cpu", causal_lm=True))
+    target = EditTarget(open_model(tiny_llama, device="cpu", head=True))
     theta = target.inverse_frequencies()  # 4 planes, fastest first
     for edit, stilled in ((RemovePlanes(slowest=1), [3]), (RemovePlanes(fastest=2), [0, 1]),
                           (RemovePlanes(indices=(2,)), [2]),
@@ -269,7 +269,7 @@ def test_the_pairing_swap_leaves_a_gated_querys_gate_alone(tmp_path):
     config = planted.qwen3_next_config(vocab_size=61)
     torch.manual_seed(0)
     transformers.AutoModelForCausalLM.from_config(config).save_pretrained(tmp_path)
-    loaded = open_model(tmp_path, device="cpu", causal_lm=True)
+    loaded = open_model(tmp_path, device="cpu", head=True)
     target = EditTarget(loaded)
     attn = loaded.module.model.layers[3].self_attn
     q0, k0 = attn.q_proj.weight.detach().clone(), attn.k_proj.weight.detach().clone()

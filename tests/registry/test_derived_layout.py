@@ -171,19 +171,13 @@ def test_every_rotary_architecture_is_derived_or_refused_with_a_reason():
     assert len(passed) >= 88
 
 
-@pytest.mark.exhaustive
-def test_every_derived_architecture_takes_the_rotary_edits(tmp_path):
-    """``intervene`` runs the pairing swap and a plane removal on a tiny instance of every architecture the
-    atlas derives (or says why an edit does not apply), and the swap changes the model's loss."""
+def _tiny_derived_instances(tmp_path):
+    """``(model_type, folder)`` for a saved tiny instance of every architecture the atlas derives, or
+    ``(model_type, why)`` when transformers cannot save one."""
     from transformers import CONFIG_MAPPING
 
-    from pos_geometry import intervene
-    from pos_geometry.errors import NotApplicableError
-    from pos_geometry.interventions import RemovePlanes, SwapPairing
     from pos_geometry.registry.rotation_probe import shrunk
 
-    ran, refused, failed = [], {}, {}
-    tokens = np.arange(2, 18)[None] % 64
     for model_type in _rotary_causal_lm_types():
         try:
             config = CONFIG_MAPPING[model_type](num_hidden_layers=4)
@@ -197,7 +191,25 @@ def test_every_derived_architecture_takes_the_rotary_edits(tmp_path):
                 text = config.get_text_config() if hasattr(config, "get_text_config") else config
                 transformers.AutoModelForCausalLM.from_config(shrunk(text)).save_pretrained(folder)
         except Exception as exc:
-            refused[model_type] = f"a tiny instance cannot be saved: {exc}"
+            yield model_type, f"a tiny instance cannot be saved: {exc}"
+            continue
+        yield model_type, folder
+
+
+@pytest.mark.exhaustive
+def test_every_derived_architecture_takes_the_rotary_edits(tmp_path):
+    """``intervene`` runs the pairing swap and a plane removal on a tiny instance of every architecture the
+    atlas derives (or says why an edit does not apply), and the swap changes the model's loss."""
+
+    from pos_geometry import intervene
+    from pos_geometry.errors import NotApplicableError
+    from pos_geometry.interventions import RemovePlanes, SwapPairing
+
+    ran, refused, failed = [], {}, {}
+    tokens = np.arange(2, 18)[None] % 64
+    for model_type, folder in _tiny_derived_instances(tmp_path):
+        if isinstance(folder, str):
+            refused[model_type] = folder
             continue
         try:
             for edit in (SwapPairing(), RemovePlanes(fastest=1)):
@@ -212,6 +224,53 @@ def test_every_derived_architecture_takes_the_rotary_edits(tmp_path):
     for model_type, why in sorted({**refused, **failed}.items()):
         print(f"  {model_type}: {why[:200]}")
     assert not failed
+
+
+@pytest.mark.exhaustive
+def test_every_derived_architecture_has_its_per_plane_attention_usage_measured(tmp_path):
+    """The hidden-state path's per-plane usage on a tiny instance of every architecture the atlas derives: each
+    block's wavelengths are its layer type's (the derived description's), and the usage sums to 1 per head; an
+    architecture whose attention the probe cannot read says why (no silent fallback)."""
+
+    import pos_geometry as pg
+    from pos_geometry.registry.architecture import describe_architecture
+
+    measured, refused, failed = [], {}, {}
+    tokens = np.arange(2, 18)[None].repeat(2, 0) % 64
+    for model_type, folder in _tiny_derived_instances(tmp_path):
+        if isinstance(folder, str):
+            refused[model_type] = folder
+            continue
+        try:
+            att = pg.attention_by_offset(folder, tokens, device="cpu", progress=None)
+        except pg.PosGeometryError as exc:
+            refused[model_type] = f"{type(exc).__name__}: {exc}"
+            continue
+        except Exception as exc:
+            failed[model_type] = f"{type(exc).__name__}: {exc}"
+            continue
+        if att.rotary_status != "measured":
+            assert att.rotary_status.startswith("does not apply: "), (model_type, att.rotary_status)
+            refused[model_type] = att.rotary_status
+            continue
+        usage = att.plane_usage[np.isfinite(att.plane_usage).all(-1)]
+        assert usage.size and np.allclose(usage.sum(-1), 1.0), model_type
+        described = describe_architecture(json.loads((folder / "config.json").read_text()))
+        waves = np.atleast_2d(att.wavelengths)
+        assert waves.shape[-1] == att.plane_usage.shape[-1], model_type
+        if waves.shape[0] > 1:  # per block: one row per layer type, and types that rotate alike agree
+            by_type: dict = {}
+            for row, layer in zip(waves, att.layers, strict=True):
+                kind = described.layer_type_of(layer)
+                np.testing.assert_allclose(row, by_type.setdefault(kind.label, row), err_msg=model_type)
+            unrotated = any(described.layer_type_of(b).rotary is None for b in att.layers)  # NaN rows
+            assert described.rotates_by_type() or unrotated, model_type
+        measured.append(model_type)
+    print(f"per-plane usage measured: {len(measured)}, does not apply: {len(refused)}, failed: {len(failed)}")
+    for model_type, why in sorted({**refused, **failed}.items()):
+        print(f"  {model_type}: {why[:200]}")
+    assert not failed
+    assert len(measured) >= 80
 
 
 def test_load_lists_the_layers_a_rotary_table_does_not_apply_to(tmp_path):

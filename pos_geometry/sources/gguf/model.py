@@ -41,12 +41,23 @@ def fast_path_applies(arch: str) -> bool:
     return arch not in TENSOR_PROCESSORS or TENSOR_PROCESSORS[arch].__name__ in PER_TENSOR_PROCESSORS
 
 
-def _transformers_load(path: Path, dtype: torch.dtype) -> Any:
+def _transformers_load(path: Path, dtype: torch.dtype, head: str | None) -> Any:
     import transformers
 
-    model, info = transformers.AutoModelForCausalLM.from_pretrained(
-        str(path.parent), gguf_file=path.name, dtype=dtype, output_loading_info=True
-    )
+    from pos_geometry.registry.direction import auto_class
+
+    try:
+        model, info = auto_class(head).from_pretrained(
+            str(path.parent), gguf_file=path.name, dtype=dtype, output_loading_info=True
+        )
+    except ValueError as exc:  # an architecture transformers' GGUF loader does not read
+        from pos_geometry.errors import CheckpointFormatError
+
+        raise CheckpointFormatError(
+            f"{path.name!r} cannot be run here: pos_geometry's GGUF reader does not place every tensor this "
+            f"model needs, and transformers {transformers.__version__} cannot load it either "
+            f"({str(exc).splitlines()[0][:200]}). pg.load and the atlas read what the file holds."
+        ) from None
     tied = set(getattr(model, "_tied_weights_keys", None) or {})
     _refuse_missing(path, sorted(set(info.get("missing_keys") or ()) - tied))
     return model
@@ -66,20 +77,13 @@ def _refuse_missing(path: Path, missing: list[str]) -> None:
         )
 
 
-def gguf_model(path: str | os.PathLike[str], *, dtype: torch.dtype = torch.float32) -> Any:
-    """The ``AutoModelForCausalLM`` of the GGUF file ``path`` in eval mode, weights dequantised to ``dtype``.
-
-    Fast path (module docstring) where it applies, else transformers' ``from_pretrained(gguf_file=...)``.
-    """
+def _config(path: Path, weights: GGUFWeights) -> Any:
+    """transformers' config object built from the GGUF's config (the one every other path reads)."""
     import transformers
 
-    path = Path(path)
-    weights = GGUFWeights(FileByteSource(path))
-    if not fast_path_applies(weights.arch):
-        return _transformers_load(path, dtype).eval()
     fields = {k: v for k, v in weights.config.items() if k != "gguf"}
     try:
-        config = transformers.AutoConfig.for_model(**fields)
+        return transformers.AutoConfig.for_model(**fields)
     except (ValueError, KeyError, TypeError) as exc:  # a value transformers' config class refuses
         from pos_geometry.errors import CheckpointFormatError
 
@@ -88,22 +92,89 @@ def gguf_model(path: str | os.PathLike[str], *, dtype: torch.dtype = torch.float
             f"transformers cannot build the config of {path.name!r} from its GGUF metadata ({first}); fix or "
             "re-convert the file."
         ) from None
+
+
+def gguf_heads(config: dict[str, Any]) -> frozenset[str]:
+    """The objectives transformers builds a head for, for a GGUF's config dict
+    (:func:`~pos_geometry.registry.direction.objective_heads`); none when transformers cannot build the config."""
+    import transformers
+
+    from pos_geometry.registry.direction import objective_heads
+
+    try:
+        fields = {k: v for k, v in config.items() if k != "gguf"}
+        return objective_heads(transformers.AutoConfig.for_model(**fields))
+    except (ValueError, KeyError, TypeError):
+        return frozenset()
+
+
+def _head_refused(path: Path, head: str, missing: list[str]) -> Exception:
+    from pos_geometry.errors import MissingTensorError
+
+    shown = ", ".join(missing[:3]) + (" ..." if len(missing) > 3 else "")
+    why = ": llama.cpp's converter keeps no masked-LM head of an encoder" if head == "masked-token" else ""
+    return MissingTensorError(
+        f"{path.name!r} holds no {head} head ({shown} not in the file{why}), so its {head} loss cannot be "
+        "measured on it. hidden_positions and attention_by_offset read the file; the loss needs a checkpoint "
+        "that holds the head (the model's transformers folder).",
+        keys=tuple(missing),
+    )
+
+
+def gguf_model(
+    path: str | os.PathLike[str],
+    *,
+    dtype: torch.dtype = torch.float32,
+    head: str | None = "next-token",
+    required: bool = True,
+) -> Any:
+    """The transformers model of the GGUF file ``path`` in eval mode, weights dequantised to ``dtype``: with the
+    head of objective ``head`` (``"next-token"``: ``AutoModelForCausalLM``; ``"masked-token"``:
+    ``AutoModelForMaskedLM``; None: the bare ``AutoModel``, built without its pooler).
+
+    Fast path (module docstring) where it applies, else transformers' ``from_pretrained(gguf_file=...)``. A
+    head the file does not hold (llama.cpp's converter keeps no masked-LM head): refused when ``required``,
+    else the bare model.
+    """
+    from pos_geometry.registry.direction import auto_class, bare_options
+
+    path = Path(path)
+    weights = GGUFWeights(FileByteSource(path))
+    if not fast_path_applies(weights.arch):
+        return _transformers_load(path, dtype, head).eval()
+    config = _config(path, weights)
     from transformers.initialization import no_init_weights
 
     # every parameter is overwritten below; buffers (the rotary inv_freq) are built as usual
     with no_init_weights():
-        model = transformers.AutoModelForCausalLM.from_config(config, dtype=dtype)
+        model = auto_class(head).from_config(config, dtype=dtype, **({} if head else bare_options(config)))
+    prefix = f"{model.base_model_prefix}."
     state: dict[str, torch.Tensor] = {}
     missing = []
     for key in model.state_dict():
-        if weights.has(key):
-            state[key] = weights.read(key).to(dtype)
-        elif not (config.tie_word_embeddings and key.endswith("lm_head.weight")):
+        # a model's parameters answer under the bare model's names and under the head model's (llama.cpp's name
+        # table knows BERT's bare names and Phi-3's fused ones with their head model's prefix)
+        found = next((k for k in (key, key.removeprefix(prefix), prefix + key) if weights.has(k)), None)
+        if found is not None:
+            state[key] = weights.read(found).to(dtype)
+        elif not (config.tie_word_embeddings and key in _tied_keys(model)):
             missing.append(key)
+    if (
+        missing and head is not None and not any(k.startswith(prefix) for k in missing)
+    ):  # only the head is absent
+        if not required:
+            return gguf_model(path, dtype=dtype, head=None)  # the bare model runs; a loss will say why not
+        raise _head_refused(path, head, missing)
     if missing:  # a tensor the name table does not place: the reference loader decides (and refuses a gap)
-        return _transformers_load(path, dtype).eval()
+        return _transformers_load(path, dtype, head).eval()
     model.load_state_dict(state, strict=False, assign=True)
     if config.tie_word_embeddings:
         model.tie_weights()
     model.name_or_path = str(path)
     return model.eval()
+
+
+def _tied_keys(model: Any) -> set[str]:
+    """The parameter names transformers ties to another one (the output embedding of a tied head)."""
+    tied = getattr(model, "_tied_weights_keys", None) or {}
+    return set(tied) | {k for k in model.state_dict() if k.endswith("lm_head.weight")}

@@ -28,7 +28,8 @@ from pos_geometry.sources.gguf.checkpoint import GGUFWeights
 DATA = Path(__file__).resolve().parents[2] / "data" / "gguf_parity"
 PROVENANCE = json.loads((DATA / "provenance.json").read_text())
 ARCHS = sorted(PROVENANCE["models"])
-ROTARY = [a for a in ARCHS if a != "gpt2"]
+LEARNED = ("bert", "gpt2")  # a decoder and an encoder with a learned table
+ROTARY = [a for a in ARCHS if a not in LEARNED]
 TOKENS = np.random.default_rng(0).integers(0, 256, size=(2, 24))
 # fields a folder's config.json and a GGUF's metadata cannot share: names, ids of a tokenizer, dtype
 _NOT_COMPARED = {"architectures", "dtype", "transformers_version", "_name_or_path", "gguf", "bos_token_id",
@@ -134,8 +135,38 @@ def test_the_atlas_is_the_same(arch, fold_norm):
         assert gguf.layers == folder.layers and gguf.layer_type == folder.layer_type
 
 
-def test_the_learned_model_has_no_atlas_on_either_source():
-    assert _both(lambda s: pg.rotary_atlas(s), "gpt2") is None
+@pytest.mark.parametrize("arch", LEARNED)
+def test_the_learned_models_have_no_atlas_on_either_source(arch):
+    assert _both(lambda s: pg.rotary_atlas(s), arch) is None
+
+
+@pytest.mark.parametrize("arch", LEARNED)
+def test_attention_by_offset_is_the_same_with_the_null_of_its_direction(arch):
+    """The encoder attends both ways on both sources (negative offsets, the uniform reference over every key);
+    the decoder only backwards; per-plane usage does not apply to a learned table, for the same reason."""
+    folder, gguf = _both(
+        lambda s: pg.attention_by_offset(s, TOKENS, seq_len=24, device="cpu", progress=None), arch
+    )
+    np.testing.assert_array_equal(gguf.offsets, folder.offsets)
+    np.testing.assert_allclose(gguf.mean_probability, folder.mean_probability, rtol=1e-4, atol=1e-6)
+    assert (folder.offsets.min() < 0) == (arch == "bert")
+    assert gguf.rotary_status == folder.rotary_status and folder.rotary_status.startswith("does not apply")
+
+
+def test_an_encoder_is_measured_with_its_masked_token_loss_where_its_head_is():
+    """BERT's folder holds its masked-LM head: the loss is the masked-token loss, with the mask token of its own
+    tokenizer. llama.cpp's converter keeps no head: the GGUF refuses the loss, saying so, before any pass."""
+    folder, gguf = _sources("bert")
+    result = pg.intervene(folder, TOKENS + 5, pg.interventions.ShuffleRows(), attention=False, seq_len=24,
+                          n_bootstrap=20, device="cpu", progress=None)  # fmt: skip
+    assert result.objective == "masked-token" and abs(result.delta) > 1e-6  # the edit changed the loss
+    assert result.base_loss_by_position.shape == (24,)
+    assert "masked-token loss: 4 of 24 positions" in result.provenance.processing[0]
+    assert "(id 4)" in result.provenance.processing[0]  # the tokenizer's [MASK]
+    with pytest.raises(pg.MissingTensorError, match="holds no masked-token head"):
+        pg.intervene(
+            gguf, TOKENS + 5, pg.interventions.ShuffleRows(), seq_len=24, device="cpu", progress=None
+        )
 
 
 @pytest.mark.parametrize("arch", ARCHS)
@@ -166,7 +197,7 @@ def test_per_plane_attention_usage_is_the_same(arch):
     assert np.allclose(folder.plane_usage.sum(axis=-1), 1.0)
 
 
-@pytest.mark.parametrize("arch", ARCHS)
+@pytest.mark.parametrize("arch", [a for a in ARCHS if a != "bert"])  # (the encoder's GGUF has no loss: above)
 def test_the_pairing_swap_costs_the_same(arch):
     both = _both(
         lambda s: pg.intervene(
