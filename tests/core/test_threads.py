@@ -234,3 +234,24 @@ def test_an_error_in_the_until_test_is_raised():
     for workers in (1, 2):
         with pytest.raises(ZeroDivisionError, match="the test failed"):
             parallel_map(lambda i: i, list(range(10)), workers, until=until)
+
+
+def test_numpy_s_blas_runs_one_thread_inside_the_pool_and_every_library_is_restored_after():
+    """Inside a pool NumPy's and SciPy's OpenBLAS run one thread each (their small solves would otherwise start a
+    thread per core beside the pool's own); after it every library has its thread count again, torch's OpenMP
+    included (restoring the BLAS limit must not undo torch's own setting)."""
+    threadpoolctl = pytest.importorskip("threadpoolctl")
+    import numpy as np
+
+    np.linalg.eigh(np.eye(4))  # BLAS loaded
+    before = {(i["internal_api"], i["filepath"]): i["num_threads"] for i in threadpoolctl.threadpool_info()}
+    torch_before = torch.get_num_threads()
+    inside = []
+
+    def work(_: int) -> None:
+        inside.extend(i["num_threads"] for i in threadpoolctl.threadpool_info() if i["user_api"] == "blas")
+
+    parallel_map(work, [0, 1, 2], 2)
+    assert inside and set(inside) == {1}
+    after = {(i["internal_api"], i["filepath"]): i["num_threads"] for i in threadpoolctl.threadpool_info()}
+    assert after == before and torch.get_num_threads() == torch_before
