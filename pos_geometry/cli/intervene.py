@@ -64,13 +64,21 @@ def intervene(
     n_bootstrap: int = typer.Option(
         1000, "--n-bootstrap", help="Resamples of the sequences for the interval."
     ),
-    random_state: int = typer.Option(0, "--random-state", help="Seed of the bootstrap."),
+    random_state: int = typer.Option(
+        0,
+        "--random-state",
+        help="Seed of the bootstrap (and of the masked positions of a masked-token loss).",
+    ),
     format: str = typer.Option("html", "--format", help="Comma-separated: html,png,svg,pdf,jpeg,webp."),
     revision: str | None = REVISION,
     device: str = DEVICE,
     plotlyjs: str = PLOTLYJS,
 ) -> None:
     """Run MODEL on the corpus as it is and with each positional edit; write Δloss with bootstrap intervals.
+
+    The loss is the model's own objective: the next-token loss of a causal decoder, the masked-token loss of a
+    model that attends both ways (15% of each context's positions masked, drawn with --random-state; the
+    rule is in the provenance).
 
     Writes 'interventions.json' (every result, provenance included), 'interventions.csv' (one row
     per edit) and the figure 'interventions' (Δloss against each edit's parameter). The model is
@@ -109,7 +117,9 @@ def intervene(
         ]
         console = out_console()
         console.print(one_line(f"{sweep.provenance.label}: {sweep.results[0].corpus}"), markup=False)
-        console.print(f"base loss {sweep.base_loss:.4f} nats/token", markup=False)
+        console.print(
+            f"base {sweep.results[0].objective} loss {sweep.base_loss:.4f} nats/token", markup=False
+        )
         for r in sweep.results:
             low, high = r.delta_interval
             console.print(f"{r.edit}: Δloss {r.delta:+.4f} [{low:+.4f}, {high:+.4f}]", markup=False)
