@@ -101,18 +101,6 @@ def _check_head(opened: LoadedModel) -> None:
     )
 
 
-def _config_first(
-    repo: str, revision: str | None, local: bool
-) -> tuple[dict[str, Any] | None, frozenset[str]]:
-    """``(config, heads)``: the model's config as transformers reads it, before any weight (None when it
-    cannot be read here: the load itself then says why), and the objectives transformers builds a head for
-    (:func:`objective_heads`)."""
-    config = _config_object(repo, revision, local)
-    if config is None:  # the weights' load reports the problem with its own typed error
-        return None, frozenset()
-    return _config_dict(config), objective_heads(config)
-
-
 def _config_object(repo: str, revision: str | None, local: bool) -> Any:
     """transformers' config object of ``repo`` (None when it cannot be read: the weights' load says why)."""
     import transformers
@@ -209,7 +197,7 @@ def open_model(
     name = os.fspath(model)
     path = Path(name).expanduser()
     if path.is_file() and path.suffix.lower() == ".gguf":  # dequantised (pos_geometry.sources.gguf.model)
-        from pos_geometry.sources.gguf.model import gguf_heads, gguf_model
+        from pos_geometry.sources.gguf.model import gguf_heads, gguf_model, no_head
         from pos_geometry.sources.opening import open_checkpoint
 
         config = open_checkpoint(path).config  # the header only: a refusal comes before any weight is read
@@ -218,13 +206,7 @@ def open_model(
         module.to(resolve_device(device))
         loaded = _wrap(module, str(path), None, str(path), name)  # the file holds its tokenizer too
         if chosen is not None and loaded.head is None:
-            why = (
-                "llama.cpp's converter keeps no masked-LM head of an encoder"
-                if chosen == "masked-token"
-                else ""
-            )
-            note = f"the file holds no {chosen} head" + (f" ({why})" if why else "")
-            loaded = dataclasses.replace(loaded, headless=note)
+            loaded = dataclasses.replace(loaded, headless=no_head(chosen))
         return loaded
     if path.is_file():
         raise InvalidArgumentError(
@@ -258,18 +240,21 @@ def open_model(
     from pos_geometry.sources.network import offline_reason
 
     why = None if path.exists() else offline_reason()
-    chosen = None
-    if head is not False:
-        config, heads = _config_first(repo, rev, why is not None)
-        chosen = _chosen_head(config, heads, head, model_id)
+    # the config as transformers reads it, once, before any weight (None when it cannot be read here: the load
+    # itself then says why): the head to load, and how to build the bare model
+    found = _config_object(repo, rev, why is not None)
+    config = None if found is None else _config_dict(found)
+    heads = frozenset() if found is None else objective_heads(found)
+    bare = bare_options(found)
+    chosen = _chosen_head(config, heads, head, model_id)
     headless = ""
     try:
-        module = _from_pretrained(repo, rev, name, path, why, head=chosen)
+        module = _from_pretrained(repo, rev, name, path, why, head=chosen, bare=bare)
     except MissingTensorError as exc:
         if head is not None or chosen is None:
             raise
         # saved without its (untied) head: the bare model still runs; its loss says why not
-        module = _from_pretrained(repo, rev, name, path, why, head=None)
+        module = _from_pretrained(repo, rev, name, path, why, head=None, bare=bare)
         headless = (
             f"its checkpoint holds no {chosen} head ({', '.join(exc.keys[:3]) or 'its weights are missing'})"
         )
@@ -279,11 +264,19 @@ def open_model(
 
 
 def _from_pretrained(
-    repo: str, rev: str | None, name: str, path: Path, why: str | None, *, head: str | None
+    repo: str,
+    rev: str | None,
+    name: str,
+    path: Path,
+    why: str | None,
+    *,
+    head: str | None,
+    bare: dict[str, Any],
 ) -> Any:
     """The transformers module of ``repo`` with the head of objective ``head`` (``AutoModelForCausalLM`` for
-    ``"next-token"``, ``AutoModelForMaskedLM`` for ``"masked-token"``, else the bare ``AutoModel``, without its
-    pooler), float32, complete, or a typed error that says what is wrong and how to fix it."""
+    ``"next-token"``, ``AutoModelForMaskedLM`` for ``"masked-token"``, else the bare ``AutoModel`` built with
+    ``bare``, :func:`~pos_geometry.registry.direction.bare_options`), float32, complete, or a typed error that says
+    what is wrong and how to fix it."""
     from huggingface_hub.errors import StrictDataclassError
 
     from pos_geometry.errors import CheckpointFormatError, NotCachedError
@@ -291,7 +284,7 @@ def _from_pretrained(
 
     try:
         auto = auto_class(head)
-        extra = {} if head else bare_options(_config_object(repo, rev, why is not None))
+        extra = {} if head else bare
         with quiet_transformers():
             module, info = auto.from_pretrained(
                 repo,

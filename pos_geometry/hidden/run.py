@@ -21,7 +21,7 @@ from pos_geometry.hidden.corpus import Corpus, made_up, make_corpus
 from pos_geometry.hidden.model import LoadedModel, positional_kind, quiet_transformers
 from pos_geometry.hidden.opening import open_model
 
-__all__ = ["RunOptions", "Run", "start", "check_layers", "TOKENS_PER_BATCH"]
+__all__ = ["RunOptions", "Run", "start", "check_layers", "own_tokenizer", "TOKENS_PER_BATCH"]
 
 TOKENS_PER_BATCH = {"cpu": 1024, "other": 16384}
 """The default batch: contexts of ``seq_len`` tokens filling this many tokens (at least one context).
@@ -138,27 +138,8 @@ def start(
     _check_int("random_state", options.get("random_state", 0), minimum=0, optional=False)
     loaded = open_model(model, device=device, revision=options.get("revision"), head=loss)
     tokenizer = options.get("tokenizer")
-    if tokenizer is None and loaded.tokenizer_source is not None and _is_text(tokens):
-        try:
-            import transformers
-
-            from pos_geometry.sources.network import offline_reason
-
-            source = Path(loaded.tokenizer_source)
-            local = source.exists() or offline_reason() is not None  # one offline policy: no retries
-            with quiet_transformers():
-                if source.suffix.lower() == ".gguf":  # the GGUF's own vocabulary, read by transformers
-                    tokenizer = transformers.AutoTokenizer.from_pretrained(
-                        source.parent, gguf_file=source.name
-                    )
-                else:
-                    tokenizer = transformers.AutoTokenizer.from_pretrained(
-                        loaded.tokenizer_source, local_files_only=local
-                    )
-        except (OSError, ValueError):
-            tokenizer = None
-        if tokenizer is not None and made_up(tokenizer):  # a folder with only a config: no tokenizer
-            tokenizer = None
+    if tokenizer is None and _is_text(tokens):
+        tokenizer = own_tokenizer(loaded.tokenizer_source)
     corpus = make_corpus(
         tokens,
         vocab_size=loaded.vocab_size,
@@ -177,6 +158,29 @@ def start(
     if progress is None or isinstance(progress, bool):
         return Run(loaded, corpus, batch_size, None, progress, tokenizer)
     return Run(loaded, corpus, batch_size, progress, tokenizer=tokenizer)
+
+
+def own_tokenizer(source: str | None) -> Any:
+    """The model's own tokenizer at ``source`` (a folder, hub repo id or ``.gguf`` file, whose vocabulary
+    transformers reads), or None: none there, one transformers cannot read, or one it made up for a folder
+    that has only a config (:func:`~pos_geometry.hidden.corpus.made_up`)."""
+    if source is None:
+        return None
+    try:
+        import transformers
+
+        from pos_geometry.sources.network import offline_reason
+
+        path = Path(source)
+        local = path.exists() or offline_reason() is not None  # one offline policy: no retries
+        with quiet_transformers():
+            if path.suffix.lower() == ".gguf":  # the GGUF's own vocabulary, read by transformers
+                tokenizer = transformers.AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
+            else:
+                tokenizer = transformers.AutoTokenizer.from_pretrained(source, local_files_only=local)
+    except (OSError, ValueError):
+        return None
+    return None if made_up(tokenizer) else tokenizer
 
 
 def _is_text(tokens: Any) -> bool:

@@ -54,31 +54,26 @@ def masked_positions(n_sequences: int, seq_len: int, random_state: int) -> np.nd
 
 
 def _own_tokenizer_id(source: str | None) -> int | None:
-    """The mask token id of the model's own tokenizer at ``source`` (a folder, repo id or ``.gguf`` file)."""
-    if source is None:
-        return None
-    path = Path(source)
-    if path.suffix.lower() == ".gguf" and path.is_file():
+    """The mask token id of the model's own tokenizer at ``source`` (a folder, repo id or ``.gguf`` file); a
+    GGUF's from its metadata when transformers cannot build its tokenizer (it reads no BERT GGUF)."""
+    from pos_geometry.hidden.run import own_tokenizer
+
+    try:
+        found = getattr(own_tokenizer(source), "mask_token_id", None)
+    except Exception:  # tokenizers raises its own types for a damaged file: then there is no mask token
+        found = None
+    if (
+        found is None
+        and source is not None
+        and Path(source).suffix.lower() == ".gguf"
+        and Path(source).is_file()
+    ):
         from pos_geometry.sources.byte_source import FileByteSource
         from pos_geometry.sources.gguf.header import read_header
 
-        value = read_header(FileByteSource(path)).fields.get("tokenizer.ggml.mask_token_id")
-        return value if isinstance(value, int) and not isinstance(value, bool) else None
-    try:
-        import transformers
-
-        from pos_geometry.hidden.model import quiet_transformers
-        from pos_geometry.sources.network import offline_reason
-
-        with quiet_transformers():
-            tokenizer = transformers.AutoTokenizer.from_pretrained(
-                source, local_files_only=path.exists() or offline_reason() is not None
-            )
-    except Exception:  # tokenizers raises its own types for a damaged file: then there is no mask token
-        return None
-    from pos_geometry.hidden.corpus import made_up
-
-    return None if made_up(tokenizer) else getattr(tokenizer, "mask_token_id", None)
+        value = read_header(FileByteSource(Path(source))).fields.get("tokenizer.ggml.mask_token_id")
+        found = value if isinstance(value, int) and not isinstance(value, bool) else None
+    return found
 
 
 def mask_token_id(loaded: Any, tokenizer: Any) -> int:

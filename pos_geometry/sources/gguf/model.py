@@ -108,15 +108,20 @@ def gguf_heads(config: dict[str, Any]) -> frozenset[str]:
         return frozenset()
 
 
+def no_head(head: str) -> str:
+    """Why a GGUF file gives no ``head`` loss, in words (shared by the refusal and an opened model's note)."""
+    why = " (llama.cpp's converter keeps no masked-LM head of an encoder)" if head == "masked-token" else ""
+    return f"the file holds no {head} head{why}"
+
+
 def _head_refused(path: Path, head: str, missing: list[str]) -> Exception:
     from pos_geometry.errors import MissingTensorError
 
     shown = ", ".join(missing[:3]) + (" ..." if len(missing) > 3 else "")
-    why = ": llama.cpp's converter keeps no masked-LM head of an encoder" if head == "masked-token" else ""
     return MissingTensorError(
-        f"{path.name!r} holds no {head} head ({shown} not in the file{why}), so its {head} loss cannot be "
-        "measured on it. hidden_positions and attention_by_offset read the file; the loss needs a checkpoint "
-        "that holds the head (the model's transformers folder).",
+        f"{path.name!r}: {no_head(head)}; {shown} not in it, so its {head} loss cannot be measured on it. "
+        "hidden_positions and attention_by_offset read the file; the loss needs a checkpoint that holds the head "
+        "(the model's transformers folder).",
         keys=tuple(missing),
     )
 
@@ -136,37 +141,22 @@ def gguf_model(
     head the file does not hold (llama.cpp's converter keeps no masked-LM head): refused when ``required``,
     else the bare model.
     """
-    from pos_geometry.registry.direction import auto_class, bare_options
-
     path = Path(path)
     weights = GGUFWeights(FileByteSource(path))
     if not fast_path_applies(weights.arch):
         return _transformers_load(path, dtype, head).eval()
     config = _config(path, weights)
-    from transformers.initialization import no_init_weights
-
-    # every parameter is overwritten below; buffers (the rotary inv_freq) are built as usual
-    with no_init_weights():
-        model = auto_class(head).from_config(config, dtype=dtype, **({} if head else bare_options(config)))
+    model, placed, missing = _placed(weights, config, head, dtype)
     prefix = f"{model.base_model_prefix}."
-    state: dict[str, torch.Tensor] = {}
-    missing = []
-    for key in model.state_dict():
-        # a model's parameters answer under the bare model's names and under the head model's (llama.cpp's name
-        # table knows BERT's bare names and Phi-3's fused ones with their head model's prefix)
-        found = next((k for k in (key, key.removeprefix(prefix), prefix + key) if weights.has(k)), None)
-        if found is not None:
-            state[key] = weights.read(found).to(dtype)
-        elif not (config.tie_word_embeddings and key in _tied_keys(model)):
-            missing.append(key)
     if (
         missing and head is not None and not any(k.startswith(prefix) for k in missing)
     ):  # only the head is absent
-        if not required:
-            return gguf_model(path, dtype=dtype, head=None)  # the bare model runs; a loss will say why not
-        raise _head_refused(path, head, missing)
+        if required:
+            raise _head_refused(path, head, missing)
+        model, placed, missing = _placed(weights, config, None, dtype)  # the bare model; a loss says why not
     if missing:  # a tensor the name table does not place: the reference loader decides (and refuses a gap)
         return _transformers_load(path, dtype, head).eval()
+    state = {key: weights.read(name).to(dtype) for key, name in placed.items()}  # read once all are placed
     model.load_state_dict(state, strict=False, assign=True)
     if config.tie_word_embeddings:
         model.tie_weights()
@@ -174,7 +164,36 @@ def gguf_model(
     return model.eval()
 
 
-def _tied_keys(model: Any) -> set[str]:
+def _placed(
+    weights: GGUFWeights, config: Any, head: str | None, dtype: torch.dtype
+) -> tuple[Any, dict[str, str], list[str]]:
+    """``(model, placed, missing)``: the model with the head of ``head``, built without initialising its weights,
+    each parameter's GGUF name where the file holds it, and the parameters it does not hold (a tied output
+    embedding is not missing). Nothing is read."""
+    from transformers.initialization import no_init_weights
+
+    from pos_geometry.registry.direction import auto_class, bare_options
+
+    # every parameter is overwritten by the caller; buffers (the rotary inv_freq) are built as usual
+    with no_init_weights():
+        model = auto_class(head).from_config(config, dtype=dtype, **({} if head else bare_options(config)))
+    prefix = f"{model.base_model_prefix}."
+    keys = list(model.state_dict())
+    tied = _tied_keys(model, keys) if config.tie_word_embeddings else set()
+    placed: dict[str, str] = {}
+    missing = []
+    for key in keys:
+        # a model's parameters answer under the bare model's names and under the head model's (llama.cpp's name
+        # table knows BERT's bare names and Phi-3's fused ones with their head model's prefix)
+        found = next((k for k in (key, key.removeprefix(prefix), prefix + key) if weights.has(k)), None)
+        if found is not None:
+            placed[key] = found
+        elif key not in tied:
+            missing.append(key)
+    return model, placed, missing
+
+
+def _tied_keys(model: Any, keys: list[str]) -> set[str]:
     """The parameter names transformers ties to another one (the output embedding of a tied head)."""
     tied = getattr(model, "_tied_weights_keys", None) or {}
-    return set(tied) | {k for k in model.state_dict() if k.endswith("lm_head.weight")}
+    return set(tied) | {k for k in keys if k.endswith("lm_head.weight")}
