@@ -33,7 +33,7 @@ from pos_geometry.analysis.helix import fit_helix
 from pos_geometry.analysis.helix_planes import fit_helices
 from pos_geometry.analysis.identify import identify
 from pos_geometry.analysis.leverage import REPAIR_ROUNDS, held_words, repaired_table
-from pos_geometry.analysis.nulls.basis import _decomposition, check_null_method
+from pos_geometry.analysis.nulls.basis import _decomposition, check_null_method, remember
 from pos_geometry.analysis.nulls.helix_test import HELIX_NULLS
 from pos_geometry.analysis.nulls.monte_carlo import check_sequential
 from pos_geometry.analysis.pca import PCAResult, pca
@@ -156,7 +156,7 @@ def analyze(
     total = (len(HELIX_NULLS) * n_surrogates * ("helix" in chosen)
              + len(PERIODICITY_NULLS) * n_surrogates * ("periodicity" in chosen)
              + len(RECURRENCE_NULLS) * _RECURRENCE_SURROGATES * ("recurrence" in chosen))  # fmt: skip
-    identity = identify(x, window=(start, stop))
+    identity = _identity_beside_nulls(x, (start, stop), res, bool(chosen))
     jobs: dict[str, Callable[[], Any]] = {}
     if "helix" in chosen:
         if kind in ANALYTIC_KINDS:
@@ -298,6 +298,20 @@ def _drift_said(helix: Any, recurrence: Any) -> Any:
         f"{', '.join(drifts)} positions between the window's halves (a one-parameter group turns by a constant "
         "angle), so the helix's harmonics are sidebands of that drift, not rotations of their own",
     )
+
+
+def _identity_beside_nulls(x: Any, window: tuple[int, int], res: PCAResult, nulls: bool) -> Any:
+    """``identify(x, window=window)``; when nulls will run on the CPU's threads, computed beside the
+    decomposition their surrogates share (:mod:`pos_geometry.analysis.nulls.basis`), which is then this
+    context's, so neither waits on the other."""
+    rows = res.fitted_rows
+    workers = cpu_workers(rows.device) if rows is not None else 1
+    if not nulls or workers < 2:
+        return identify(x, window=window)
+    jobs = (lambda: identify(x, window=window), lambda: _decomposition(rows))
+    identity, dec = parallel_map(lambda job: job(), jobs, workers)
+    remember(rows, dec)
+    return identity
 
 
 def _run_side_by_side(jobs: dict[str, Callable[[], Any]], res: PCAResult) -> dict[str, Any]:

@@ -111,7 +111,8 @@ def test_periodicity_of_a_pca_result_refuses_uncentred_fits():
 
 def test_the_analyses_side_by_side_give_what_one_thread_gives(monkeypatch):
     # On two threads analyze runs the helix, periodicity and recurrence side by side (each kernel
-    # single-threaded) on one decomposition computed first; on one thread, one after the other. Same nulls.
+    # single-threaded) on one decomposition computed first (beside identify, in a helper thread, and then the
+    # caller's: the analyses reuse it); on one thread, one after the other. Same nulls.
     import torch
 
     from pos_geometry.analysis.nulls import basis as _null_basis

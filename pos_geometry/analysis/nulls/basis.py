@@ -150,6 +150,12 @@ def _decomposition(x: torch.Tensor) -> tuple:
     return out
 
 
+def remember(x: torch.Tensor, dec: dict) -> None:
+    """Make ``dec``, what :func:`_decomposition` returned for ``x`` in another context (a worker thread of
+    :func:`pos_geometry._threads.parallel_map`, whose context is a copy), this context's remembered one."""
+    _memory.set((x, x._version, dec))
+
+
 def _surrogate_variance(dec: dict, null: str, ell: float | None = None) -> torch.Tensor:
     """Each axis' expected variance in a surrogate of ``null`` ``(R,)``: what decides which axes matter.
 
