@@ -208,23 +208,38 @@ def _format_for(path: Path, format: str | None) -> str:
     return fmt
 
 
+RENDER_ATTEMPTS = 3
+"""Renders tried before a static export fails, when kaleido's page was not ready for its script (see
+:func:`_not_ready`)."""
+
+
+def _not_ready(exc: Exception) -> bool:
+    """Whether kaleido's render failed because its page's script had not loaded when it was called (a
+    ``JavascriptError``: ``kaleido_scopes is not defined``, seen on a loaded machine): a new try renders."""
+    return type(exc).__name__ == "JavascriptError" and "is not defined" in str(exc)
+
+
 def _render_static(fig: go.Figure, fmt: str, width: int, height: int, scale: float, browser: Path) -> bytes:
     import kaleido
     from kaleido.errors import ChromeNotFoundError
 
     opts: dict[str, Any] = {"format": fmt, "width": width, "height": height, "scale": scale}
-    try:
-        data = kaleido.calc_fig_sync(fig, opts=opts, kopts={"path": str(browser), "mathjax": False})
-    except ChromeNotFoundError as exc:
-        raise ExportError(
-            f"kaleido could not start the browser at {str(browser)!r} ({exc}). {INSTALL_HINT}"
-        ) from None
-    except Exception as exc:
-        raise ExportError(
-            f"kaleido failed to render the figure as {fmt} with the browser {str(browser)!r}: "
-            f"{type(exc).__name__}: {exc}. Check that the browser starts (`{browser} --headless --version`), "
-            "or save to .html instead."
-        ) from exc
+    for attempt in range(RENDER_ATTEMPTS):
+        try:
+            data = kaleido.calc_fig_sync(fig, opts=opts, kopts={"path": str(browser), "mathjax": False})
+            break
+        except ChromeNotFoundError as exc:
+            raise ExportError(
+                f"kaleido could not start the browser at {str(browser)!r} ({exc}). {INSTALL_HINT}"
+            ) from None
+        except Exception as exc:
+            if attempt + 1 < RENDER_ATTEMPTS and _not_ready(exc):
+                continue
+            raise ExportError(
+                f"kaleido failed to render the figure as {fmt} with the browser {str(browser)!r}: "
+                f"{type(exc).__name__}: {exc}. Check that the browser starts (`{browser} --headless --version`), "
+                "or save to .html instead."
+            ) from exc
     if not isinstance(data, bytes | bytearray) or not data:
         raise ExportError(
             f"kaleido returned no {fmt} data (got {type(data).__name__}); try again or save to .html."

@@ -168,6 +168,44 @@ def test_kaleido_failure_is_wrapped(monkeypatch: pytest.MonkeyPatch, tmp_path: P
     assert not (tmp_path / "fig.png").exists()
 
 
+def test_a_render_whose_page_was_not_ready_is_tried_again(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """kaleido sometimes calls its page's script before the page has loaded it (seen on a loaded machine:
+    ``ReferenceError: kaleido_scopes is not defined``); that render is tried again, and only that kind."""
+    import kaleido
+
+    from pos_geometry.plotting.export import RENDER_ATTEMPTS
+
+    class JavascriptError(Exception):  # kaleido's own class name
+        pass
+
+    fake_browser = tmp_path / "chromium"
+    fake_browser.write_text("#!/bin/sh\nexit 1\n")
+    fake_browser.chmod(0o755)
+    calls = []
+
+    def not_ready_once(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 1:
+            raise JavascriptError("ReferenceError: kaleido_scopes is not defined")
+        return b"\x89PNG fake"
+
+    monkeypatch.setattr(kaleido, "calc_fig_sync", not_ready_once)
+    save_figure(_line_figure(), tmp_path / "fig.png", browser=fake_browser)
+    assert len(calls) == 2 and (tmp_path / "fig.png").read_bytes() == b"\x89PNG fake"
+
+    def never_ready(*args, **kwargs):
+        calls.append(1)
+        raise JavascriptError("ReferenceError: kaleido_scopes is not defined")
+
+    calls.clear()
+    monkeypatch.setattr(kaleido, "calc_fig_sync", never_ready)
+    with pytest.raises(ExportError, match="kaleido_scopes is not defined"):
+        save_figure(_line_figure(), tmp_path / "again.png", browser=fake_browser)
+    assert len(calls) == RENDER_ATTEMPTS and not (tmp_path / "again.png").exists()
+
+
 # --- real rendering through Chromium ---------------------------------------------------------------
 @pytest.mark.browser
 def test_png_export_has_requested_size_and_is_not_blank(chromium: str, tmp_path: Path, png_pixels) -> None:
