@@ -11,6 +11,7 @@ The data flow, and where each step lives::
     intervene / intervene_sweep (edits in pos_geometry.interventions) -> Intervention: Δloss of an edit
     sweep (every training checkpoint: range reads, metrics, drift)  ->  SweepResult (CSV/Parquet/JSON)
     card (every analysis that applies to one model, each with its null)  ->  Card (index.html, JSON, Markdown)
+    compare (several models' cards side by side: a verdict matrix and overlays)  ->  Comparison
     pos_geometry.plotting                       ->  plotly figures (never shown)
 
 Importing the package does nothing global: no network, no printing, no plotly settings. It is also
@@ -85,6 +86,8 @@ _EXPORTS: dict[str, str] = {
     "InterventionSweep": "pos_geometry.interventions.run",
     "card": "pos_geometry.cards.build",
     "Card": "pos_geometry.cards.result",
+    "compare": "pos_geometry.comparison.build",
+    "Comparison": "pos_geometry.comparison.result",
     "sweep": "pos_geometry.sweeps",
     "SweepResult": "pos_geometry.sweeps",
     "FetchedTable": "pos_geometry.sources.fetch",
@@ -150,6 +153,9 @@ __all__ = [
     # one page per model: every verdict that applies, with its null
     "card",
     "Card",
+    # one page across models
+    "compare",
+    "Comparison",
     # training-checkpoint sweeps
     "sweep",
     "SweepResult",
@@ -202,6 +208,8 @@ if TYPE_CHECKING:  # static tools see the real imports
     from pos_geometry.atlas.rotary import RotaryAtlas, rotary_atlas
     from pos_geometry.cards.build import card
     from pos_geometry.cards.result import Card
+    from pos_geometry.comparison.build import compare
+    from pos_geometry.comparison.result import Comparison
     from pos_geometry.embedding import PositionalEmbedding, Provenance, TokenEmbedding
     from pos_geometry.encodings.sinusoidal import sinusoidal
     from pos_geometry.errors import (

@@ -160,3 +160,186 @@ def noisy_helix():
     """``noisy_helix(seed, period=300, snr=1, n=1024, d=128)``: a noisy helix of known period (the generator of
     ``benchmarks/bench_coverage.py``)."""
     return _noisy_helix
+
+
+# Models of every kind a card reads (the cards' and the comparison's tests), built by transformers (random
+# weights), and their cards, made once. ``learned``: a GPT-2 LM (context 48) whose table is scaled up so position
+# matters; ``rotary``: a Llama (head_dim 8, base 500, context 128) with sharp attention; ``per_type``: the Gemma-3
+# folder of ``tests/data/gguf_parity`` (sliding layers base 1e4, window 32; a full layer base 1e6); ``no_table``: a
+# Bloom (ALiBi: no table, learned or rotary); ``table_file``: a helix written as a bare ``.npy``. Each gets an
+# ``.npy`` corpus of token ids (no tokenizer is needed).
+CARD_DATA = Path(__file__).resolve().parent / "data" / "gguf_parity"
+N_SEQUENCES, SEQ_LEN = 4, 32
+
+
+def _tokens(folder: Path, vocab: int) -> Path:
+    path = folder / "tokens.npy"
+    np.save(path, np.random.default_rng(0).integers(0, vocab, size=(N_SEQUENCES, SEQ_LEN)))
+    return path
+
+
+def _save(model, folder: Path) -> Path:
+    model.save_pretrained(folder)
+    return folder
+
+
+@pytest.fixture(scope="session")
+def kind_models(tmp_path_factory) -> dict[str, tuple[Path, Path]]:
+    """``{kind: (model path, corpus .npy)}``."""
+    import torch
+    import transformers
+
+    root = tmp_path_factory.mktemp("card_models")
+    torch.manual_seed(0)
+    gpt2 = transformers.GPT2LMHeadModel(
+        transformers.GPT2Config(vocab_size=61, n_positions=48, n_embd=32, n_layer=2, n_head=4, n_inner=64)
+    ).eval()
+    with torch.no_grad():
+        gpt2.transformer.wpe.weight.mul_(20)
+    llama = transformers.LlamaForCausalLM(
+        transformers.LlamaConfig(
+            vocab_size=61,
+            hidden_size=32,
+            intermediate_size=64,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            max_position_embeddings=128,
+            rope_theta=500.0,
+        )
+    ).eval()
+    with torch.no_grad():
+        for block in llama.model.layers:
+            block.self_attn.q_proj.weight.mul_(8)
+            block.self_attn.k_proj.weight.mul_(8)
+    bloom = transformers.BloomForCausalLM(
+        transformers.BloomConfig(vocab_size=61, hidden_size=32, n_layer=2, n_head=4)
+    )
+    out = {}
+    for kind, model in (("learned", gpt2), ("rotary", llama), ("no_table", bloom.eval())):
+        folder = _save(model, root / kind)
+        out[kind] = (folder, _tokens(folder, 61))
+    per_type = root / "per_type"
+    per_type.mkdir()
+    out["per_type"] = (CARD_DATA / "gemma3", _tokens(per_type, 256))
+    t = np.arange(300)[:, None]
+    helix = np.hstack([np.cos(2 * np.pi * t / 120), np.sin(2 * np.pi * t / 120), t / 300.0])
+    basis = np.linalg.qr(np.random.default_rng(1).standard_normal((24, 3)))[0].T  # orthonormal: a round helix
+    table = helix @ basis + 0.01 * np.random.default_rng(2).standard_normal((300, 24))
+    np.save(root / "helix.npy", table.astype(np.float32))
+    out["table_file"] = (root / "helix.npy", None)
+    return out
+
+
+@pytest.fixture(scope="session")
+def kind_cards(kind_models):
+    """``{kind: Card}`` of each model, made once (device cpu, no progress)."""
+    from pos_geometry.cards import card
+
+    return {
+        kind: card(path, tokens, device="cpu", progress=False) for kind, (path, tokens) in kind_models.items()
+    }
+
+
+HOSTILE_NAME = (
+    "m<img src=x onerror=alert(1)>\n\n## Verdicts\n\n- [measured] a fake verdict [x](javascript:alert(1)) "
+    "<a href=x>link <b>bold <span style=font-size:90px>big \x1b[31m`"
+)
+"""A name holding HTML, Markdown blocks and links, plotly's markup and a terminal escape (no ``/``: a file name)."""
+
+
+@pytest.fixture(scope="session")
+def hostile_cards(kind_models, tmp_path_factory):
+    """Two cards made by the CLI from untrusted strings, ``{kind: (out folder, CLI output)}``: ``table`` a
+    safetensors table file named :data:`HOSTILE_NAME` whose one tensor key holds backticks and markup;
+    ``rotary`` the tiny Llama copied into a folder of that name, with a string config field of markup and a
+    corpus file of that name (a fast card)."""
+    import json
+    import shutil
+
+    from safetensors.numpy import save_file
+    from typer.testing import CliRunner
+
+    from pos_geometry.cli import app
+
+    root = tmp_path_factory.mktemp("hostile")
+    t = np.arange(200)[:, None]
+    table = np.hstack([np.cos(2 * np.pi * t / 80), np.sin(2 * np.pi * t / 80), t / 200.0, 0 * t + 0.1])
+    table = table + 0.01 * np.random.default_rng(3).standard_normal(table.shape)
+    path = root / f"{HOSTILE_NAME}.safetensors"
+    save_file({"`</script><img src=x>`.wpe.weight": table.astype(np.float32)}, str(path))
+    folder = root / HOSTILE_NAME
+    shutil.copytree(kind_models["rotary"][0], folder)
+    config = json.loads((folder / "config.json").read_text())
+    config["_name_or_path"] = "</script><script>alert(1)</script>[x](javascript:alert(1))"
+    (folder / "config.json").write_text(json.dumps(config))
+    corpus = root / f"{HOSTILE_NAME}.npy"
+    shutil.copy(kind_models["rotary"][1], corpus)
+    out = {}
+    for kind, args in (("table", [str(path)]), ("rotary", [str(folder), "--corpus", str(corpus), "--fast"])):
+        result = CliRunner().invoke(
+            app, ["card", *args, "--out", str(root / f"out_{kind}"), "--device", "cpu"]
+        )
+        assert result.exit_code == 0, result.output
+        out[kind] = (root / f"out_{kind}", result.output)
+    return out
+
+
+# A real browser for the pages' tests (the card's and the comparison's): Debian's chromium driven by Playwright
+
+
+@pytest.fixture(scope="module")
+def browser():
+    """One headless chromium for the module (software WebGL, for the 3D figures); skips without one."""
+    playwright = pytest.importorskip(
+        "playwright.sync_api", reason="playwright is installed by setup.sh --dev"
+    )
+    from pos_geometry.errors import ExportError
+    from pos_geometry.plotting.export import find_browser
+
+    try:
+        executable = str(find_browser())
+    except ExportError as exc:
+        pytest.skip(f"no Chromium on this machine ({exc})")
+    with playwright.sync_playwright() as p:
+        chromium = p.chromium.launch(
+            executable_path=executable,
+            headless=True,
+            args=["--use-angle=swiftshader", "--enable-unsafe-swiftshader"],
+        )
+        yield chromium
+        chromium.close()
+
+
+def _load_page(browser, page_path: Path, check: str) -> tuple[dict, list[str], list[str]]:
+    """Open ``page_path`` with the network blocked, wait for every plot, evaluate ``check``; also returns the
+    requests made and the console errors, page errors and dialogs (an ``alert``) seen."""
+    requests, errors = [], []
+    page = browser.new_page()
+
+    def route(r):
+        requests.append(r.request.url)
+        if r.request.url.startswith("file://"):
+            r.continue_()
+        else:
+            r.abort()  # the network is blocked: a page needs none
+
+    try:
+        page.route("**/*", route)
+        page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.on("dialog", lambda d: (errors.append(f"dialog: {d.message}"), d.dismiss()))
+        page.goto(page_path.as_uri(), wait_until="load")
+        page.wait_for_function(
+            "() => Array.from(document.querySelectorAll('.js-plotly-plot')).every(p => p._fullLayout)",
+            timeout=30_000,
+        )
+        return page.evaluate(check), requests, errors
+    finally:
+        page.close()
+
+
+@pytest.fixture
+def load_page():
+    """:func:`_load_page`: ``(browser, page path, check script) -> (found, requests, errors)``."""
+    return _load_page

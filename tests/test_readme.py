@@ -57,6 +57,7 @@ PYTHON_NOT_RUN = {
     "from distributed import Client": "needs a Dask cluster",
     "from pos_geometry.interventions import": "runs whole models (tests/interventions and notebook 03 run these calls)",
     "card = pg.card": "reads GPT-2's real table and attention weights (tests/cards/test_real_cards.py makes this card)",
+    "c = pg.compare": "needs a card made before (tests/comparison/test_real_comparison.py compares the real models)",
 }
 
 

@@ -1,6 +1,6 @@
 """The results cache of cards: a card made again with the same inputs is copied, not recomputed.
 
-A card's key is a SHA-256 over everything that decides its numbers: the pos_geometry version; the model as it is
+A card's key is a SHA-256 over everything that decides its numbers: the pos_geometry version and the card format; the model as it is
 on disk (for a file, its path, size and modification time; for a folder, those of every file in it; for a
 model-table name or hub id, where it resolves, ``folder`` or ``repo@commit``); the corpus's bytes (the default
 text included); and the options (``fast``, ``seq_len``, ``n_sequences``, ``random_state``, ``revision``,
@@ -79,7 +79,15 @@ def card_key(model: Any, corpus: Any = None, **options: Any) -> str | None:
         text = _corpus_identity(corpus)
     except (PosGeometryError, OSError):
         return None
-    payload = {"version": __version__, "model": identity, "corpus": text, "options": options}
+    from pos_geometry.cards.result import CARD_FORMAT
+
+    payload = {
+        "version": __version__,
+        "format": CARD_FORMAT,
+        "model": identity,
+        "corpus": text,
+        "options": options,
+    }
     return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()
 
 

@@ -19,7 +19,7 @@ from pos_geometry._version import __version__
 # :class:`~pos_geometry.cards.result.Card`, ``s`` a ``Section`` and ``v`` a ``Verdict`` wherever they appear.
 Card = Section = Verdict = Any
 
-__all__ = ["render_html", "render_markdown", "save_card"]
+__all__ = ["figure_html", "html_page", "render_html", "render_markdown", "save_card"]
 
 _STYLE = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:0 auto;max-width:1100px;padding:1.5rem;
@@ -53,7 +53,8 @@ def _verdict_li(v: Verdict, anchor: str) -> str:
     return f'<li>{_status_badge(v)}<a href="#{anchor}">{html.escape(v.text)}</a>{null}</li>'
 
 
-def _figure(stem: str, fig: Any, caption: str) -> str:
+def figure_html(stem: str, fig: Any, caption: str) -> str:
+    """A figure as a ``<figure>`` of its plotly div (no plotly.js: the page loads it once) and its caption."""
     import plotly.io as pio
 
     div = pio.to_html(
@@ -70,7 +71,7 @@ def _section_html(s: Section) -> str:
         parts.append(f"<p><b>{html.escape(s.status)}</b>: {html.escape(s.reason)}</p>")
     else:
         parts.append('<ul class="verdicts">' + "".join(_verdict_li(v, s.key) for v in s.verdicts) + "</ul>")
-    parts += [_figure(stem, fig, caption) for stem, fig, caption in s.figures]
+    parts += [figure_html(stem, fig, caption) for stem, fig, caption in s.figures]
     if s.rows:
         body = "".join(f"<tr><th>{html.escape(k)}</th><td>{html.escape(v)}</td></tr>" for k, v in s.rows)
         parts.append(f'<details><summary>Details</summary><table class="rows">{body}</table></details>')
@@ -136,9 +137,15 @@ def render_html(card: Card, *, plotlyjs: str = "directory") -> str:
         '<a href="card.md">card.md</a>.</p></section>'
     )
     body = "\n".join([*head, nav, *(_section_html(s) for s in card.sections), foot])
+    return html_page(title, _STYLE, script, body)
+
+
+def html_page(title: str, style: str, script: str, body: str) -> str:
+    """One HTML page: ``title`` (escaped here), the ``style`` sheet and the ``script`` tag in its head, ``body``
+    (already HTML) in its body."""
     return (
         f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}</title>'
-        f'<meta name="viewport" content="width=device-width, initial-scale=1"><style>{_STYLE}</style>{script}'
+        f'<meta name="viewport" content="width=device-width, initial-scale=1"><style>{style}</style>{script}'
         f"</head><body>\n{body}\n</body></html>\n"
     )
 

@@ -17,6 +17,7 @@ from pos_geometry.embedding import Provenance
 
 __all__ = [
     "ALPHA",
+    "CARD_FORMAT",
     "SECTION_KEYS",
     "SECTION_STATUSES",
     "SECTION_TITLES",
@@ -61,6 +62,10 @@ VERDICT_STATUSES = (
 - ``"does not apply"``: the premise is false (a rotary model has no learned table), with the reason;
 - ``"not available"``: what it reads is not on this machine; ``"skipped"``: left out (``fast``);
 - ``"descriptive"``: a number with what it is compared to (``null``), and no test behind it."""
+
+CARD_FORMAT = 1
+"""The layout of ``card.json`` (its ``"format"``): what :func:`~pos_geometry.compare` reads. A card of another
+format (or of none: made before formats were numbered) is made again, not guessed at."""
 
 ALPHA = 0.05
 """The family-wise level of the card's multiple-comparison line (Holm's correction over its tests)."""
@@ -239,7 +244,7 @@ class Card(Result):
         return rows
 
     def to_dict(self) -> dict[str, Any]:
-        out = {"type": type(self).__name__}
+        out: dict[str, Any] = {"type": type(self).__name__, "format": CARD_FORMAT}
         out.update(to_jsonable(self))
         return out
 

@@ -54,7 +54,8 @@ def _type_verdicts(label: str, atlas: Any) -> tuple[list[Verdict], dict[str, Any
         "layer_type": label or None, "short_share_mean": mean, "uniform_share": uniform, "heads_above_uniform": above,
         "n_heads": int(short.numel()), "critical_planes": n_crit, "n_planes": n_planes,
         "layer_short_share": atlas.layer_short_share, "most_local_heads": local, "most_used_planes": top,
-        "wavelengths": atlas.wavelengths,
+        "wavelengths": atlas.wavelengths, "plane_usage": usage, "span": max(atlas.spans, default=atlas.context_length),
+        "context_length": atlas.context_length,
     }  # fmt: skip
     return verdicts, values
 

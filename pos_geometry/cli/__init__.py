@@ -1,9 +1,9 @@
 """The ``pos-geometry`` command line.
 
-Commands: ``plot``, ``atlas``, ``analyze``, ``info``, ``reproduce``, ``hidden``, ``intervene``, ``sweep`` and ``card``;
+Commands: ``plot``, ``atlas``, ``analyze``, ``info``, ``reproduce``, ``hidden``, ``intervene``, ``sweep``, ``card`` and ``compare``;
 one module per group (:mod:`~pos_geometry.cli.figures`, :mod:`~pos_geometry.cli.tables`,
 :mod:`~pos_geometry.cli.reproduce`, :mod:`~pos_geometry.cli.hidden`, :mod:`~pos_geometry.cli.sweep`,
-:mod:`~pos_geometry.cli.card`), what
+:mod:`~pos_geometry.cli.card`, :mod:`~pos_geometry.cli.compare`), what
 they share in :mod:`~pos_geometry.cli._common`.
 
 The CLI only parses arguments and calls the public API; every number it prints comes from
@@ -26,7 +26,18 @@ import click
 import typer
 from typer.core import TyperGroup
 
-from pos_geometry.cli import card, fetch, figures, hidden, intervene, models, reproduce, sweep, tables
+from pos_geometry.cli import (
+    card,
+    compare,
+    fetch,
+    figures,
+    hidden,
+    intervene,
+    models,
+    reproduce,
+    sweep,
+    tables,
+)
 from pos_geometry.cli._common import STATE
 
 __all__ = ["app", "main"]
@@ -96,7 +107,7 @@ def _help(func: Callable[..., None]) -> str:
 
 for _command in (
     figures.plot, figures.atlas, tables.analyze, tables.info, models.models, fetch.fetch, reproduce.reproduce,
-    hidden.hidden, intervene.intervene, sweep.sweep, card.card, version,
+    hidden.hidden, intervene.intervene, sweep.sweep, card.card, compare.compare, version,
 ):  # fmt: skip
     app.command(help=_help(_command))(_command)
 

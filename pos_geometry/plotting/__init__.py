@@ -16,6 +16,13 @@ from pos_geometry.plotting.atlas import (
 )
 from pos_geometry.plotting.checkpoints import plot_checkpoints
 from pos_geometry.plotting.columns import plot_columns
+from pos_geometry.plotting.comparison import (
+    plot_compare_causal,
+    plot_compare_locality,
+    plot_compare_residual,
+    plot_compare_revisions,
+    plot_compare_rotary,
+)
 from pos_geometry.plotting.export import figure_to_html, figure_to_image, find_browser, save_figure
 from pos_geometry.plotting.grid import plot_helix_grid
 from pos_geometry.plotting.helix3d import block_means, plot_helix
@@ -46,6 +53,11 @@ __all__ = [
     "plot_attention_offsets",
     "plot_checkpoints",
     "plot_columns",
+    "plot_compare_causal",
+    "plot_compare_locality",
+    "plot_compare_residual",
+    "plot_compare_revisions",
+    "plot_compare_rotary",
     "plot_explained_variance",
     "plot_helix",
     "plot_helix_grid",

@@ -7,7 +7,6 @@ import pytest
 
 pytestmark = pytest.mark.browser
 
-playwright = pytest.importorskip("playwright.sync_api", reason="playwright is installed by setup.sh --dev")
 
 CHECK = """() => {
   const plots = Array.from(document.querySelectorAll('.js-plotly-plot'));
@@ -23,64 +22,12 @@ CHECK = """() => {
 }"""
 
 
-def _browser():
-    from pos_geometry.errors import ExportError
-    from pos_geometry.plotting.export import find_browser
-
-    try:
-        return str(find_browser())
-    except ExportError as exc:
-        pytest.skip(f"no Chromium on this machine ({exc})")
-
-
-@pytest.fixture(scope="module")
-def browser():
-    """One headless chromium for the module (software WebGL, for the 3D figures)."""
-    executable = _browser()
-    with playwright.sync_playwright() as p:
-        chromium = p.chromium.launch(
-            executable_path=executable,
-            headless=True,
-            args=["--use-angle=swiftshader", "--enable-unsafe-swiftshader"],
-        )
-        yield chromium
-        chromium.close()
-
-
-def _load(browser, page_path, check: str) -> tuple[dict, list[str], list[str]]:
-    """Open ``page_path`` with the network blocked, wait for every plot, evaluate ``check``; also returns the
-    requests made and the console errors, page errors and dialogs (an ``alert``) seen."""
-    requests, errors = [], []
-    page = browser.new_page()
-
-    def route(r):
-        requests.append(r.request.url)
-        if r.request.url.startswith("file://"):
-            r.continue_()
-        else:
-            r.abort()  # the network is blocked: a card needs none
-
-    try:
-        page.route("**/*", route)
-        page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-        page.on("pageerror", lambda e: errors.append(str(e)))
-        page.on("dialog", lambda d: (errors.append(f"dialog: {d.message}"), d.dismiss()))
-        page.goto(page_path.as_uri(), wait_until="load")
-        page.wait_for_function(
-            "() => Array.from(document.querySelectorAll('.js-plotly-plot')).every(p => p._fullLayout)",
-            timeout=30_000,
-        )
-        return page.evaluate(check), requests, errors
-    finally:
-        page.close()
-
-
 @pytest.mark.parametrize("kind", ["learned", "rotary"])  # between them: every kind of figure a card draws
 # (and the page loads with the network blocked, the console stays clean, the contents' anchors resolve)
-def test_the_page_draws_every_figure_offline(kind_cards, kind, browser, tmp_path):
+def test_the_page_draws_every_figure_offline(kind_cards, kind, browser, load_page, tmp_path):
     c = kind_cards[kind]
     c.save(tmp_path)
-    found, requests, errors = _load(browser, tmp_path / "index.html", CHECK)
+    found, requests, errors = load_page(browser, tmp_path / "index.html", CHECK)
     assert errors == []
     assert [u for u in requests if not u.startswith("file://")] == []
     expected = sum(len(s.figures) for s in c.sections)
@@ -106,9 +53,9 @@ HOSTILE_CHECK = """() => {
 
 
 @pytest.mark.parametrize("kind", ["table", "rotary"])
-def test_untrusted_names_show_as_text_in_the_figures(hostile_cards, kind, browser):
+def test_untrusted_names_show_as_text_in_the_figures(hostile_cards, kind, browser, load_page):
     folder, _ = hostile_cards[kind]
-    found, requests, errors = _load(browser, folder / "index.html", HOSTILE_CHECK)
+    found, requests, errors = load_page(browser, folder / "index.html", HOSTILE_CHECK)
     assert errors == [] and [u for u in requests if not u.startswith("file://")] == []
     assert found["links"] == 0 and found["bold"] == 0 and found["big"] == 0 and found["images"] == 0, found
     assert found["named"] > 0, found  # the name is in the figures, as its characters

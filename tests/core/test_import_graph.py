@@ -133,6 +133,7 @@ FLOORS: tuple[tuple[str, ...], ...] = (
     ("plotting",),
     ("reproduction",),
     ("cards",),
+    ("comparison",),
     ("cli", "__main__"),
 )
 

@@ -69,7 +69,24 @@ def _every_figure() -> dict:
         "plot_sweep_metrics": lambda: plotting.plot_sweep_metrics([_small_sweep(x), _small_sweep(1.5 * x)]),
         "plot_sweep_helix": lambda: plotting.plot_sweep_helix(_small_sweep(x)),
         "plot_sweep_usage": lambda: plotting.plot_sweep_usage(_small_rotary_sweep()),
+        **{
+            f"plot_compare_{k}": (lambda k=k: getattr(plotting, f"plot_compare_{k}")(_small_series()))
+            for k in ("rotary", "residual", "locality", "causal", "revisions")
+        },
     }
+
+
+def _small_series() -> dict:
+    """A comparison's overlays (:mod:`pos_geometry.comparison.series`) for two made-up models."""
+    return {
+        "rotary": [{"model": m, "layer_type": None, "span": 64.0, "wavelength_over_span": [0.1, 1.0, 10.0],
+                    "usage": [0.5, 0.3, 0.2], "uniform": 1 / 3} for m in ("a", "b")],
+        "residual": [{"model": "a", "depth": [0.0, 0.5, 1.0], "layer": [0, 1, 2], "positional_share": [0.5, 0.2, 0.1],
+                      "floor": [0.05, 0.05, 0.05]}],
+        "locality": [{"model": m, "local_mass": [0.1, 0.6, 0.3], "uniform": 0.2} for m in ("a", "b")],
+        "causal": [{"model": "a", "objective": "next-token", "edits": [{"edit": "swap", "delta": 0.5, "interval": [0.4, 0.6]}]}],
+        "revisions": [{"model": "a", "labels": ["a@step1", "a@step2"], "steps": [1, 2], "numbers": {"x": [0.1, 0.2]}}],
+    }  # fmt: skip
 
 
 def _small_position_qk(null: bool = False):
