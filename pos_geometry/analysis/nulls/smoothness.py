@@ -135,6 +135,14 @@ def _nugget_given(c: np.ndarray, ell: float) -> float:
     return _bisect(intercept, target, 0.0, 1.0)
 
 
+RESOLVED = 10.0
+"""The autocorrelation's noise share is used when it is at least this many times the smooth part's own drop at
+offset 1 (``1/2ℓ²``); below, the share is fitted by likelihood. Its sampling error is not a small fraction of
+that drop: noise-free GP curves of length scale 100 over 1024 positions, stored in float32, read shares of 0.7–1.5
+times ``1/2ℓ²`` in a third of the tables, whose smooth-GP surrogates then carried that much white noise and
+predicted less well 64 rows ahead than the tables themselves (recurrence "rotations" in 32 of 200 such tables
+at α = 0.01, ``benchmarks/RESULTS.md``)."""
+
 LIKELIHOOD_ROWS = 1024
 """The noise share is fitted on the first this many positions (the kernel's eigendecomposition is cubic in
 them; every window of a stationary table has the same share)."""
@@ -200,9 +208,9 @@ def length_scale(x: torch.Tensor) -> tuple[float, float]:
     (:func:`expected_autocorrelation`; centring biases the crossing low when the window holds few length
     scales), alternating three times between ``ℓ`` given ``η`` and ``η`` given ``ℓ`` (bisection, 40 steps
     each). The autocorrelation resolves a noise share only down to about the smooth part's own drop at
-    offset 1, ``1/2ℓ²`` (its sampling error is a fraction of that); a share below it is fitted by likelihood
-    instead (:func:`_nugget_by_likelihood`, on the leading principal axes), which reads shares of 1e-6 to
-    a few percent. (A table that the model does not fit, GPT-2's, can have a likelihood that keeps rising
+    offset 1, ``1/2ℓ²``, and its sampling error is of that order: a share below :data:`RESOLVED` times it is
+    fitted by likelihood instead (:func:`_nugget_by_likelihood`, on the leading principal axes), which reads
+    shares of 1e-6 to a few percent. (A table that the model does not fit, GPT-2's, can have a likelihood that keeps rising
     as the share falls to 0 although 0.6% of its variance does not continue from one position to the
     next: above the resolution, the autocorrelation's share is the one that describes the table.) A table
     whose autocorrelation never falls that low gets ``ℓ = n``; white noise gets ``ℓ = 0.5``,
@@ -220,7 +228,7 @@ def length_scale(x: torch.Tensor) -> tuple[float, float]:
     for _ in range(3):
         nugget = _nugget_given(c, ell)
         ell = _ell_given(c, nugget)
-    if n < 8 or nugget >= 0.5 / ell**2:  # resolved by the autocorrelation
+    if n < 8 or nugget >= RESOLVED * 0.5 / ell**2:  # resolved by the autocorrelation
         return ell, nugget
     nugget = _nugget_by_likelihood(_leading_coordinates(x[:LIKELIHOOD_ROWS]), ell)
     return _ell_given(c, nugget), nugget
