@@ -84,6 +84,21 @@ def _warnings(rows: Sequence[ModelRow]) -> list[str]:
     return out
 
 
+def _drop_stale_cards(cards: Path, kept: set[Path]) -> None:
+    """Remove the card folders an earlier comparison made in ``cards`` that this one does not show (a folder
+    holding anything but a card's files is left alone)."""
+    import shutil
+
+    from pos_geometry.cards.folder import CARD_FILES
+
+    if not cards.is_dir():
+        return
+    for path in cards.iterdir():
+        card = path.is_dir() and not path.is_symlink() and (path / "card.json").is_file()
+        if card and path.resolve() not in kept and all(p.name in CARD_FILES for p in path.iterdir()):
+            shutil.rmtree(path, ignore_errors=True)
+
+
 def compare(
     models: Sequence[str | os.PathLike[str]],
     out: str | os.PathLike[str] | None = None,
@@ -133,6 +148,8 @@ def compare(
             card_entry(arg, i, cards_dir, corpus=text, options=options, force=force, progress=progress)
             for i, arg in enumerate(items)
         ]
+    if folder is not None:
+        _drop_stale_cards(folder / "cards", {e.folder.resolve() for e in entries})
     labels = _labels(entries)
     cards = [e.data for e in entries]
     rows = tuple(

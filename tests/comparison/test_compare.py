@@ -154,6 +154,10 @@ def test_models_get_their_cards_through_the_results_cache(kind_models, tmp_path,
     again = pg.compare(args, tmp_path / "b", corpus=tokens, fast=True, device="cpu")
     assert [m.origin for m in again.models] == ["results cache", "results cache"]
     assert again.cells == first.cells
+    fewer = pg.compare(args[::-1], tmp_path / "a", corpus=tokens, fast=True, device="cpu")  # the same folder
+    cards = sorted(p.name for p in (tmp_path / "a" / "cards").iterdir() if not p.name.startswith("."))
+    assert cards == ["01-learned", "02-helix.npy"]  # the earlier comparison's cards are gone, not left beside
+    assert [m.origin for m in fewer.models] == ["results cache", "results cache"]
 
 
 def test_the_page_warns_when_the_models_were_measured_differently(card_folders, kind_models, tmp_path):
