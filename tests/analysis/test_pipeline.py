@@ -123,7 +123,7 @@ def test_the_analyses_side_by_side_give_what_one_thread_gives(monkeypatch):
     got = {}
     estimates = []
     length_scale = _smoothness.length_scale
-    monkeypatch.setattr(_smoothness, "length_scale", lambda a: estimates.append(1) or length_scale(a))
+    monkeypatch.setattr(_smoothness, "length_scale", lambda *a: estimates.append(1) or length_scale(*a))
     try:
         for threads in (1, 2):
             torch.set_num_threads(threads)

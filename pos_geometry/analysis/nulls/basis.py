@@ -126,7 +126,7 @@ def _decomposition(x: torch.Tensor) -> tuple:
         )
         if same and prev._version == version:
             return out
-    from pos_geometry.analysis.nulls.smoothness import length_scale
+    from pos_geometry.analysis.nulls.smoothness import length_scale, storage_noise_share
 
     scale = float(x.detach().abs().amax().to(torch.float64).clamp_min(1e-300))
     a = x.detach().to(torch.float64) / scale
@@ -145,7 +145,7 @@ def _decomposition(x: torch.Tensor) -> tuple:
     full = int((evals > 1e-12 * evals[0].clamp_min(torch.finfo(torch.float64).tiny)).sum())
     axes = axes[:, : max(full, 1)]
     out = {"scale": scale, "mean": mean, "evals": evals[: max(full, 1)], "axes": axes, "coords": c @ axes}
-    out["length_scale"] = length_scale(a)
+    out["length_scale"] = length_scale(a, storage_noise_share(x))
     _memory.set((x, x._version, out))
     return out
 

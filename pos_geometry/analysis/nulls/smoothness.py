@@ -37,6 +37,7 @@ __all__ = [
     "gp_column_covariance",
     "likelihood_dof",
     "length_scale",
+    "storage_noise_share",
 ]
 
 NUGGET_FLOOR = 1e-9
@@ -196,7 +197,41 @@ def _nugget_by_likelihood(y: torch.Tensor, ell: float) -> float:
     return 0.0 if eta <= 2e-9 else float(min(eta, 1.0))
 
 
-def length_scale(x: torch.Tensor) -> tuple[float, float]:
+STORAGE = 10.0
+"""A noise share within this many times what the table's storage rounding alone gives
+(:func:`storage_noise_share`) is the rounding, not white noise, and the null gets none: a smooth curve stored in
+float16 varies slowly across its rounding grid, so its rounding error is far more predictable than white noise
+of the same variance. Read as white noise (shares of 2–7e-8 on GP curves in float16), it made the smooth-GP
+surrogates predict less well than the tables, which the recurrence then called rotations in 25 of 200
+(``benchmarks/RESULTS.md``); with no nugget, in none of the 10 such tables rechecked."""
+
+_GRIDS = ((torch.float16, 10), (torch.bfloat16, 7))  # a half-precision storage and its mantissa bits
+
+
+def storage_noise_share(x: torch.Tensor) -> float:
+    """The share of ``x``'s ``(n, d)`` variance over positions that rounding to its storage grid gives: each
+    entry's grid spacing ``u`` contributes ``u²/12``. The grid is float16's or bfloat16's when ``x`` has that
+    dtype or every entry of it lies on that grid (a half-precision checkpoint read as float32), else 0 (finer
+    grids round below every share the likelihood reads)."""
+    a = x.detach()
+    if not a.is_floating_point() or a.numel() == 0:
+        return 0.0
+    v = a.to(torch.float64)
+    variance = float((v - v.mean(dim=0)).square().mean())
+    if not variance > 0:
+        return 0.0
+    for dtype, bits in _GRIDS:
+        on_grid = a.dtype == dtype or (a.element_size() > 2 and bool(torch.equal(a.to(dtype).to(a.dtype), a)))
+        if on_grid:
+            smallest = torch.finfo(dtype).tiny * 2.0**-bits  # the subnormals' spacing
+            exponent = torch.frexp(v).exponent  # v = m·2^e with 0.5 ≤ |m| < 1: spacing 2^(e − 1 − bits)
+            spacing = torch.ldexp(torch.ones_like(v), exponent - 1 - bits).clamp_min(smallest)
+            spacing = torch.where(v == 0, torch.full_like(v, smallest), spacing)
+            return float((spacing.square() / 12).mean()) / variance
+    return 0.0
+
+
+def length_scale(x: torch.Tensor, storage: float = 0.0) -> tuple[float, float]:
     """``(ℓ, η)``: the squared-exponential length scale and the white-noise ("nugget") share of ``x``.
 
     The centred autocorrelation of a smooth curve plus white noise is ``(1 − η)·k(Δ)`` for ``Δ ≥ 1`` and 1
@@ -214,7 +249,8 @@ def length_scale(x: torch.Tensor) -> tuple[float, float]:
     as the share falls to 0 although 0.6% of its variance does not continue from one position to the
     next: above the resolution, the autocorrelation's share is the one that describes the table.) A table
     whose autocorrelation never falls that low gets ``ℓ = n``; white noise gets ``ℓ = 0.5``,
-    ``η = 1``.
+    ``η = 1``. ``storage``: the share the table's storage rounding gives (:func:`storage_noise_share`, of the
+    table as stored: ``x`` may be a rescaled float64 copy); a share within :data:`STORAGE` times it is 0.
     """
     c = autocorrelation(x).cpu().numpy()
     n = c.shape[0]
@@ -229,9 +265,15 @@ def length_scale(x: torch.Tensor) -> tuple[float, float]:
         nugget = _nugget_given(c, ell)
         ell = _ell_given(c, nugget)
     if n < 8 or nugget >= RESOLVED * 0.5 / ell**2:  # resolved by the autocorrelation
-        return ell, nugget
+        return _rounding_is_not_noise(c, ell, nugget, storage)
     nugget = _nugget_by_likelihood(_leading_coordinates(x[:LIKELIHOOD_ROWS]), ell)
-    return _ell_given(c, nugget), nugget
+    return _rounding_is_not_noise(c, _ell_given(c, nugget), nugget, storage)
+
+
+def _rounding_is_not_noise(c: np.ndarray, ell: float, nugget: float, storage: float) -> tuple[float, float]:
+    if 0 < nugget <= STORAGE * storage:
+        return _ell_given(c, 0.0), 0.0
+    return ell, nugget
 
 
 def _leading_coordinates(x: torch.Tensor) -> torch.Tensor:

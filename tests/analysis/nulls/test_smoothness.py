@@ -144,3 +144,26 @@ def test_noise_free_gp_tables_with_fewer_axes_than_columns_are_not_helices_beyon
         fit = pg.fit_helix(table, n_surrogates=99, alpha=0.05, random_state=i, sequential=False)
         p_values.append(next(t.p_value for t in fit.tests if t.null == "smooth_gp"))
     assert sum(p <= 0.05 for p in p_values) <= 2 and np.median(p_values) > 0.2
+
+
+def test_the_rounding_of_a_half_precision_storage_is_not_noise():
+    """A smooth curve stored in float16 varies slowly across its rounding grid: its rounding error is not white
+    noise, and a nugget of that size made the smooth-GP surrogates less predictable than the table. The share the
+    rounding gives is computed from the grid (also for float16 values held in float32), and a share within
+    STORAGE times it is 0; a real share of 1e-4 on the same curve is kept."""
+    from pos_geometry.analysis.nulls.smoothness import STORAGE, storage_noise_share
+
+    x = _matrix_normal(512, 40.0, 0.0, np.ones(64), seed=3).to(torch.float16)
+    share = storage_noise_share(x)
+    u = 2.0 ** (torch.frexp(x.double()).exponent - 11)  # float16's spacing at each entry: 2^(e − 1 − 10)
+    expected = float((u**2 / 12).mean() / x.double().var(dim=0, unbiased=False).mean())
+    assert share == pytest.approx(expected, rel=1e-6) and 1e-8 < share < 1e-7
+    assert storage_noise_share(x.float()) == share  # read as float32: the same grid
+    assert storage_noise_share(x.float() + 1e-3) == 0.0  # off the grid: a float32 table
+    assert length_scale(x.double(), share)[1] == 0.0
+    raw = length_scale(x.double())[1]  # without the storage: the rounding read as noise
+    assert 0 < raw <= STORAGE * share
+    noisy = (
+        x.double() + 1e-2 * torch.from_numpy(np.random.default_rng(4).standard_normal(tuple(x.shape)))
+    ).half()
+    assert 0.5e-4 < length_scale(noisy.double(), storage_noise_share(noisy))[1] < 2e-4
