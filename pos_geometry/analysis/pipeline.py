@@ -318,12 +318,10 @@ def _run_side_by_side(jobs: dict[str, Callable[[], Any]], res: PCAResult) -> dic
     """``{name: job()}``: the analyses are independent given the PCA, so on the CPU they run side by side on
     :func:`~pos_geometry._threads.cpu_workers` threads, each kernel single-threaded (torch's own threads meet
     at a barrier in every one of the nulls' many small kernels and gain little); a thread whose analysis is
-    done takes chunks of the others' nulls. The decomposition their nulls share is computed first, here, so
-    that every thread reuses it (:mod:`pos_geometry.analysis.nulls.basis`). The results do not depend on the
-    number of threads."""
+    done takes chunks of the others' nulls. The decomposition their nulls share was computed before, beside
+    ``identify`` (:func:`_identity_beside_nulls`), so that every thread reuses it
+    (:mod:`pos_geometry.analysis.nulls.basis`). The results do not depend on the number of threads."""
     rows = res.fitted_rows
     workers = cpu_workers(rows.device) if rows is not None else 1
-    if workers > 1 and len(jobs) > 1:
-        _decomposition(rows)
     names = list(jobs)
     return dict(zip(names, parallel_map(lambda name: jobs[name](), names, workers), strict=True))
