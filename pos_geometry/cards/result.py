@@ -26,6 +26,7 @@ __all__ = [
     "Section",
     "Verdict",
     "holm",
+    "holm_policy",
 ]
 
 SECTION_TITLES = {
@@ -107,6 +108,18 @@ def holm(p_values: list[float]) -> list[float]:
         running = max(running, min(1.0, (len(p_values) - rank) * p_values[i]))
         adjusted[i] = running
     return adjusted
+
+
+def holm_policy(tested: list[tuple[str, float]], where: str = "") -> str:
+    """The multiple-comparison policy over the ``tested`` verdicts ``(status, p_value)`` (``where``: words after
+    "tests with a p-value", such as " across the 3 cards"): each decides on its own, at its analysis's α; Holm's
+    correction over all of them (at :data:`ALPHA`) says how many still hold."""
+    beat = sum(status == "beats its null" for status, _ in tested)
+    hold = sum(a <= ALPHA for a in holm([p for _, p in tested]))
+    return (
+        f"each of the {len(tested)} tests with a p-value{where} decides on its own, at its analysis's α ({beat} beat "
+        f"their nulls); with Holm's correction over all {len(tested)}, {hold} still do at a family-wise α = {ALPHA:g}"
+    )
 
 
 @dataclass(frozen=True, eq=False)
@@ -226,16 +239,10 @@ class Card(Result):
     def multiple_comparisons(self) -> str:
         """The card's policy across its tests, in one sentence with its numbers: each test decides on its own at
         its analysis's α; Holm's correction over all of them (at :data:`ALPHA`) says how many hold for the card."""
-        tested = [v for v in self.verdicts if v.tested]
+        tested = [(v.status, float(v.p_value)) for v in self.verdicts if v.tested]
         if not tested:
             return "no verdict of this card comes from a test: every number is descriptive, with what it is compared to"
-        adjusted = holm([float(v.p_value) for v in tested])
-        beat = sum(v.status == "beats its null" for v in tested)
-        hold = sum(a <= ALPHA for a in adjusted)
-        return (
-            f"each of the {len(tested)} tests with a p-value decides on its own, at its analysis's α ({beat} beat their "
-            f"nulls); with Holm's correction over all {len(tested)}, {hold} still do at a family-wise α = {ALPHA:g}"
-        )
+        return holm_policy(tested)
 
     def summary_rows(self) -> list[tuple[str, str]]:
         rows = [("kind", self.kind)]

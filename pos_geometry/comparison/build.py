@@ -15,7 +15,7 @@ from typing import Any
 
 from pos_geometry._device import Device
 from pos_geometry._progress import Progress
-from pos_geometry.cards.result import ALPHA, holm
+from pos_geometry.cards.result import holm_policy
 from pos_geometry.comparison.cells import CLAIMS, card_cells
 from pos_geometry.comparison.inputs import CardEntry, card_entry
 from pos_geometry.comparison.render import check_compare_folder
@@ -41,7 +41,7 @@ def _labels(entries: Sequence[CardEntry]) -> list[str]:
 def _policy(cards: Sequence[dict]) -> str:
     """The cards' policy (each test at its own α; Holm's correction says how many hold), over every card."""
     tested = [
-        float(v["p_value"])
+        (v["status"], float(v["p_value"]))
         for c in cards
         for s in c["sections"]
         for v in s["verdicts"]
@@ -49,18 +49,7 @@ def _policy(cards: Sequence[dict]) -> str:
     ]
     if not tested:
         return "no verdict on this page comes from a test: every number is descriptive, with what it is compared to"
-    beat = sum(
-        v["status"] == "beats its null" and v.get("p_value") is not None
-        for c in cards
-        for s in c["sections"]
-        for v in s["verdicts"]
-    )
-    hold = sum(a <= ALPHA for a in holm(tested))
-    return (
-        f"each of the {len(tested)} tests with a p-value across the {len(cards)} cards decides on its own, at its "
-        f"analysis's α ({beat} beat their nulls); with Holm's correction over all {len(tested)}, {hold} still do at a "
-        f"family-wise α = {ALPHA:g}"
-    )
+    return holm_policy(tested, f" across the {len(cards)} cards")
 
 
 def _warnings(rows: Sequence[ModelRow]) -> list[str]:
