@@ -14,12 +14,13 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from pos_geometry.cards.folder import CARD_FILES, write_card_folder
 
-__all__ = ["card_key", "cached_card", "store_card"]
+__all__ = ["card_key", "cached_card", "store_card", "through_cache"]
 
 
 def _stat(path: Path) -> list[Any]:
@@ -107,6 +108,19 @@ def cached_card(key: str | None, out: str | os.PathLike[str]) -> tuple[list[Path
     files = {p.name: p.read_bytes() for p in entry.iterdir() if p.name in CARD_FILES and p.is_file()}
     data = json.loads(files["card.json"])
     return write_card_folder(out, files), data
+
+
+def through_cache(
+    key: str | None, folder: Path, make: Callable[[Path], object], *, force: bool = False
+) -> bool:
+    """Write the card ``key`` as the folder ``folder``: copied from the results cache when it holds it (and not
+    ``force``), else made by ``make(folder)`` and then kept under ``key``. Returns whether it came from the cache.
+    The caller holds the folder's writer lock (:func:`~pos_geometry.cards.folder.hold_card_folder`)."""
+    if not force and cached_card(key, folder) is not None:
+        return True
+    make(folder)
+    store_card(key, folder)
+    return False
 
 
 def store_card(key: str | None, folder: str | os.PathLike[str]) -> None:

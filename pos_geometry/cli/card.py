@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
-from typing import Any
 
 import typer
 
@@ -69,7 +69,7 @@ def card(
     """
 
     def run() -> None:
-        from pos_geometry.cards.cache import cached_card, card_key
+        from pos_geometry.cards.cache import card_key, through_cache
         from pos_geometry.cards.corpus import check_corpus_options
         from pos_geometry.cards.folder import hold_card_folder
         from pos_geometry.cards.static import check_static
@@ -88,31 +88,26 @@ def card(
                    "revision": revision, "device": device, "plotlyjs": plotlyjs, "static": formats}  # fmt: skip
         with hold_card_folder(out) as folder:  # one writer, from the cache look-up to the last file
             key = card_key(model, text, **options)
-            hit = None if force else cached_card(key, folder)
-            if hit is None:
-                result = _compute(key, folder, formats)
-                lines = [
-                    f"{result.model}: {result.kind}",
-                    *(f"  [{v.status}] {v.text}" for v in result.verdicts),
-                ]
-                n_files, note = len(list(folder.iterdir())), ""
-            else:
-                written, data = hit
-                lines = [f"{data['model']}: {data['kind']}"] + [
-                    f"  [{v['status']}] {v['text']}" for s in data["sections"] for v in s["verdicts"]
-                ]
-                n_files = len(written)
-                note = f"the same inputs' card, made {data['created']}, from the results cache (--force computes it again); "
+            cached = through_cache(key, folder, lambda target: _compute(target, formats), force=force)
+            data = json.loads((folder / "card.json").read_text(encoding="utf-8"))
+            lines = [f"{data['model']}: {data['kind']}"] + [
+                f"  [{v['status']}] {v['text']}" for s in data["sections"] for v in s["verdicts"]
+            ]
+            n_files = len(list(folder.iterdir()))
+            note = (
+                f"the same inputs' card, made {data['created']}, from the results cache (--force computes it again); "
+                if cached
+                else ""
+            )
         console = out_console()
         for line in lines:
             console.print(one_line(line), markup=False, emoji=False, highlight=False)
         done = f"{note}wrote {n_files} files to {folder} (open {folder / 'index.html'})"
         console.print(one_line(done), markup=False, emoji=False, highlight=False)
 
-    def _compute(key: str | None, folder: Path, formats: tuple[str, ...]) -> Any:
-        """Make the card with a progress bar (and stage lines off a terminal), save it, keep it in the cache."""
+    def _compute(folder: Path, formats: tuple[str, ...]) -> None:
+        """Make the card with a progress bar (and stage lines off a terminal) and save it as ``folder``."""
         from pos_geometry.cards import card as make_card
-        from pos_geometry.cards.cache import store_card
         from pos_geometry.cards.result import SECTION_KEYS, SECTION_TITLES
         from pos_geometry.cli._stages import StageLog
 
@@ -134,7 +129,5 @@ def card(
                 device=device, random_state=random_state, progress=report,
             )  # fmt: skip
             result.save(folder, plotlyjs=plotlyjs, static=formats)
-        store_card(key, folder)
-        return result
 
     guard(run)

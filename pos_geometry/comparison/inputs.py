@@ -126,23 +126,21 @@ def card_entry(
         folder = Path(argument).expanduser()
         data = read_card(folder)
         return CardEntry(argument, str(data.get("model", argument)), None, data, "card folder", folder)
-    from pos_geometry.cards.cache import cached_card, card_key, store_card
+    from pos_geometry.cards import card
+    from pos_geometry.cards.cache import card_key, through_cache
     from pos_geometry.cards.folder import hold_card_folder
 
     model, revision = split_revision(argument)
     chosen = {**options, "revision": revision}
-    out = cards / _slug(index, argument)
-    with hold_card_folder(out) as folder:
-        key = card_key(model, corpus, **chosen)
-        hit = None if force else cached_card(key, folder)
-        if hit is not None:
-            return CardEntry(argument, model, revision, read_card(folder), "results cache", folder)
-        from pos_geometry.cards import card
 
+    def make(folder: Path) -> None:
         made = card(
             model, corpus, fast=chosen["fast"], seq_len=chosen["seq_len"], n_sequences=chosen["n_sequences"],
             revision=revision, device=chosen["device"], random_state=chosen["random_state"], progress=progress,
         )  # fmt: skip
         made.save(folder, plotlyjs=chosen["plotlyjs"], static=chosen["static"])
-        store_card(key, folder)
-        return CardEntry(argument, model, revision, read_card(folder), "computed", folder)
+
+    with hold_card_folder(cards / _slug(index, argument)) as folder:
+        cached = through_cache(card_key(model, corpus, **chosen), folder, make, force=force)
+        origin = "results cache" if cached else "computed"
+        return CardEntry(argument, model, revision, read_card(folder), origin, folder)

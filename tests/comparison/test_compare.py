@@ -135,7 +135,7 @@ def test_a_folder_that_is_not_a_comparison_s_is_refused_before_any_work(card_fol
 
 
 def test_models_get_their_cards_through_the_results_cache(kind_models, tmp_path, monkeypatch):
-    from pos_geometry.cards import build
+    import pos_geometry.cards
 
     helix, _ = kind_models["table_file"]
     learned, tokens = kind_models["learned"]
@@ -150,7 +150,7 @@ def test_models_get_their_cards_through_the_results_cache(kind_models, tmp_path,
     def no_card(*a, **k):
         raise AssertionError("a cached card was computed again")
 
-    monkeypatch.setattr(build, "card", no_card)
+    monkeypatch.setattr(pos_geometry.cards, "card", no_card)  # what a comparison calls to make a card
     again = pg.compare(args, tmp_path / "b", corpus=tokens, fast=True, device="cpu")
     assert [m.origin for m in again.models] == ["results cache", "results cache"]
     assert again.cells == first.cells
