@@ -24,7 +24,7 @@ from pathlib import Path
 
 from pos_geometry.errors import InvalidArgumentError
 
-__all__ = ["CARD_FILES", "check_card_folder", "hold_card_folder", "write_card_folder"]
+__all__ = ["CARD_FILES", "check_card_folder", "check_output_folder", "hold_card_folder", "write_card_folder"]
 
 CARD_FILES = frozenset({"index.html", "card.json", "card.md", "plotly.min.js", "card.png", "card.pdf"})
 """The files a card folder may hold: a folder holding anything else is not a card's, and is never replaced."""
@@ -46,21 +46,36 @@ def check_card_folder(out: str | os.PathLike[str]) -> Path:
         InvalidArgumentError: ``out`` is a file, holds files that are not a card's, or its parent cannot be
             created or written (a read-only file system, no permission).
     """
+    return check_output_folder(
+        out, CARD_FILES, "card", "a positional card's", "a card folder holds one card and is replaced whole"
+    )
+
+
+def check_output_folder(
+    out: str | os.PathLike[str], allowed: frozenset[str], what: str, whose: str, holds: str
+) -> Path:
+    """``out`` (``~`` expanded) checked before any work as the folder of a ``what`` (``"card"``): a folder or
+    absent, holding nothing but the ``allowed`` names (a folder of ``whose``; ``holds`` says what such a
+    folder holds), whose parent this process can create and write.
+
+    Raises:
+        InvalidArgumentError: each rule broken, with the names found and the fix.
+    """
     folder = Path(os.path.abspath(Path(out).expanduser()))
     if folder.exists() or folder.is_symlink():
         if folder.is_symlink() or not folder.is_dir():
             kind = "a symbolic link" if folder.is_symlink() else "a file"
             raise InvalidArgumentError(
-                f"out must be a folder for the card; {_shown(folder)} is {kind}. Give a new or empty folder."
+                f"out must be a folder for the {what}; {_shown(folder)} is {kind}. Give a new or empty folder."
             )
-        others = sorted(p.name for p in folder.iterdir() if p.name not in CARD_FILES)
+        others = sorted(p.name for p in folder.iterdir() if p.name not in allowed)
         if others:
             listed = ", ".join(repr(n) for n in others[:5]) + (
                 f" and {len(others) - 5} more" if len(others) > 5 else ""
             )
             raise InvalidArgumentError(
-                f"out {_shown(folder)} holds files that are not a positional card's ({listed}); a card folder "
-                "holds one card and is replaced whole. Give a new or empty folder, or one holding an earlier card."
+                f"out {_shown(folder)} holds files that are not {whose} ({listed}); {holds}. Give a new or empty "
+                f"folder, or one holding an earlier {what}."
             )
     parent = folder.parent
     try:

@@ -41,28 +41,13 @@ _BADGE = {"beats its null": "badge", "not significant": "badge weak", "descripti
 def check_compare_folder(out: str | os.PathLike[str]) -> Path:
     """``out`` as the comparison will be written, checked before any work: a new folder, an empty one, or one
     holding an earlier comparison (nothing but :data:`COMPARE_FILES`)."""
-    from pos_geometry._describe import printable
+    from pos_geometry.cards.folder import check_output_folder
 
-    folder = Path(os.path.abspath(Path(out).expanduser()))
-    shown = repr(printable(os.fspath(folder), 300))
-    if folder.exists() or folder.is_symlink():
-        if folder.is_symlink() or not folder.is_dir():
-            raise InvalidArgumentError(
-                f"out must be a folder for the comparison; {shown} is not one. Give a new or empty folder."
-            )
-        others = sorted(p.name for p in folder.iterdir() if p.name not in COMPARE_FILES)
-        if others:
-            raise InvalidArgumentError(
-                f"out {shown} holds files that are not a comparison's ({', '.join(map(repr, others[:5]))}); a "
-                "comparison's folder holds index.html, compare.json, compare.md, plotly.min.js and cards/. Give a new "
-                "or empty folder, or one holding an earlier comparison."
-            )
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise InvalidArgumentError(
-            f"out {shown} cannot be written: {exc.strerror or exc}. Give a folder you can write."
-        ) from None
+    folder = check_output_folder(
+        out, COMPARE_FILES, "comparison", "a comparison's",
+        "a comparison's folder holds index.html, compare.json, compare.md, plotly.min.js and cards/",
+    )  # fmt: skip
+    folder.mkdir(exist_ok=True)  # its parent was just written to
     return folder
 
 
