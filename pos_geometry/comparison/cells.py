@@ -8,6 +8,7 @@ card's ``values`` hold them (copied, never recomputed: the page's numbers are th
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -152,25 +153,24 @@ def _causal(v: dict) -> tuple[str, dict]:
 
 Reader = Callable[[dict], tuple[str, dict]]
 
-CLAIMS: dict[str, tuple[str, tuple[str, ...], Reader, str]] = {
-    "learned-table shape": ("table", ("learned table:",), _table_shape, "a helix beyond smooth random curves"),
-    "period": ("table", ("periodicity:",), _period, "a period in similarity by offset or PC1..3"),
-    "rotation": ("table", ("recurrence",), _rotation, "rotations of a one-parameter group"),
-    "formula": ("table", ("formula:",), _formula, "what formula, if any, rebuilds the table"),
-    "rotary plane use": ("rotary", ("rotary", "rotary ("), _rotary, "share of the QK form on the planes that turn within the span"),
-    "QK position term": ("attention", ("how heads read the table:",), _qk_term, "the table's QK term as a function of offset"),
-    "attention locality": ("attention", ("attention by offset:",), _locality, "attention on the nearest tokens"),
-    "residual stream": ("residual", ("residual stream:",), _residual, "where position is in the residual stream"),
-    "causal edits": ("causal", ("causal",), _causal, "Δloss of each positional edit"),
+CLAIMS: dict[str, tuple[str, str, Reader, str]] = {
+    "learned-table shape": ("table", r"learned table:", _table_shape, "a helix beyond smooth random curves"),
+    "period": ("table", r"periodicity:", _period, "a period in similarity by offset or PC1..3"),
+    "rotation": ("table", r"recurrence", _rotation, "rotations of a one-parameter group"),
+    "formula": ("table", r"formula:", _formula, "what formula, if any, rebuilds the table"),
+    # one line per layer type (the section's other line names heads and planes)
+    "rotary plane use": ("rotary", r"rotary( \([^)]*\))?: the \d+ of \d+ planes", _rotary, "share of the QK form on the planes that turn within the span"),
+    "QK position term": ("attention", r"how heads read the table:", _qk_term, "the table's QK term as a function of offset"),
+    "attention locality": ("attention", r"attention by offset:", _locality, "attention on the nearest tokens"),
+    "residual stream": ("residual", r"residual stream:", _residual, "where position is in the residual stream"),
+    "causal edits": ("causal", r"causal", _causal, "Δloss of each positional edit"),
 }  # fmt: skip
-"""Each claim: ``(section, verdict-line prefixes, reader of the section's values, what it asks)``."""
+"""Each claim: ``(section, the start of its verdict lines as a regular expression, reader of the section's values,
+what it asks)``."""
 
 
-def _lines(section: dict, prefixes: tuple[str, ...]) -> list[dict]:
-    lines = [v for v in section.get("verdicts", []) if v["text"].startswith(prefixes)]
-    if prefixes[0] == "rotary":  # one line per layer type (the other line names heads and planes)
-        lines = [v for v in lines if "planes that turn" in v["text"]]
-    return lines
+def _lines(section: dict, start: str) -> list[dict]:
+    return [v for v in section.get("verdicts", []) if re.match(start, v["text"])]
 
 
 def _decision(lines: list[dict]) -> tuple[str, float | None]:
@@ -198,7 +198,7 @@ def card_cells(card: dict) -> tuple[Cell, ...]:
     """One :class:`Cell` per claim of :data:`CLAIMS`, in order, from ``card`` (a card's JSON)."""
     sections = {s["key"]: s for s in card["sections"]}
     cells = []
-    for claim, (key, prefixes, reader, _) in CLAIMS.items():
+    for claim, (key, start, reader, _) in CLAIMS.items():
         section = sections.get(key)
         if section is None:
             cells.append(Cell(claim, "not available", f"the card has no {key} section"))
@@ -206,7 +206,7 @@ def card_cells(card: dict) -> tuple[Cell, ...]:
         if section["status"] != "ran":
             cells.append(Cell(claim, section["status"], short_reason(section["reason"])))
             continue
-        lines = _lines(section, prefixes)
+        lines = _lines(section, start)
         if not lines:
             why = (
                 "only a learned table has a QK term of its own table"

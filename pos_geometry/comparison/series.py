@@ -20,9 +20,6 @@ from typing import Any
 
 __all__ = ["SERIES", "comparison_series", "training_step"]
 
-SERIES = ("rotary", "residual", "locality", "causal", "revisions")
-"""The overlays, in page order."""
-
 
 def _section(card: dict, key: str) -> dict | None:
     for s in card["sections"]:
@@ -80,6 +77,13 @@ def _causal(label: str, card: dict) -> list[dict]:
     }]  # fmt: skip
 
 
+_PER_CARD = {"rotary": _rotary, "residual": _residual, "locality": _locality, "causal": _causal}
+"""The overlays read card by card, and their readers."""
+
+SERIES = (*_PER_CARD, "revisions")
+"""The overlays, in page order (``revisions`` reads the compared models together)."""
+
+
 def training_step(revision: str | None) -> int | None:
     """The training step a revision's name carries (``step3000``, ``global_step3000``, ``ckpt-3000``), else None."""
     if not revision:
@@ -126,11 +130,9 @@ def comparison_series(
 ) -> dict[str, list[dict]]:
     """Every overlay of :data:`SERIES` for the models ``labels`` with their ``cards`` (card JSON), ``entries``
     (:class:`~pos_geometry.comparison.inputs.CardEntry`) and ``cells`` (their rows of the verdict matrix)."""
-    series: dict[str, list[dict]] = {"rotary": [], "residual": [], "locality": [], "causal": []}
-    for label, card in zip(labels, cards, strict=True):
-        series["rotary"] += _rotary(label, card)
-        series["residual"] += _residual(label, card)
-        series["locality"] += _locality(label, card)
-        series["causal"] += _causal(label, card)
+    series = {
+        key: [s for label, card in zip(labels, cards, strict=True) for s in read(label, card)]
+        for key, read in _PER_CARD.items()
+    }
     series["revisions"] = _revisions(labels, entries, cells)
     return series
