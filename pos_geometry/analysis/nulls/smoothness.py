@@ -46,27 +46,30 @@ stays below ~1e12 for ``n ≤ 8192``); the surrogates themselves are drawn with 
 
 
 def autocorrelation(x: torch.Tensor) -> torch.Tensor:
-    """Centred autocorrelation by offset ``(n,)``: ``c(Δ) = mean_t <a_t, a_{t+Δ}> / mean_t |a_t|²``.
+    """Centred autocorrelation by offset ``(..., n)``: ``c(Δ) = mean_t <a_t, a_{t+Δ}> / mean_t |a_t|²``.
 
-    ``a`` = ``x`` ``(n, d)`` centred over positions; computed with an FFT along positions (zero-padded,
-    so there is no wrap-around), in float64.
+    ``a`` = ``x`` ``(..., n, d)`` (one table or a batch) centred over positions; computed with an FFT along
+    positions (zero-padded, so there is no wrap-around), in float64.
     """
     a = x.to(torch.float64)
-    a = a - a.mean(dim=0)
-    n = a.shape[0]
-    spec = torch.fft.rfft(a, n=2 * n, dim=0)
-    acov = torch.fft.irfft(spec.real**2 + spec.imag**2, n=2 * n, dim=0)[:n].sum(dim=1)
+    a = (a - a.mean(dim=-2, keepdim=True)).mT.contiguous()  # positions last: each column's FFT is contiguous
+    n = a.shape[-1]
+    spec = torch.fft.rfft(a, n=2 * n, dim=-1)
+    power = (spec.real**2 + spec.imag**2).sum(dim=-2)  # summed over columns before the one inverse FFT
+    acov = torch.fft.irfft(power, n=2 * n, dim=-1)[..., :n]
     acov = acov / torch.arange(n, 0, -1, dtype=acov.dtype, device=acov.device)
-    return acov / acov[0].clamp_min(torch.finfo(torch.float64).tiny)
+    return acov / acov[..., :1].clamp_min(torch.finfo(torch.float64).tiny)
 
 
-def _crossing(c: np.ndarray, level: float) -> float | None:
-    """The first offset ``Δ ≥ 1`` where ``c`` falls below ``level``, linearly interpolated; None if never."""
-    below = np.nonzero(c[1:] < level)[0] + 1
-    if below.size == 0:
-        return None
-    i = int(below[0])
-    return float(i - 1 + (c[i - 1] - level) / max(c[i - 1] - c[i], 1e-300))
+def _crossings(c: np.ndarray, level: np.ndarray) -> np.ndarray:
+    """``(B,)``: for each curve of ``c`` ``(B, n)``, the first offset ``Δ ≥ 1`` where it falls below its
+    ``level`` ``(B,)``, linearly interpolated; NaN where it never does."""
+    below = c[:, 1:] < level[:, None]
+    i = np.argmax(below, axis=1) + 1
+    rows = np.arange(c.shape[0])
+    before, after = c[rows, i - 1], c[rows, i]
+    at = i - 1 + (before - level) / np.maximum(before - after, 1e-300)
+    return np.where(below.any(axis=1), at, np.nan)
 
 
 def expected_autocorrelation(n: int, ell: float, nugget: float) -> np.ndarray:
@@ -74,18 +77,23 @@ def expected_autocorrelation(n: int, ell: float, nugget: float) -> np.ndarray:
     the nugget share of white noise: the mean of each diagonal of ``P K P`` (``P`` removes the mean over
     positions, as the estimator does), over that of the main diagonal. Centring over a window only a few
     length scales long makes the autocorrelation fall faster than the kernel; this is by how much."""
+    return _expected(n, np.array([float(ell)]), nugget)[0]
+
+
+def _expected(n: int, ells: np.ndarray, nugget: float) -> np.ndarray:
+    """:func:`expected_autocorrelation` for each length scale of ``ells`` ``(B,)``: ``(B, n)``."""
     lag = np.arange(n, dtype=np.float64)
-    k = (1 - nugget) * np.exp(-0.5 * (lag / max(ell, 1e-12)) ** 2)
-    k[0] += nugget
-    cum = np.cumsum(k)
-    rows = cum + cum[::-1] - k[0]  # r_t = Σ_j k(|t − j|) = Σ_{m≤t} k(m) + Σ_{1≤m≤n−1−t} k(m)
-    total = float(rows.sum())
-    prefix = np.concatenate([[0.0], np.cumsum(rows)])
+    k = (1 - nugget) * np.exp(-0.5 * (lag[None, :] / np.maximum(ells, 1e-12)[:, None]) ** 2)
+    k[:, 0] += nugget
+    cum = np.cumsum(k, axis=1)
+    rows = cum + cum[:, ::-1] - k[:, :1]  # r_t = Σ_j k(|t − j|) = Σ_{m≤t} k(m) + Σ_{1≤m≤n−1−t} k(m)
+    total = rows.sum(axis=1, keepdims=True)
+    prefix = np.concatenate([np.zeros((len(ells), 1)), np.cumsum(rows, axis=1)], axis=1)
     counts = n - lag
-    head = prefix[n - lag.astype(int)] / counts  # mean of r_t over t < n − Δ
-    tail = (prefix[n] - prefix[lag.astype(int)]) / counts  # mean of r_t over t ≥ Δ
+    head = prefix[:, n - lag.astype(int)] / counts  # mean of r_t over t < n − Δ
+    tail = (prefix[:, n : n + 1] - prefix[:, lag.astype(int)]) / counts  # mean of r_t over t ≥ Δ
     acov = k - (head + tail) / n + total / n**2
-    return acov / max(acov[0], 1e-300)
+    return acov / np.maximum(acov[:, :1], 1e-300)
 
 
 def _intercept(c: np.ndarray) -> float:
@@ -104,22 +112,36 @@ def _bisect(increasing, target: float, lo: float, hi: float) -> float:
 
 
 def _ell_given(c: np.ndarray, nugget: float) -> float:
-    n = c.shape[0]
-    seen = _crossing(c, c[1] * math.exp(-0.5))
-    if seen is None:
-        return float(n)
+    return float(_ells_given(c[None], nugget)[0])
 
-    def crossing(ell: float) -> float:
-        e = expected_autocorrelation(n, ell, nugget)
-        at = _crossing(e, e[1] * math.exp(-0.5))
-        return float(n) if at is None else at
 
-    lo, hi = max(0.5, seen * 0.5), float(n)
-    if crossing(lo) >= seen:
-        return float(max(0.5, seen))
-    if crossing(hi) < seen:
-        return float(n)
-    return float(max(0.5, _bisect(crossing, seen, lo, hi)))
+def _ells_given(c: np.ndarray, nugget: float) -> np.ndarray:
+    """``(B,)``: the length scale of each autocorrelation curve of ``c`` ``(B, n)`` given the noise share: the
+    ``ℓ`` whose expected curve (:func:`expected_autocorrelation`) first falls below ``e^{-1/2}`` of its value at
+    offset 1 where the curve does, found by bisection (all curves at once); ``n`` where the curve never falls
+    that far or the expected one falls too soon at every ``ℓ ≤ n``."""
+    n = c.shape[1]
+    seen = _crossings(c, c[:, 1] * math.exp(-0.5))
+
+    def crossing(ells: np.ndarray) -> np.ndarray:
+        e = _expected(n, ells, nugget)
+        at = _crossings(e, e[:, 1] * math.exp(-0.5))
+        return np.where(np.isnan(at), float(n), at)
+
+    out = np.full(seen.shape, float(n))
+    falls = ~np.isnan(seen)
+    target = seen[falls]
+    lo, hi = np.maximum(0.5, target * 0.5), np.full(target.shape, float(n))
+    early = crossing(lo) >= target  # the curve falls no later than any ℓ ≥ its half-crossing would
+    late = crossing(np.array([float(n)]))[0] < target  # it falls later than ℓ = n would
+    for _ in range(40):
+        mid = 0.5 * (lo + hi)
+        short = crossing(mid) < target
+        lo, hi = np.where(short, mid, lo), np.where(short, hi, mid)
+    found = np.maximum(0.5, 0.5 * (lo + hi))
+    found = np.where(late, float(n), found)
+    out[falls] = np.where(early, np.maximum(0.5, target), found)
+    return out
 
 
 def _nugget_given(c: np.ndarray, ell: float) -> float:

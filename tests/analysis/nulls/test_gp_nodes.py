@@ -40,12 +40,15 @@ def _gp_tables(count: int, n: int = 256, d: int = 64, seed: int = 0) -> list[tor
 
 
 def test_the_bootstrap_spread_is_the_spread_of_the_estimate_over_independent_tables():
-    tables = _gp_tables(24)
+    # 64 bootstrap tables: each table's spread is within about 9% of the truth. With 16 (one shared seed)
+    # GP tables of ℓ = 100 over 1024 positions read 0.027 against 0.043, and those beat every surrogate.
+    tables = _gp_tables(60)
     estimates = np.array([length_scale(x)[0] for x in tables])
     across = float(np.std(np.log(estimates), ddof=1))  # the oracle: independent tables, known ℓ
-    spreads = np.array([length_scale_spread(x) for x in tables[:3]])
+    spreads = np.array([length_scale_spread(x) for x in tables[:8]])
     assert 0.01 < across < 0.1  # about ±4% at 256 positions (the calibration saw ℓ̂ = 18.2–19.1 in the tail)
-    assert np.all((spreads > across / 1.6) & (spreads < across * 1.6)), (spreads, across)
+    assert np.all((spreads > across / 1.3) & (spreads < across * 1.3)), (spreads, across)
+    assert float(np.mean(spreads)) == pytest.approx(across, rel=0.15)
     assert abs(float(np.median(np.log(estimates / ELL)))) < 2 * across  # the estimate itself is centred
 
 

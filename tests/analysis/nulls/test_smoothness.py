@@ -167,3 +167,26 @@ def test_the_rounding_of_a_half_precision_storage_is_not_noise():
         x.double() + 1e-2 * torch.from_numpy(np.random.default_rng(4).standard_normal(tuple(x.shape)))
     ).half()
     assert 0.5e-4 < length_scale(noisy.double(), storage_noise_share(noisy))[1] < 2e-4
+
+
+def test_a_batch_of_tables_reads_as_each_table_alone():
+    # The smooth-GP null's spread reads the length scale of 64 surrogates at once: the batched
+    # autocorrelation and bisection must give what one table at a time gives, edge cases included (a curve
+    # that never falls that far, and white noise, which falls at offset 1).
+    from pos_geometry.analysis.nulls.smoothness import _ell_given, _ells_given, autocorrelation
+
+    rng = np.random.default_rng(5)
+    w, v = np.linalg.eigh(kernel(128, 9.0, 0.0).numpy())
+    smooth = (v * np.sqrt(np.clip(w, 0, None))) @ rng.standard_normal((128, 6))
+    line = np.linspace(-1, 1, 128)[:, None] * rng.standard_normal((1, 6))  # never falls to e^{-1/2} of c(1)
+    tables = torch.from_numpy(np.stack([smooth, smooth + 0.1 * rng.standard_normal(smooth.shape), line,
+                                        rng.standard_normal((128, 6))]))  # fmt: skip
+    batch = autocorrelation(tables)
+    assert batch.shape == (4, 128)
+    for t, c in zip(tables, batch):
+        torch.testing.assert_close(c, autocorrelation(t), rtol=1e-12, atol=1e-12)
+    for nugget in (0.0, 0.01):
+        ells = _ells_given(batch.numpy(), nugget)
+        alone = [_ell_given(c.numpy(), nugget) for c in batch]
+        assert ells.tolist() == pytest.approx(alone, rel=1e-12)
+        assert ells[2] == 128.0 and ells[3] < 2.0 and 6.0 < ells[0] < 13.0
