@@ -232,6 +232,16 @@ def run(args: argparse.Namespace) -> str:
 
     rng = np.random.default_rng(args.seed)
     analyses = tuple(args.analyses.split(","))
+    if analyses == ("heads",):  # the card's per-head claim: random models, not tables
+        from _head_calibration import HEAD_NULLS, HEAD_POWER, run_heads
+
+        asked = [f for f in args.families.split(",") if f in HEAD_NULLS + HEAD_POWER]
+        return "\n".join([
+            f"Machine: {_machine()}; {_versions()}.",
+            f"Command: `python benchmarks/bench_calibration.py --analyses heads --tables {args.tables} "
+            f"--families {','.join(asked or HEAD_NULLS + HEAD_POWER)} --seed {args.seed}`",
+            *run_heads(args.tables, asked or list(HEAD_NULLS + HEAD_POWER), args.seed),
+        ])  # fmt: skip
     cache: dict = {}
     if TABLE.exists():
         cache["steps"] = np.diff(np.load(TABLE).astype(np.float64), axis=0)
@@ -314,7 +324,9 @@ def main() -> None:
         "--analyses",
         default=",".join(ANALYSES),
         help="which analyses to run (the others' columns are left blank): helix, periodicity, recurrence; "
-        "or identify alone (the linear-image column only)",
+        "or identify alone (the linear-image column only); or heads alone (the card's per-head claim on random "
+        "rotary models, --tables of them per family: weights-gauss, weights-t3, weights-rowscale, lean-1.02, "
+        "lean-1.05; its own section)",
     )
     parser.add_argument("--device", default="cpu", help="where the tables are analysed (cpu, cuda)")
     parser.add_argument("--no-write", action="store_true")
@@ -322,9 +334,8 @@ def main() -> None:
     report = run(args)
     print(report)
     if not args.no_write:
-        update_section(
-            "bench_calibration" if args.device == "cpu" else f"bench_calibration_{args.device}", report
-        )
+        section = "bench_calibration" if args.device == "cpu" else f"bench_calibration_{args.device}"
+        update_section(section + ("_heads" if args.analyses == "heads" else ""), report)
 
 
 if __name__ == "__main__":

@@ -5,6 +5,7 @@ The data flow, and where each step lives::
     load / sinusoidal / from_transformer_lens   ->  PositionalEmbedding(matrix, provenance)
     pca, fit_helix, periodicity, fit_recurrence, identify, subspace_overlap   ->  frozen results
     rotary_atlas (rotary models: q/k weights read by role)          ->  RotaryAtlas
+    plane_preference (which heads lean on the fast planes, tested)  ->  PlanePreference
     position_qk_atlas (learned tables: how each head's QK reads it) ->  PositionQKAtlas
     hidden_positions (any model run on a corpus)  ->  HiddenPositions: each layer's pos[t] as a table
     attention_by_offset                         ->  AttentionByOffset: attention and logits vs offset
@@ -45,6 +46,8 @@ _EXPORTS: dict[str, str] = {
     "fit_recurrence": "pos_geometry.analysis.recurrence",
     "RotaryAtlas": "pos_geometry.atlas.rotary",
     "rotary_atlas": "pos_geometry.atlas.rotary",
+    "PlanePreference": "pos_geometry.atlas.plane_preference",
+    "plane_preference": "pos_geometry.atlas.plane_preference",
     "PositionQKAtlas": "pos_geometry.atlas.position_qk",
     "position_qk_atlas": "pos_geometry.atlas.position_qk",
     "qk_atlas": "pos_geometry.atlas.qk",
@@ -135,6 +138,8 @@ __all__ = [
     "NullTest",
     "rotary_atlas",
     "RotaryAtlas",
+    "plane_preference",
+    "PlanePreference",
     "position_qk_atlas",
     "PositionQKAtlas",
     "qk_atlas",
@@ -203,6 +208,7 @@ if TYPE_CHECKING:  # static tools see the real imports
     from pos_geometry.analysis.procrustes import align_bases
     from pos_geometry.analysis.recurrence import RecurrenceFit, fit_recurrence
     from pos_geometry.analysis.subspace import SubspaceOverlap, subspace_overlap
+    from pos_geometry.atlas.plane_preference import PlanePreference, plane_preference
     from pos_geometry.atlas.position_qk import PositionQKAtlas, position_qk_atlas
     from pos_geometry.atlas.qk import qk_atlas
     from pos_geometry.atlas.rotary import RotaryAtlas, rotary_atlas

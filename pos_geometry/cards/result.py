@@ -12,6 +12,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from pos_geometry._multiple import holm
 from pos_geometry.analysis._results import Result, to_jsonable
 from pos_geometry.embedding import Provenance
 
@@ -64,9 +65,11 @@ VERDICT_STATUSES = (
 - ``"not available"``: what it reads is not on this machine; ``"skipped"``: left out (``fast``);
 - ``"descriptive"``: a number with what it is compared to (``null``), and no test behind it."""
 
-CARD_FORMAT = 1
+CARD_FORMAT = 2
 """The layout of ``card.json`` (its ``"format"``): what :func:`~pos_geometry.compare` reads. A card of another
-format (or of none: made before formats were numbered) is made again, not guessed at."""
+format (or of none: made before formats were numbered) is made again, not guessed at. Format 2: the rotary
+section's heads that lean on the fast planes are a tested count (``heads_leaning`` of ``heads_tested``, with
+each head's ``lean_p_values``), no longer the count above the uniform share."""
 
 ALPHA = 0.05
 """The family-wise level of the card's multiple-comparison line (Holm's correction over its tests)."""
@@ -96,18 +99,6 @@ class Verdict:
     def tested(self) -> bool:
         """Whether a test decided this line (``"beats its null"`` or ``"not significant"``, with a p-value)."""
         return self.status in ("beats its null", "not significant") and self.p_value is not None
-
-
-def holm(p_values: list[float]) -> list[float]:
-    """Holm's step-down adjusted p-values (same order as given): the family-wise error over all of them stays
-    at most ``alpha`` when each adjusted p is compared with ``alpha``."""
-    order = sorted(range(len(p_values)), key=lambda i: p_values[i])
-    adjusted = [0.0] * len(p_values)
-    running = 0.0
-    for rank, i in enumerate(order):
-        running = max(running, min(1.0, (len(p_values) - rank) * p_values[i]))
-        adjusted[i] = running
-    return adjusted
 
 
 def holm_policy(tested: list[tuple[str, float]], where: str = "") -> str:

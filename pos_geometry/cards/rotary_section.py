@@ -1,9 +1,10 @@
 """The card's rotary section: one :func:`~pos_geometry.rotary_atlas` per rotating layer type, in words.
 
-The verdict compares the share of each head's QK form held by the planes that complete a cycle within the
-layer's span (the short-wavelength planes) with the share those planes would hold if a head used every
-plane alike (their count over the number of planes): above it, the heads lean on the fast planes; below,
-on the slow, nearly position-blind ones.
+The verdict gives the share of each head's QK form held by the planes that complete a cycle within the
+layer's span (the short-wavelength planes) beside the share those planes would hold if a head used every
+plane alike (their count over the number of planes), and says which heads lean on the fast planes: each
+head's permutation test over its planes, Holm over the heads (:func:`~pos_geometry.atlas.plane_preference.plane_preference`;
+a head of random weights is above the uniform share half the time, so the count above it says nothing).
 """
 
 from __future__ import annotations
@@ -22,11 +23,13 @@ N_LOCAL = 3  # heads named as leaning most on the fast planes (a share of QK wei
 
 
 def _type_verdicts(label: str, atlas: Any) -> tuple[list[Verdict], dict[str, Any]]:
+    from pos_geometry.atlas.plane_preference import plane_preference
+
     _, n_heads, n_planes = atlas.shape
     short = atlas.short_share
     uniform = float(atlas.layer_critical.sum(-1).double().mean()) / n_planes
     mean = float(short.mean())
-    above = int((short > uniform).sum())
+    lean = plane_preference(atlas)
     where = f" ({label} layers)" if label else ""
     n_crit = int(atlas.critical.sum())
     flat = torch.argsort(short.flatten(), descending=True)[:N_LOCAL].tolist()
@@ -36,11 +39,10 @@ def _type_verdicts(label: str, atlas: Any) -> tuple[list[Verdict], dict[str, Any
     verdicts = [
         Verdict(
             f"rotary{where}: the {n_crit} of {n_planes} planes that turn at least once within the span carry "
-            f"{mean:.2f} of the QK form (uniform use of the planes: {uniform:.2f}); {above} of {short.numel()} "
-            f"heads lean on them more than uniform use would (range over the heads, not an interval: "
-            f"{float(short.min()):.2f}–{float(short.max()):.2f})",
-            null=f"uniform use of the planes ({uniform:.2f})",
+            f"{mean:.2f} of the QK form (uniform use of the planes: {uniform:.2f}; range over the heads, not an "
+            f"interval: {float(short.min()):.2f}–{float(short.max()):.2f}); " + _leaning_words(lean, short.numel()),
             interval=(float(short.min()), float(short.max())),
+            **_leaning_decision(lean),
         ),
         Verdict(
             f"rotary{where}: heads whose QK weights lean most on the fast planes (a share of the query/key form, "
@@ -51,13 +53,37 @@ def _type_verdicts(label: str, atlas: Any) -> tuple[list[Verdict], dict[str, Any
         ),
     ]
     values = {
-        "layer_type": label or None, "short_share_mean": mean, "uniform_share": uniform, "heads_above_uniform": above,
-        "n_heads": int(short.numel()), "critical_planes": n_crit, "n_planes": n_planes,
+        "layer_type": label or None, "short_share_mean": mean, "uniform_share": uniform,
+        "heads_leaning": lean.n_leaning, "heads_tested": lean.n_tested, "lean_p_values": lean.p_value,
+        "lean_alpha": lean.alpha, "lean_permutations": lean.n_permutations, "n_heads": int(short.numel()),
+        "critical_planes": n_crit, "n_planes": n_planes,
         "layer_short_share": atlas.layer_short_share, "most_local_heads": local, "most_used_planes": top,
         "wavelengths": atlas.wavelengths, "plane_usage": usage, "span": max(atlas.spans, default=atlas.context_length),
         "context_length": atlas.context_length,
     }  # fmt: skip
     return verdicts, values
+
+
+def _leaning_words(lean: Any, n_heads: int) -> str:
+    if not lean.n_tested:
+        return f"whether a head leans on them cannot be tested: {lean.reason}"
+    untested = f"; {n_heads - lean.n_tested} heads not tested: {lean.reason}" if lean.reason else ""
+    return (
+        f"{lean.n_leaning} of {lean.n_tested} heads lean on them beyond what planes used alike would give "
+        f"({lean.method}{untested})"
+    )
+
+
+def _leaning_decision(lean: Any) -> dict[str, Any]:
+    """The verdict's status and p: the family's, Holm's smallest adjusted p (some head leans, or none does)."""
+    null = "each head's plane shares exchangeable over its planes (no preference by frequency)"
+    if not lean.n_tested:
+        return {"status": "does not apply", "null": null}
+    p = lean.p_value[~lean.p_value.isnan()]
+    family = min(1.0, float(p.min()) * lean.n_tested)
+    floor = min(1.0, lean.n_tested / (lean.n_permutations + 1))
+    status = "beats its null" if lean.n_leaning else "not significant"
+    return {"status": status, "null": null, "p_value": family, "min_p_value": floor}
 
 
 def rotary_section(s: Subject, *, device: Any = "auto") -> tuple[Section, dict[str, Any]]:

@@ -99,10 +99,10 @@ def _rotary(v: dict) -> tuple[str, dict]:
         where = f"{label}: " if label != "all" else ""
         parts.append(
             f"{where}fast planes carry {_pct(t['short_share_mean'])} (uniform use {_pct(t['uniform_share'])}); "
-            f"{t['heads_above_uniform']} of {t['n_heads']} heads above"
+            f"{t['heads_leaning']} of {t['heads_tested']} heads lean on them (Holm)"
         )
         numbers[label] = {
-            k: t[k] for k in ("short_share_mean", "uniform_share", "heads_above_uniform", "n_heads")
+            k: t[k] for k in ("short_share_mean", "uniform_share", "heads_leaning", "heads_tested", "n_heads")
         }
     return "; ".join(parts), numbers
 

@@ -12,6 +12,7 @@ import pytest
 from sklearn.decomposition import PCA
 
 import pos_geometry as pg
+from pos_geometry.atlas.plane_preference import plane_preference
 from pos_geometry.cards import SECTION_KEYS, SECTION_STATUSES
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "gguf_parity"
@@ -71,6 +72,14 @@ def test_the_rotary_verdict_is_the_atlas_s_share_beside_uniform_use(kind_cards, 
     theta = 500.0 ** (-np.arange(0, 8, 2) / 8)
     assert values["uniform_share"] == pytest.approx(np.mean(2 * np.pi / theta <= 128), abs=1e-12)
     assert f"{values['short_share_mean']:.2f} of the QK form" in c.section("rotary").verdicts[0].text
+    # which heads lean on the fast planes is the permutation test's, not the count above the uniform share
+    lean = plane_preference(atlas)
+    assert values["heads_leaning"] == lean.n_leaning and values["heads_tested"] == lean.n_tested
+    np.testing.assert_array_equal(np.asarray(values["lean_p_values"]), lean.p_value.numpy())
+    verdict = c.section("rotary").verdicts[0]
+    assert f"{lean.n_leaning} of {lean.n_tested} heads lean on them beyond what planes used alike" in verdict.text
+    assert "Holm's correction over the" in verdict.text and verdict.status == "not significant"
+    assert verdict.p_value == pytest.approx(min(1.0, float(lean.p_value.min()) * lean.n_tested))
 
 
 def test_a_model_whose_types_rotate_differently_gets_one_atlas_per_type(kind_cards):
@@ -161,6 +170,7 @@ def test_a_model_s_folder_and_its_gguf_give_the_same_card(arch, tmp_path):
     if arch == "llama":
         a, b = folder.section("rotary").values["all"], gguf.section("rotary").values["all"]
         assert b["short_share_mean"] == pytest.approx(a["short_share_mean"], abs=1e-6)
+        assert (b["heads_leaning"], b["heads_tested"]) == (a["heads_leaning"], a["heads_tested"])
     else:
         a, b = folder.section("table").values, gguf.section("table").values
         assert b["top3"] == pytest.approx(a["top3"], abs=1e-6)

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 import pos_geometry as pg
+from pos_geometry.cards.result import CARD_FORMAT
 from pos_geometry.comparison.cells import CLAIMS
 from pos_geometry.errors import InvalidArgumentError
 
@@ -62,9 +63,11 @@ def test_each_cell_is_the_decision_and_the_numbers_of_the_model_s_own_card(kind_
     assert cell.status == line.status == "does not apply" and cell.text in line.text
     rotary = kind_cards["rotary"].section("rotary").values["all"]
     cell = _cell(c, "rotary", "rotary plane use")
-    assert cell.status == "descriptive"
+    # 4 planes, 2 fast: 6 subsets, so no head's exact permutation p is below 1/6 and none leans
+    assert cell.status == kind_cards["rotary"].section("rotary").verdicts[0].status == "not significant"
     assert cell.values["all"]["short_share_mean"] == rotary["short_share_mean"]
-    assert cell.values["all"]["heads_above_uniform"] == rotary["heads_above_uniform"]
+    assert cell.values["all"]["heads_leaning"] == rotary["heads_leaning"] == 0
+    assert f"0 of {rotary['heads_tested']} heads lean on them (Holm)" in cell.text
     assert f"{rotary['short_share_mean']:.2f}" in cell.text
     per_type = kind_cards["per_type"].section("rotary").values
     assert set(_cell(c, "per_type", "rotary plane use").values) == set(per_type) and len(per_type) == 2
@@ -145,7 +148,7 @@ def test_models_get_their_cards_through_the_results_cache(kind_models, tmp_path,
     cards = sorted(p.name for p in (tmp_path / "a" / "cards").iterdir() if not p.name.startswith("."))
     assert cards == ["01-helix.npy", "02-learned"]  # (and each card folder's lock file, hidden)
     made = json.loads((tmp_path / "a" / "cards" / "02-learned" / "card.json").read_text())
-    assert made["format"] == 1 and made["fast"] is True
+    assert made["format"] == CARD_FORMAT and made["fast"] is True
 
     def no_card(*a, **k):
         raise AssertionError("a cached card was computed again")

@@ -119,6 +119,7 @@ FLOORS: tuple[tuple[str, ...], ...] = (
         "_version",
         "_progress",
         "_threads",
+        "_multiple",
     ),
     ("provenance", "embedding"),
     ("encodings",),
