@@ -40,7 +40,8 @@ def _type_verdicts(label: str, atlas: Any) -> tuple[list[Verdict], dict[str, Any
         Verdict(
             f"rotary{where}: the {n_crit} of {n_planes} planes that turn at least once within the span carry "
             f"{mean:.2f} of the QK form (uniform use of the planes: {uniform:.2f}; range over the heads, not an "
-            f"interval: {float(short.min()):.2f}–{float(short.max()):.2f}); " + _leaning_words(lean, short.numel()),
+            f"interval: {float(short.min()):.2f}–{float(short.max()):.2f}); "
+            + _leaning_words(lean, short.numel()),
             interval=(float(short.min()), float(short.max())),
             **_leaning_decision(lean),
         ),

@@ -33,6 +33,7 @@ import torch
 __all__ = [
     "autocorrelation",
     "column_covariance",
+    "effective_dof",
     "expected_autocorrelation",
     "gp_column_covariance",
     "likelihood_dof",
@@ -347,6 +348,36 @@ def likelihood_dof(n: int, ell: float, nugget: float) -> float:
     inverse = torch.linalg.solve_triangular(chol, torch.eye(n, dtype=torch.float64), upper=False)  # L⁻¹
     trace = float(inverse.square().sum())  # tr(K_δ⁻¹)
     return max(n - (delta - float(nugget)) * trace - 1.0, 2.0)
+
+
+def effective_dof(y: torch.Tensor, ell: float, nugget: float) -> float:
+    """The degrees of freedom :func:`gp_column_covariance`'s estimate of ``y`` ``(n, r)`` (float64, centred)
+    rests on: :func:`likelihood_dof`'s count, or fewer where the table's whitened variance sits in a few of the
+    kernel's directions. Only a noise-free curve (``η`` below :data:`NUGGET_FLOOR`) is checked; with a noise
+    share the solves bound every direction's weight and the count is ``n − 1``.
+
+    On the kernel's eigen-directions ``v_k`` (eigenvalues ``κ_k`` as the solves hold them) the estimate is a sum
+    of ``(v_kᵀY)ᵀ(v_kᵀY) / κ_k``, and the rows' worth it holds is Kish's effective number of those terms
+    (their energies ``e_k``), times ``1 + 2 tr Σ̂²/(tr Σ̂)²`` (one term's own spread over ``r`` columns), one
+    taken by the mean. It matches the count when the model fits (27.6 against 28.0 on a GP table of ℓ = 100
+    over 1024 positions); when ``ℓ̂`` came out above the curve's own length scale, the kernel's fast directions,
+    where it puts almost nothing, hold far more than it expects and dominate: 10.7 rows' worth against 25.3 at
+    ``ℓ̂`` = 112.7 for a table of ℓ = 100. Read as 25 rows, the few directions' spread survived as "spikes" of
+    the column covariance (17 and 14 times its mean), surrogates drawn with them turned less than the isotropic
+    table, and noise-free GP tables of ℓ = 100 were "helices" at α = 0.05 in 20 of 200
+    (``benchmarks/RESULTS.md``)."""
+    n = y.shape[0]
+    expected = likelihood_dof(n, ell, nugget)
+    if nugget >= NUGGET_FLOOR:
+        return expected
+    kappa, vecs = torch.linalg.eigh(kernel(n, ell, nugget, floor=NUGGET_FLOOR).to(y.device))
+    kappa = kappa.clamp_min(NUGGET_FLOOR)
+    w = (vecs.T @ y) / kappa.sqrt()[:, None]  # (n, r): the table whitened, on the kernel's eigen-directions
+    energy = w.square().sum(1)
+    s = w.T @ w
+    spread = float(s.square().sum() / s.trace().square().clamp_min(torch.finfo(torch.float64).tiny))
+    kish = float(energy.sum().square() / energy.square().sum().clamp_min(torch.finfo(torch.float64).tiny))
+    return max(min(expected, kish * (1 + 2 * spread) - 1.0), 2.0)
 
 
 def column_covariance(y: torch.Tensor, k: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
