@@ -77,7 +77,10 @@ def test_the_rotary_verdict_is_the_atlas_s_share_beside_uniform_use(kind_cards, 
     assert values["heads_leaning"] == lean.n_leaning and values["heads_tested"] == lean.n_tested
     np.testing.assert_array_equal(np.asarray(values["lean_p_values"]), lean.p_value.numpy())
     verdict = c.section("rotary").verdicts[0]
-    assert f"{lean.n_leaning} of {lean.n_tested} heads lean on them beyond what planes used alike" in verdict.text
+    assert (
+        f"{lean.n_leaning} of {lean.n_tested} heads lean on them beyond what planes used alike"
+        in verdict.text
+    )
     assert "Holm's correction over the" in verdict.text and verdict.status == "not significant"
     assert verdict.p_value == pytest.approx(min(1.0, float(lean.p_value.min()) * lean.n_tested))
 

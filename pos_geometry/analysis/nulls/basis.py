@@ -202,11 +202,8 @@ def _likelihood_axes(dec: dict, null: str, ell: float | None = None) -> tuple[to
 
     def axes() -> tuple[torch.Tensor, torch.Tensor]:
         if null == "smooth_gp":
-            from pos_geometry.analysis.nulls.smoothness import (
-                effective_dof,
-                gp_column_covariance,
-                likelihood_dof,
-            )
+            from pos_geometry.analysis.nulls.gp_dof import effective_dof, likelihood_dof
+            from pos_geometry.analysis.nulls.smoothness import gp_column_covariance
             from pos_geometry.analysis.nulls.stationary import shrink_spread
 
             n = dec["coords"].shape[0]
