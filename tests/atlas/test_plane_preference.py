@@ -117,15 +117,14 @@ def test_bad_arguments_say_the_rule_and_the_fix(kwargs, words):
     assert words in str(info.value)
 
 
-def test_a_tiny_model_with_few_planes_is_tested_exactly_and_cannot_lean(tiny_model, tmp_path):
-    # 8 planes, 4 of them within the 256-position context: 70 subsets, each head's p a multiple of 1/70, and
-    # none below 1/70 > α/8 (Holm's first step over the 8 heads): no head can pass.
-    _, folder = tiny_model("llama", tmp_path / "llama")
-    atlas = pg.rotary_atlas(folder, device="cpu")
+def test_a_model_with_few_planes_is_tested_exactly_and_cannot_lean(kind_models):
+    # The cards' tiny Llama: 4 planes, 2 of them within its 128-position context: 6 subsets, each head's p a
+    # multiple of 1/6, and none below 1/6 > α/8 (Holm's first step over its 8 heads): no head can pass.
+    atlas = pg.rotary_atlas(kind_models["rotary"][0], fold_norm=True, device="cpu")
     subsets = math.comb(atlas.shape[2], int(atlas.layer_critical[0].sum()))
-    assert subsets == 70
+    assert subsets == 6
     found = plane_preference(atlas)
-    assert found.n_tested == atlas.shape[0] * atlas.shape[1] and found.n_leaning == 0
+    assert found.n_tested == atlas.shape[0] * atlas.shape[1] == 8 and found.n_leaning == 0
     assert float(found.p_value.min()) >= 1 / subsets - 1e-12
     counts = found.p_value.flatten().numpy() * subsets
     assert np.allclose(counts, np.round(counts), atol=1e-9)
