@@ -51,7 +51,9 @@ class PlanePreference:
         leaning: ``(n_layers, n_heads)`` bool: the head's p passes Holm's correction over every tested head at
             ``alpha``.
         alpha: the family-wise level.
-        n_permutations: ``B``, random plane subsets per layer.
+        n_permutations: ``B``, random plane subsets per layer (a layer with at most ``B`` subsets counts them all).
+        min_p_value: the smallest p any tested head could get (``1/C(N, m)`` counted exactly, ``1/(B + 1)`` by
+            Monte Carlo; NaN when no head was tested).
         reason: why some layers' heads were not tested ("" when every head was).
         provenance: the atlas's, with this test appended.
     """
@@ -60,8 +62,15 @@ class PlanePreference:
     leaning: torch.Tensor
     alpha: float
     n_permutations: int
+    min_p_value: float
     reason: str
     provenance: Provenance
+
+    @property
+    def can_lean(self) -> bool:
+        """Whether the smallest possible p passes Holm's first step (``α`` over the heads tested): with few
+        planes it cannot, and then no head can be called leaning whatever its weights."""
+        return bool(self.n_tested) and self.min_p_value * self.n_tested <= self.alpha
 
     @property
     def n_tested(self) -> int:
@@ -110,8 +119,11 @@ def plane_preference(
         )
     gen = torch.Generator().manual_seed(int(random_state))
     p = torch.full((n_layers, n_heads), math.nan, dtype=torch.float64)
+    floors = []
     for layer in torch.nonzero(contrast).flatten().tolist():
         p[layer] = _permutation_p(share[layer], critical[layer], n_permutations, gen)
+        subsets = math.comb(n_planes, int(counts[layer]))
+        floors.append(1 / subsets if subsets <= n_permutations else 1 / (n_permutations + 1))
     leaning = torch.zeros(n_layers, n_heads, dtype=torch.bool)
     flat = p.flatten()
     seen = ~torch.isnan(flat)
@@ -126,8 +138,9 @@ def plane_preference(
         else ""
     )
     step = f"plane_preference(alpha={alpha:g}, n_permutations={n_permutations}, random_state={int(random_state)})"
+    floor = min(floors, default=math.nan)
     return PlanePreference(
-        p, leaning, float(alpha), n_permutations, reason, atlas.provenance.with_processing(step)
+        p, leaning, float(alpha), n_permutations, floor, reason, atlas.provenance.with_processing(step)
     )
 
 

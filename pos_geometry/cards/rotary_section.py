@@ -56,7 +56,8 @@ def _type_verdicts(label: str, atlas: Any) -> tuple[list[Verdict], dict[str, Any
     values = {
         "layer_type": label or None, "short_share_mean": mean, "uniform_share": uniform,
         "heads_leaning": lean.n_leaning, "heads_tested": lean.n_tested, "lean_p_values": lean.p_value,
-        "lean_alpha": lean.alpha, "lean_permutations": lean.n_permutations, "n_heads": int(short.numel()),
+        "lean_alpha": lean.alpha, "lean_permutations": lean.n_permutations, "lean_min_p": lean.min_p_value,
+        "n_heads": int(short.numel()),
         "critical_planes": n_crit, "n_planes": n_planes,
         "layer_short_share": atlas.layer_short_share, "most_local_heads": local, "most_used_planes": top,
         "wavelengths": atlas.wavelengths, "plane_usage": usage, "span": max(atlas.spans, default=atlas.context_length),
@@ -69,9 +70,15 @@ def _leaning_words(lean: Any, n_heads: int) -> str:
     if not lean.n_tested:
         return f"whether a head leans on them cannot be tested: {lean.reason}"
     untested = f"; {n_heads - lean.n_tested} heads not tested: {lean.reason}" if lean.reason else ""
+    floor = (
+        ""
+        if lean.can_lean
+        else f"; with so few planes no head can be called leaning: its smallest possible p, {lean.min_p_value:.2g}, "
+        f"is above Holm's first step, {lean.alpha:g}/{lean.n_tested}"
+    )
     return (
         f"{lean.n_leaning} of {lean.n_tested} heads lean on them beyond what planes used alike would give "
-        f"({lean.method}{untested})"
+        f"({lean.method}{untested}{floor})"
     )
 
 
@@ -82,7 +89,7 @@ def _leaning_decision(lean: Any) -> dict[str, Any]:
         return {"status": "does not apply", "null": null}
     p = lean.p_value[~lean.p_value.isnan()]
     family = min(1.0, float(p.min()) * lean.n_tested)
-    floor = min(1.0, lean.n_tested / (lean.n_permutations + 1))
+    floor = min(1.0, lean.min_p_value * lean.n_tested)
     status = "beats its null" if lean.n_leaning else "not significant"
     return {"status": status, "null": null, "p_value": family, "min_p_value": floor}
 

@@ -75,6 +75,7 @@ def test_planted_heads_and_only_they_lean(lean):
     truth[:, :2] = True
     assert torch.equal(found.leaning, truth)
     assert found.n_tested == truth.numel() and found.reason == ""
+    assert found.min_p_value == pytest.approx(1 / (found.n_permutations + 1)) and found.can_lean
     assert found.provenance.processing[-1].startswith("plane_preference(alpha=0.05")
 
 
@@ -125,6 +126,7 @@ def test_a_model_with_few_planes_is_tested_exactly_and_cannot_lean(kind_models):
     assert subsets == 6
     found = plane_preference(atlas)
     assert found.n_tested == atlas.shape[0] * atlas.shape[1] == 8 and found.n_leaning == 0
+    assert found.min_p_value == pytest.approx(1 / subsets) and not found.can_lean
     assert float(found.p_value.min()) >= 1 / subsets - 1e-12
     counts = found.p_value.flatten().numpy() * subsets
     assert np.allclose(counts, np.round(counts), atol=1e-9)

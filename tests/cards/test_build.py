@@ -82,6 +82,11 @@ def test_the_rotary_verdict_is_the_atlas_s_share_beside_uniform_use(kind_cards, 
         in verdict.text
     )
     assert "Holm's correction over the" in verdict.text and verdict.status == "not significant"
+    assert (
+        "no head can be called leaning: its smallest possible p, 0.17, is above Holm's first step, 0.05/8"
+        in (verdict.text)
+    )  # 4 planes, 2 fast: 6 subsets
+    assert verdict.min_p_value == 1.0  # the family's smallest p: min(1, 8 heads × 1/6)
     assert verdict.p_value == pytest.approx(min(1.0, float(lean.p_value.min()) * lean.n_tested))
 
 
