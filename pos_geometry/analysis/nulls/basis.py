@@ -202,16 +202,17 @@ def _likelihood_axes(dec: dict, null: str, ell: float | None = None) -> tuple[to
 
     def axes() -> tuple[torch.Tensor, torch.Tensor]:
         if null == "smooth_gp":
-            from pos_geometry.analysis.nulls.gp_dof import effective_dof, likelihood_dof
+            from pos_geometry.analysis.nulls.gp_dof import SMALL_NUGGET, effective_dof, likelihood_dof
             from pos_geometry.analysis.nulls.smoothness import gp_column_covariance
             from pos_geometry.analysis.nulls.stationary import shrink_spread
 
             n = dec["coords"].shape[0]
             length, nugget = _gp_length_scale(dec, ell)
-            lam, w = gp_column_covariance(dec["coords"], length, nugget)
+            lam, w, z = gp_column_covariance(dec["coords"], length, nugget, innovations=True)
             dof = likelihood_dof(n, length, nugget)  # n − 1, or fewer rows' worth for a noise-free curve
             lam = lam * ((n - 1) / dof)
-            dof = effective_dof(dec["coords"], length, nugget)  # fewer still where a few directions dominate
+            if nugget < SMALL_NUGGET:  # fewer still where a few frequencies carry the estimate
+                dof = min(dof, effective_dof(z))
             # a Wishart estimate of m < p degrees of freedom has rank m: a table whose coordinates span fewer axes
             # than it has (a noise-free smooth curve stored in float32) has only that many degrees of freedom
             extra = max(0, int(dec["mean"].shape[0]) - lam.shape[0] - 1)  # axes the rows are too few to show

@@ -3,17 +3,25 @@
 :func:`~pos_geometry.analysis.nulls.smoothness.gp_column_covariance` estimates ``Σ`` by likelihood given the
 row kernel; :func:`~pos_geometry.analysis.nulls.stationary.shrink_spread` takes the sampling spread out of its
 eigenvalues, which needs the estimate's degrees of freedom. A table with a noise share has every row's worth;
-a noise-free curve has far fewer (:func:`likelihood_dof`), and fewer still when a few of the kernel's
-directions carry the estimate (:func:`effective_dof`).
+a noise-free curve has far fewer (:func:`likelihood_dof`), and any table fewer still when a few frequencies of
+its whitened rows carry the estimate (:func:`effective_dof`): the null takes the smaller.
 """
 
 from __future__ import annotations
 
 import torch
 
-from pos_geometry.analysis.nulls.smoothness import LIKELIHOOD_ROWS, NUGGET_FLOOR, kernel
+from pos_geometry.analysis.nulls.smoothness import NUGGET_FLOOR, kernel
 
-__all__ = ["effective_dof", "likelihood_dof"]
+__all__ = ["SMALL_NUGGET", "effective_dof", "likelihood_dof"]
+
+SMALL_NUGGET = 1e-4
+"""Below this noise share the null also counts the rows' worth its estimate rests on (:func:`effective_dof`).
+The whitening amplifies the kernel's fast directions by up to ``1/η``: a GP table with a share of 1e-6 read
+at 1.13 times its length scale keeps 308 of its 1023 rows' worth (and its column covariance grew "spikes" at
+the null's upper nodes), one with GPT-2's 0.006 keeps 981. A structured table with a real noise share (GPT-2's
+whitened rows are far from white: 118 rows' worth at its own ``ℓ̂``) would have its covariance's bulk made
+flat by the count, which changes little of what its verdicts read and makes its surrogates 14 times wider."""
 
 
 def likelihood_dof(n: int, ell: float, nugget: float) -> float:
@@ -36,38 +44,29 @@ def likelihood_dof(n: int, ell: float, nugget: float) -> float:
     return max(n - (delta - float(nugget)) * trace - 1.0, 2.0)
 
 
-def effective_dof(y: torch.Tensor, ell: float, nugget: float) -> float:
-    """The degrees of freedom :func:`gp_column_covariance`'s estimate of ``y`` ``(n, r)`` (float64, centred)
-    rests on: :func:`likelihood_dof`'s count, or fewer where the table's whitened variance sits in a few of the
-    kernel's directions. Only a noise-free curve (``η`` below :data:`NUGGET_FLOOR`) is checked; with a noise
-    share the solves bound every direction's weight and the count is ``n − 1``.
+def effective_dof(innovations: torch.Tensor) -> float:
+    """The rows' worth a likelihood estimate ``Σ̂ ∝ Zᵀ Z`` rests on, from its whitened rows ``Z`` ``(n, r)``
+    (:func:`~pos_geometry.analysis.nulls.smoothness.column_covariance` with ``innovations=True``).
 
-    On the kernel's eigen-directions ``v_k`` (eigenvalues ``κ_k`` as the solves hold them) the estimate is a sum
-    of ``(v_kᵀY)ᵀ(v_kᵀY) / κ_k``, and the rows' worth it holds is Kish's effective number of those terms
-    (their energies ``e_k``), times ``1 + 2 tr Σ̂²/(tr Σ̂)²`` (one term's own spread over ``r`` columns), one
-    taken by the mean (over more than :data:`LIKELIHOOD_ROWS` positions, read on the first of them as a share of
-    their count). It matches the count when the model fits (27.6 against 28.0 on a GP table of ℓ = 100
-    over 1024 positions); when ``ℓ̂`` came out above the curve's own length scale, the kernel's fast directions,
-    where it puts almost nothing, hold far more than it expects and dominate: 10.7 rows' worth against 25.3 at
-    ``ℓ̂`` = 112.7 for a table of ℓ = 100. Read as 25 rows, the few directions' spread survived as "spikes" of
-    the column covariance (17 and 14 times its mean), surrogates drawn with them turned less than the isotropic
-    table, and noise-free GP tables of ℓ = 100 were "helices" at α = 0.05 in 20 of 200
-    (``benchmarks/RESULTS.md``)."""
-    n = y.shape[0]
-    expected = likelihood_dof(n, ell, nugget)
-    if nugget >= NUGGET_FLOOR:
-        return expected
-    if (
-        n > LIKELIHOOD_ROWS
-    ):  # read on the first rows (an eigendecomposition is cubic), as a share of their count
-        head = y[:LIKELIHOOD_ROWS] - y[:LIKELIHOOD_ROWS].mean(dim=0)
-        share = effective_dof(head, ell, nugget) / likelihood_dof(LIKELIHOOD_ROWS, ell, nugget)
-        return max(expected * min(share, 1.0), 2.0)
-    kappa, vecs = torch.linalg.eigh(kernel(n, ell, nugget, floor=NUGGET_FLOOR).to(y.device))
-    kappa = kappa.clamp_min(NUGGET_FLOOR)
-    w = (vecs.T @ y) / kappa.sqrt()[:, None]  # (n, r): the table whitened, on the kernel's eigen-directions
-    energy = w.square().sum(1)
-    s = w.T @ w
-    spread = float(s.square().sum() / s.trace().square().clamp_min(torch.finfo(torch.float64).tiny))
-    kish = float(energy.sum().square() / energy.square().sum().clamp_min(torch.finfo(torch.float64).tiny))
-    return max(min(expected, kish * (1 + 2 * spread) - 1.0), 2.0)
+    ``ZᵀZ`` is also the sum over frequencies of ``ẑ_f ẑ_fᴴ`` (Parseval, ``ẑ`` the DFT of ``Z`` along positions).
+    When the model fits, the whitened rows are white and every frequency carries alike: ``n − 1`` rows' worth. When
+    it does not (a length scale read longer than the table's own), the whitening amplifies the kernel's fast
+    directions, where the table holds more than the kernel expects, and a few frequencies carry the estimate.
+    Kish's effective number of the terms' energies ``e_f = ‖ẑ_f‖²``, times ``1 + tr Σ̂²/(tr Σ̂)²`` (a complex term's
+    own spread over the columns), less one for the mean, says how many: 1023.5 for a GP table of ℓ = 78.6 over
+    1024 positions with a noise share of 1e-6 read at its own length scale, 308 read at 1.13 ℓ; 35 and 10 for a
+    noise-free one of ℓ = 100 (where :func:`likelihood_dof`, 28 and 25, is the smaller at the truth).
+
+    Taken as ``n − 1`` (or the kernel's count), that spread stayed in ``Σ̂`` as "spikes" (3–6 times the mean on
+    GP tables with a noise share of 1e-6, at the null's upper length-scale nodes; 7–9 times on noise-free ones),
+    surrogates drawn with them turned less than the isotropic tables, and the helix beat its smooth-GP null
+    too often (noise-free GP tables of ℓ = 100: 20 of 200 at α = 0.05, ``benchmarks/RESULTS.md``).
+    """
+    n = innovations.shape[0]
+    f = torch.fft.fft(innovations, dim=0)
+    energy = (f.real.square() + f.imag.square()).sum(dim=1)
+    s = innovations.T @ innovations
+    tiny = torch.finfo(torch.float64).tiny
+    spread = float(s.square().sum() / s.trace().square().clamp_min(tiny))
+    kish = float(energy.sum().square() / energy.square().sum().clamp_min(tiny))
+    return max(min(kish * (1 + spread) - 1.0, n - 1.0), 2.0)

@@ -318,17 +318,22 @@ def kernel(n: int, ell: float, nugget: float, *, floor: float = 0.0) -> torch.Te
     return k
 
 
-def gp_column_covariance(y: torch.Tensor, ell: float, nugget: float) -> tuple[torch.Tensor, torch.Tensor]:
+def gp_column_covariance(
+    y: torch.Tensor, ell: float, nugget: float, *, innovations: bool = False
+) -> tuple[torch.Tensor, ...]:
     """``(λ, W)``: the eigen-decomposition ``Σ̂ = W diag(λ) Wᵀ`` (descending) of the maximum-likelihood
     column covariance of ``y`` ``(n, r)`` (float64, centred over positions) under the matrix-normal model
     with row covariance ``K_η`` (see the module docstring; :func:`column_covariance`). ``K_η`` is held at a
     noise share of at least :data:`NUGGET_FLOOR` for the solves. A surrogate column on axis ``W[:, i]`` then
-    has variance ``λ_i``.
+    has variance ``λ_i``. ``innovations``: also return the whitened rows the estimate sums (see
+    :func:`column_covariance`).
     """
-    return column_covariance(y, kernel(y.shape[0], ell, nugget, floor=NUGGET_FLOOR))
+    return column_covariance(y, kernel(y.shape[0], ell, nugget, floor=NUGGET_FLOOR), innovations=innovations)
 
 
-def column_covariance(y: torch.Tensor, k: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def column_covariance(
+    y: torch.Tensor, k: torch.Tensor, *, innovations: bool = False
+) -> tuple[torch.Tensor, ...]:
     """``(λ, W)`` (descending) of the maximum-likelihood column covariance of ``y`` ``(n, r)`` (float64,
     centred over positions) given the row covariance ``k`` ``(n, n)`` (positive definite), its mean
     estimated by generalised least squares:
@@ -336,7 +341,9 @@ def column_covariance(y: torch.Tensor, k: torch.Tensor) -> tuple[torch.Tensor, t
         Σ̂ = (Y − 1δᵀ)ᵀ K⁻¹ (Y − 1δᵀ) / (n − 1),   δ = Yᵀ K⁻¹ 1 / (1ᵀ K⁻¹ 1)    (float64),
 
     with ``K = L Lᵀ`` (Cholesky) and every product of the form ``(L⁻¹a)ᵀ(L⁻¹b)``: one triangular solve, a
-    third of the cost of solving with ``K`` itself.
+    third of the cost of solving with ``K`` itself. ``innovations``: also return ``Z = L⁻¹(Y − 1δᵀ)`` ``(n, r)``,
+    the whitened rows whose products sum to ``Σ̂ (n − 1)`` (what
+    :func:`~pos_geometry.analysis.nulls.gp_dof.effective_dof` reads).
     """
     n = y.shape[0]
     chol = torch.linalg.cholesky(k.to(y.device))
@@ -347,4 +354,6 @@ def column_covariance(y: torch.Tensor, k: torch.Tensor) -> tuple[torch.Tensor, t
     v = zy.T @ z1  # (r, 1): Yᵀ K⁻¹ 1
     s = (g - v @ v.T / (z1.T @ z1)) / max(n - 1, 1)
     lam, w = torch.linalg.eigh((s + s.T) / 2)
+    if innovations:
+        return lam.flip(0).clamp_min(0), w.flip(1), zy - z1 @ (v.T / (z1.T @ z1))
     return lam.flip(0).clamp_min(0), w.flip(1)
