@@ -68,7 +68,7 @@ def test_a_length_scale_read_too_long_leaves_few_rows_worth_and_no_false_spikes(
 def test_with_a_noise_share_every_row_counts_until_the_length_scale_is_read_too_long(nugget, low):
     # GPT-2's length scale with a noise share of 1e-6 (the calibration's GP family) or GPT-2's own 0.006: at
     # the true ℓ every row counts; read 13% too long, the smaller share lets a few frequencies carry the
-    # estimate (spikes 3-6 times the mean at the null's upper nodes before), the larger bounds their weight.
+    # estimate, the larger bounds their weight. (The null counts them only for a noise-free curve: SMALL_NUGGET.)
     y = _gp(1024, 78.6, nugget, seed=2)
     assert _dof(y, 78.6, nugget) == pytest.approx(1023.0, rel=0.02)
     long = _dof(y, 78.6 * 1.13, nugget)
