@@ -48,6 +48,7 @@ NOT_RUN = {
 # Python blocks by their first line: the Quick start is run; the others need the network or a model.
 PYTHON_NOT_RUN = {
     "atlas = pg.rotary_atlas": "reads Pythia's q/k weights from the hub",
+    "lean = pg.plane_preference": "tests the atlas of the block above (Pythia's, from the hub; tests/atlas/test_plane_preference.py runs it)",
     "# SmolLM2's real atlas": "reads ../shared/data/real_models (tests/sources/gguf/test_gguf.py checks this atlas)",
     "view = pg.position_qk_atlas": "runs GPT-2 on a corpus for the hidden path (the direct view above it runs when the site is built)",
     "from pos_geometry.plotting import plot_helix": "the Quick start's figure, which the Quick start test saves",
