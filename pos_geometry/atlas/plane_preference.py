@@ -121,9 +121,8 @@ def plane_preference(
     p = torch.full((n_layers, n_heads), math.nan, dtype=torch.float64)
     floors = []
     for layer in torch.nonzero(contrast).flatten().tolist():
-        p[layer] = _permutation_p(share[layer], critical[layer], n_permutations, gen)
-        subsets = math.comb(n_planes, int(counts[layer]))
-        floors.append(1 / subsets if subsets <= n_permutations else 1 / (n_permutations + 1))
+        p[layer], smallest = _permutation_p(share[layer], critical[layer], n_permutations, gen)
+        floors.append(smallest)
     leaning = torch.zeros(n_layers, n_heads, dtype=torch.bool)
     flat = p.flatten()
     seen = ~torch.isnan(flat)
@@ -144,20 +143,23 @@ def plane_preference(
     )
 
 
-def _permutation_p(share: torch.Tensor, fast: torch.Tensor, count: int, gen: torch.Generator) -> torch.Tensor:
-    """``(n_heads,)`` p-values of the fast planes' share of ``share`` ``(n_heads, n_planes)``: over every subset
-    of as many planes where there are at most ``count`` (exact), else over ``count`` random ones; NaN for a
-    head whose shares are not all finite (a head with no QK form)."""
+def _permutation_p(
+    share: torch.Tensor, fast: torch.Tensor, count: int, gen: torch.Generator
+) -> tuple[torch.Tensor, float]:
+    """``((n_heads,) p-values, the smallest p possible)`` of the fast planes' share of ``share``
+    ``(n_heads, n_planes)``: over every subset of as many planes where there are at most ``count`` (exact), else
+    over ``count`` random ones; NaN for a head whose shares are not all finite (a head with no QK form)."""
     n_planes = share.shape[-1]
     m = int(fast.sum())
     finite = torch.isfinite(share).all(-1)
     share = torch.where(finite[:, None], share, 0.0)
     observed = share[:, fast].sum(-1) - 1e-12  # ties count as reaching the observed share
-    if math.comb(n_planes, m) <= count:
-        masks = torch.zeros(math.comb(n_planes, m), n_planes, dtype=torch.float64)
+    subsets = math.comb(n_planes, m)
+    if subsets <= count:
+        masks = torch.zeros(subsets, n_planes, dtype=torch.float64)
         for row, subset in enumerate(itertools.combinations(range(n_planes), m)):
             masks[row, list(subset)] = 1.0
-        p = (share @ masks.T >= observed[:, None]).sum(-1).to(torch.float64) / masks.shape[0]
+        p, smallest = (share @ masks.T >= observed[:, None]).sum(-1).to(torch.float64) / subsets, 1 / subsets
     else:
         reached = torch.zeros(share.shape[0], dtype=torch.float64)
         left = count
@@ -167,5 +169,5 @@ def _permutation_p(share: torch.Tensor, fast: torch.Tensor, count: int, gen: tor
             masks = torch.zeros(b, n_planes, dtype=torch.float64).scatter_(1, picks, 1.0)
             reached += (share @ masks.T >= observed[:, None]).sum(-1)
             left -= b
-        p = (1.0 + reached) / (count + 1.0)
-    return torch.where(finite, p, math.nan)
+        p, smallest = (1.0 + reached) / (count + 1.0), 1 / (count + 1)
+    return torch.where(finite, p, math.nan), smallest

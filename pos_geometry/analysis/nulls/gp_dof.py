@@ -3,8 +3,9 @@
 :func:`~pos_geometry.analysis.nulls.smoothness.gp_column_covariance` estimates ``Σ`` by likelihood given the
 row kernel; :func:`~pos_geometry.analysis.nulls.stationary.shrink_spread` takes the sampling spread out of its
 eigenvalues, which needs the estimate's degrees of freedom. A table with a noise share has every row's worth;
-a noise-free curve has far fewer (:func:`likelihood_dof`), and any table fewer still when a few frequencies of
-its whitened rows carry the estimate (:func:`effective_dof`): the null takes the smaller.
+a noise-free curve has far fewer (:func:`likelihood_dof`), and fewer still when a few frequencies of its
+whitened rows carry the estimate (:func:`effective_dof`): for a noise-free curve (:data:`SMALL_NUGGET`) the null
+takes the smaller.
 """
 
 from __future__ import annotations
@@ -58,8 +59,9 @@ def effective_dof(innovations: torch.Tensor) -> float:
     1024 positions with a noise share of 1e-6 read at its own length scale, 308 read at 1.13 ℓ; 35 and 10 for a
     noise-free one of ℓ = 100 (where :func:`likelihood_dof`, 28 and 25, is the smaller at the truth).
 
-    Taken as ``n − 1`` (or the kernel's count), that spread stayed in ``Σ̂`` as "spikes" (3–6 times the mean on
-    GP tables with a noise share of 1e-6, at the null's upper length-scale nodes; 7–9 times on noise-free ones),
+    Taken as the kernel's count, that spread stayed in ``Σ̂`` as "spikes" (7–9 times the mean on noise-free GP
+    tables; 3–6 times with a noise share of 1e-6 at the null's upper nodes, where it is not counted: see
+    :data:`SMALL_NUGGET`),
     surrogates drawn with them turned less than the isotropic tables, and the helix beat its smooth-GP null
     too often (noise-free GP tables of ℓ = 100: 20 of 200 at α = 0.05, ``benchmarks/RESULTS.md``).
     """
