@@ -30,6 +30,7 @@ from dataclasses import dataclass
 import torch
 
 from pos_geometry._multiple import holm
+from pos_geometry.analysis._results import Result
 from pos_geometry.atlas.rotary_result import RotaryAtlas
 from pos_geometry.errors import InvalidArgumentError
 from pos_geometry.provenance import Provenance
@@ -41,9 +42,10 @@ MIN_PERMUTATIONS = 999
 _CHUNK = 4096  # random subsets drawn and compared at a time (bounds memory: heads × chunk)
 
 
-@dataclass(frozen=True)
-class PlanePreference:
-    """Each head's permutation test of its fast planes' share (module docstring).
+@dataclass(frozen=True, eq=False, repr=False)
+class PlanePreference(Result):
+    """Each head's permutation test of its fast planes' share (module docstring). Like the package's other
+    results: ``summary()``, ``to_dict()``/``to_json()`` (NaN p-values as null), a one-line ``repr``.
 
     Attributes:
         p_value: ``(n_layers, n_heads)`` float64, one-sided permutation p-values; NaN where the test does not
@@ -89,6 +91,35 @@ class PlanePreference:
             f"a permutation test of each head's shares over its planes ({self.n_permutations} random sets of as many "
             f"planes), Holm's correction over the {self.n_tested} heads tested at α = {self.alpha:g}"
         )
+
+    def leaning_heads(self) -> list[tuple[int, int]]:
+        """``[(layer index, head), ...]`` of the heads that lean, in order (indices into ``p_value``'s rows, not
+        the model's layer numbers: see the atlas's ``layers``)."""
+        return [tuple(v) for v in torch.nonzero(self.leaning).tolist()]
+
+    def summary_rows(self) -> list[tuple[str, str]]:
+        tested = self.n_tested
+        rows = [
+            ("heads tested", f"{tested} of {self.p_value.numel()}"),
+            ("heads that lean on the fast planes", f"{self.n_leaning} (Holm, α = {self.alpha:g})"),
+        ]
+        if tested:
+            rows.append(("smallest p", f"{float(torch.nan_to_num(self.p_value, nan=2.0).min()):.3g}"))
+            rows.append(
+                (
+                    "smallest p possible",
+                    f"{self.min_p_value:.3g}"
+                    + ("" if self.can_lean else f": above α/{tested}, so no head can be called leaning"),
+                )
+            )
+        heads = self.leaning_heads()
+        if heads:
+            shown = ", ".join(f"{layer}.{head}" for layer, head in heads[:12])
+            rows.append(("leaning (layer index.head)", shown + (" …" if len(heads) > 12 else "")))
+        rows.append(("test", self.method))
+        if self.reason:
+            rows.append(("not tested", self.reason))
+        return rows
 
 
 def plane_preference(

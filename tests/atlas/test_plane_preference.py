@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import json
 import math
 
 import numpy as np
@@ -130,3 +131,36 @@ def test_a_model_with_few_planes_is_tested_exactly_and_cannot_lean(kind_models):
     assert float(found.p_value.min()) >= 1 / subsets - 1e-12
     counts = found.p_value.flatten().numpy() * subsets
     assert np.allclose(counts, np.round(counts), atol=1e-9)
+
+
+def test_the_result_summarises_and_serialises_like_the_others():
+    atlas = _random_atlas(3, lean=1.5, leaning_heads=1)
+    found = plane_preference(atlas)
+    assert found.leaning_heads() == [tuple(v) for v in torch.nonzero(found.leaning).tolist()]
+    assert found.n_leaning == len(found.leaning_heads()) >= 1
+    rows = dict(found.summary_rows())
+    assert rows["heads tested"] == f"{found.n_tested} of {found.p_value.numel()}"
+    assert rows["heads that lean on the fast planes"].startswith(f"{found.n_leaning} (Holm")
+    assert rows["leaning (layer index.head)"].startswith(
+        f"{found.leaning_heads()[0][0]}.{found.leaning_heads()[0][1]}"
+    )
+    assert float(rows["smallest p"]) == pytest.approx(float(found.p_value.min()), rel=1e-2)
+    out = json.loads(found.to_json())
+    assert out["type"] == "PlanePreference"
+    assert np.array_equal(np.array(out["leaning"]), found.leaning.numpy())
+    assert np.allclose(np.array(out["p_value"], dtype=float), found.p_value.numpy())
+    assert out["provenance"]["processing"][-1].startswith("plane_preference(")
+    assert repr(found).startswith("<PlanePreference of random-weights: heads tested:")
+    assert "\n" not in repr(found)
+
+
+def test_the_summary_says_when_no_head_can_lean_and_which_layers_were_not_tested():
+    few = _random_atlas(0, n_layers=1, head_dim=8, context=64)  # 4 planes, 2 fast: 6 subsets, p ≥ 1/6
+    found = plane_preference(few)
+    assert found.n_tested == 4 and found.min_p_value == pytest.approx(1 / 6) and not found.can_lean
+    assert "above α/4, so no head can be called leaning" in dict(found.summary_rows())["smallest p possible"]
+    none = plane_preference(dataclasses.replace(few, context_length=10**9))
+    rows = dict(none.summary_rows())
+    assert rows["heads tested"] == f"0 of {none.p_value.numel()}"
+    assert "every plane turns within the span" in rows["not tested"]
+    assert json.loads(none.to_json())["p_value"][0][0] is None  # NaN written as null
