@@ -76,9 +76,13 @@ class ModeFactors:
         """Columns of each surrogate table: ``2K + r + 1``."""
         return int(self.modes.shape[1]) + self.white_rank + 1
 
-    def tables(self, count: int, gen: torch.Generator, like: torch.Tensor) -> torch.Tensor:
+    def tables(
+        self, count: int, gen: torch.Generator, like: torch.Tensor, out: torch.Tensor | None = None
+    ) -> torch.Tensor:
         """``count`` surrogates ``(count, n, width)`` in ``like``'s dtype and on its device, isometric to the
-        whole tables (their rows' inner products are those of ``Y`` above).
+        whole tables (their rows' inner products are those of ``Y`` above). ``out``: a ``(count, w, n)`` buffer
+        (``w ≥ width``, ``like``'s dtype and device) to write them into, axes first, the columns past ``width``
+        zero (they change no inner product); then ``(count, n, w)``, its transposed view, is returned.
 
         The ``r`` axes with the rest of the kernel are written out (``n × r``); the other axes and the mean
         outside them, ``[B, 1] G`` with ``G`` ``(2K + 1, R − r + 1)``, become ``[B, 1] R_Gᵀ`` (``Gᵀ = Q R_G``),
@@ -92,7 +96,8 @@ class ModeFactors:
         weights = randn((count, big_r, k2), gen, like) * scales[:, None]  # (count, R, 2K): every axis' modes
         # built axes-first, (count, width, n), and handed over as its transposed view: the FFT's draws come
         # out axes-first, so nothing is transposed in memory
-        out = torch.empty(count, self.width, n, dtype=like.dtype, device=like.device)
+        if out is None:
+            out = torch.empty(count, self.width, n, dtype=like.dtype, device=like.device)
         out[:, :r] = weights[:, :r] @ modes.T + self._rest(count, n, r, gen, like) * scales[:r, None]
         out[:, :r] += mean_in[:r, None]
         rest = torch.zeros(count, big_r - r + 1, k2 + 1, dtype=like.dtype, device=like.device)  # Gᵀ

@@ -214,12 +214,18 @@ def surrogate_values(
         def make(start: int, count: int, gen: torch.Generator) -> torch.Tensor:
             k = len(makers)
             counts = [len(range((j - start) % k, count, k)) for j in range(k)]
-            parts = [
-                makers[j][0](c, gen) for j, c in enumerate(counts) if c
-            ]  # (an FFT refuses an empty batch)
-            if len(parts) == 1:  # one node (or one table): no copy
-                return parts[0]
-            wide = max(p.shape[-1] for p in parts)  # zero columns change no inner product
+            drawn = [j for j, c in enumerate(counts) if c]  # (an FFT refuses an empty batch)
+            if len(drawn) == 1:  # one node (or one table): no copy
+                return makers[drawn[0]][0](counts[drawn[0]], gen)
+            wide = max(makers[j][1] for j in drawn)  # zero columns change no inner product
+            if all(makers[j][3] is not None for j in drawn):  # each node writes its rows of one buffer
+                buf = torch.empty(count, wide, x.shape[0], dtype=x.dtype, device=x.device)
+                at = 0
+                for j in drawn:
+                    makers[j][3](counts[j], gen, buf[at : at + counts[j]])
+                    at += counts[j]
+                return buf.mT
+            parts = [makers[j][0](counts[j], gen) for j in drawn]
             return torch.cat([torch.nn.functional.pad(p, (0, wide - p.shape[-1])) for p in parts])
 
     if budget_bytes is None:  # on the CPU two or three chunks are live at once (one per thread)
@@ -273,9 +279,11 @@ def chunk_seeds(random_state: int, count: int) -> list[int]:
 
 def _maker(
     x: torch.Tensor, null: str, method: str, n_components: int, ell: float | None
-) -> tuple[Callable[[int, torch.Generator], torch.Tensor], int, int]:
-    """``(make, width, depth)``: ``make(count, gen)`` draws ``count`` surrogate tables of ``null`` ``(count, n,
-    width)`` (the smooth-GP null's at length scale ``ell``), ``depth`` their rank."""
+) -> tuple[Callable[[int, torch.Generator], torch.Tensor], int, int, Callable | None]:
+    """``(make, width, depth, into)``: ``make(count, gen)`` draws ``count`` surrogate tables of ``null``
+    ``(count, n, width)`` (the smooth-GP null's at length scale ``ell``), ``depth`` their rank; ``into(count,
+    gen, buf)`` draws the same tables into a ``(count, w, n)`` buffer axes first (``w ≥ width``), where the
+    tables are built that way (the mode surrogates), else None."""
     factors = None
     if (
         method == "fast" and null in FACTORS
@@ -283,11 +291,16 @@ def _maker(
         factors = FACTORS[null](x, n_components, ell)
     if factors is not None:
         like = torch.empty(0, dtype=x.dtype, device=x.device)
-        return (lambda count, gen: factors.tables(count, gen, like)), factors.width, factors.width
+        return (
+            (lambda count, gen: factors.tables(count, gen, like)),
+            factors.width,
+            factors.width,
+            (lambda count, gen, buf: factors.tables(count, gen, like, out=buf)),
+        )
     basis = null_basis(x, method, null, min_rank=n_components, ell=ell)
     extra = {"scales": basis.scales, "spectrum": basis.spectrum}
     draw = SAMPLERS[null](
         basis.coords.to(x.dtype), *basis.length_scale, **{k: v for k, v in extra.items() if v is not None}
     )
     width = x.shape[1] if method == "exact" else basis.rank + 1
-    return (lambda count, gen: basis.embed(draw(count, gen))), width, basis.rank
+    return (lambda count, gen: basis.embed(draw(count, gen))), width, basis.rank, None

@@ -51,6 +51,46 @@ def test_tables_have_the_rows_inner_products_of_the_whole_surrogates():
     torch.testing.assert_close(fast @ fast.mT, whole @ whole.mT, rtol=1e-10, atol=1e-10)
 
 
+def test_tables_written_into_a_wider_buffer_are_the_same_tables_with_zero_columns():
+    f = _factors()
+    like = torch.empty(0, dtype=torch.float64)
+    alone = f.tables(3, torch.Generator().manual_seed(4), like)
+    buf = torch.full((5, f.width + 4, f.modes.shape[0]), float("nan"), dtype=torch.float64)
+    into = f.tables(3, torch.Generator().manual_seed(4), like, out=buf[1:4])
+    assert into.data_ptr() == buf[1:4].data_ptr() and into.shape == (3, f.modes.shape[0], f.width + 4)
+    torch.testing.assert_close(into[..., : f.width], alone, rtol=0, atol=0)
+    assert bool((into[..., f.width :] == 0).all()) and bool(buf[0].isnan().all() and buf[4].isnan().all())
+
+
+def test_the_smooth_gp_nodes_fill_one_buffer_as_they_would_be_joined(gpt2_wpe):
+    # several length-scale nodes per chunk: their tables written into one buffer are the tables each draws,
+    # in node order, zero columns past each node's width (what joining them padded gave)
+    from pos_geometry.analysis.nulls import surrogates
+
+    x = torch.from_numpy(gpt2_wpe[:256, :96].copy())
+    joined, buffered = [], []
+    real = surrogates._maker
+
+    def without_buffer(*args):
+        make, width, depth, _ = real(*args)
+        return make, width, depth, None
+
+    def keep(store):
+        return lambda t: (store.append(t.clone()), t.sum(dim=(1, 2)))[1]
+
+    surrogates.surrogate_values(x, "smooth_gp", 12, 7, keep(buffered), workers=1)
+    try:
+        surrogates._maker = without_buffer
+        surrogates.surrogate_values(x, "smooth_gp", 12, 7, keep(joined), workers=1)
+    finally:
+        surrogates._maker = real
+    assert len(joined) == len(buffered) >= 1
+    assert not buffered[0].is_contiguous() and joined[0].is_contiguous()  # one buffer's view; a joined copy
+    for a, b in zip(joined, buffered, strict=True):
+        assert a.shape == b.shape
+        torch.testing.assert_close(a @ a.mT, b @ b.mT, rtol=0, atol=0)
+
+
 def test_gpt2_surrogates_are_narrow_and_leave_out_little(gpt2_wpe):
     # GPT-2's null covariance needs 561 of 768 axes for 99.9% of its variance; the smooth part of all of
     # them fits in 2K + 1 columns, the white part on the leading axes.
