@@ -200,6 +200,23 @@ def _outcomes(a, family: str = "") -> dict[str, float]:
     }
 
 
+def _details(a, outcome: dict[str, float]) -> str:
+    """One table's claims in words, with the periods each one found (``--details``)."""
+    words = [f"{w} (p {v:.3g})" if v > 0 else w for w, v in outcome.items() if math.isfinite(v)]
+    if a.helix is not None and a.helix.verdict == "helix":
+        words.append(f"helix periods {[round(float(p), 1) for p in a.helix.periods]}")
+    if a.recurrence is not None and a.recurrence.status == "rotations":
+        words.append(f"rotation periods {[round(p, 1) for p, *_ in a.recurrence.rotation_periods()]}")
+    planes = [
+        (round(float(h.periods[0]), 1), h.p_value)
+        for h in a.helices
+        if h.verdict == "helix" and len(h.periods)
+    ]
+    if planes:
+        words.append(f"plane helices (period, p) {planes}")
+    return "; ".join(words)
+
+
 CLAIMS = ("helix", "period", "rotation", "plane helix", "drifting", "repaired", "linear image")
 """Every claim counted. ``helix``, ``period``, ``rotation`` and ``plane helix`` are decided at α (0.01 and
 0.05); ``drifting`` is decided at its own 0.05 (and counted against that bound); ``repaired`` and ``linear
@@ -287,6 +304,9 @@ def run(args: argparse.Namespace) -> str:
                 a = pg.analyze(table, n_surrogates=args.surrogates, alpha=0.05, progress=False,
                                analyses=analyses, random_state=int(rng.integers(2**31)))  # fmt: skip
                 found.append(_outcomes(a, family))
+                if args.details and any(math.isfinite(v) for v in found[-1].values()):
+                    print(f"  {family} {n}×{d} table {len(found) - 1}: {_details(a, found[-1])}",
+                          file=sys.stderr, flush=True)  # fmt: skip
                 if len(found) % 10 == 0:  # a running count, so a cut-off run still says something
                     print(f"  {family} {n}×{d}: {len(found)} tables, "
                           + ", ".join(f"{w}: {sum(o[w] <= 0.05 for o in found)}" for w in CLAIMS),
@@ -344,6 +364,11 @@ def main() -> None:
     )
     parser.add_argument("--device", default="cpu", help="where the tables are analysed (cpu, cuda)")
     parser.add_argument("--no-write", action="store_true")
+    parser.add_argument(
+        "--details",
+        action="store_true",
+        help="print each table that makes a claim, with the periods it found",
+    )
     args = parser.parse_args()
     report = run(args)
     print(report)

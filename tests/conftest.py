@@ -18,6 +18,10 @@ import os
 import sys
 from pathlib import Path
 
+if os.environ.get("PYTEST_XDIST_WORKER"):  # before numpy and torch load their thread pools (pytest_configure)
+    for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ.setdefault(_var, "1")
+
 import numpy as np
 import pytest
 
@@ -47,6 +51,19 @@ def _register(module_name: str, path: Path) -> None:
 
 for _name, _path in HELPER_MODULES.items():
     _register(_name, _path)
+
+
+def pytest_configure(config):
+    """Each of pytest-xdist's workers (``-n``, one per core) keeps torch's kernels and the BLAS libraries on one
+    thread: the workers already fill the cores, and several threads per worker would oversubscribe them (BLAS
+    threads that spin while another worker holds the core made some tests 50 times slower). A test that needs
+    several threads sets them itself (the thread-pool tests do)."""
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        import torch
+        from threadpoolctl import threadpool_limits
+
+        torch.set_num_threads(1)
+        threadpool_limits(1)  # the libraries loaded before the variables above were set
 
 
 @pytest.fixture(autouse=True, scope="session")
