@@ -11,6 +11,11 @@ the same on a laptop (``LocalCluster``), an SSH/Kubernetes/SLURM cluster (``dask
 ``dask-kubernetes``) or a managed one, from a scheduler address or an existing ``Client``. Ray would
 do too, but brings a larger runtime and its own object store that this workload does not need.
 
+A pool of threads runs the checkpoints side by side, so each one's kernels run on one thread (torch's and the
+BLAS libraries', :func:`~pos_geometry._threads.one_thread_per_kernel`, restored when the sweep ends): with the
+threads of every checkpoint's kernels on top of the pool's own, the cores were oversubscribed and BLAS threads
+spun while another held the core.
+
 Every backend runs the same pure task (:func:`~pos_geometry.sweeps.task.run_checkpoint`) on the same
 inputs; results are collected and stored by the calling process, so they do not depend on the executor.
 Dask is imported only when asked for.
@@ -18,11 +23,13 @@ Dask is imported only when asked for.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Executor, ThreadPoolExecutor, as_completed
 from typing import Any
 
 from pos_geometry._describe import describe
+from pos_geometry._threads import one_thread_per_kernel
 from pos_geometry.errors import InvalidArgumentError
 from pos_geometry.sweeps.record import Outcome
 from pos_geometry.sweeps.task import CheckpointTask, run_checkpoint
@@ -120,15 +127,19 @@ def _run_dask(client: Any, tasks: Sequence[CheckpointTask]) -> Iterator[Outcome]
 
 
 def _run_pool(pool: Executor, tasks: Sequence[CheckpointTask], own: bool) -> Iterator[Outcome]:
-    futures = [pool.submit(run_checkpoint, t) for t in tasks]
-    try:
-        for future in as_completed(futures):
-            yield future.result()
-    finally:
-        for f in futures:
-            f.cancel()
-        if own:
-            pool.shutdown(wait=False, cancel_futures=True)
+    # threads of this process run the checkpoints side by side: one thread per kernel while they do (a
+    # process pool's workers are other processes, which this setting does not reach)
+    threads = one_thread_per_kernel() if isinstance(pool, ThreadPoolExecutor) else contextlib.nullcontext()
+    with threads:
+        futures = [pool.submit(run_checkpoint, t) for t in tasks]
+        try:
+            for future in as_completed(futures):
+                yield future.result()
+        finally:
+            for f in futures:
+                f.cancel()
+            if own:
+                pool.shutdown(wait=False, cancel_futures=True)
 
 
 def run_tasks(
