@@ -212,7 +212,7 @@ def _likelihood_axes(dec: dict, null: str, ell: float | None = None) -> tuple[to
             dof = likelihood_dof(n, length, nugget)  # n − 1, or fewer rows' worth for a noise-free curve
             lam = lam * ((n - 1) / dof)
             if nugget < SMALL_NUGGET:  # fewer still where a few frequencies carry the estimate
-                dof = min(dof, effective_dof(z))
+                dof = min(dof, effective_dof(z, lam))
             # a Wishart estimate of m < p degrees of freedom has rank m: a table whose coordinates span fewer axes
             # than it has (a noise-free smooth curve stored in float32) has only that many degrees of freedom
             extra = max(0, int(dec["mean"].shape[0]) - lam.shape[0] - 1)  # axes the rows are too few to show

@@ -46,9 +46,10 @@ def likelihood_dof(n: int, ell: float, nugget: float) -> float:
     return max(n - (delta - float(nugget)) * trace - 1.0, 2.0)
 
 
-def effective_dof(innovations: torch.Tensor) -> float:
-    """The rows' worth a likelihood estimate ``Σ̂ ∝ Zᵀ Z`` rests on, from its whitened rows ``Z`` ``(n, r)``
-    (:func:`~pos_geometry.analysis.nulls.smoothness.column_covariance` with ``innovations=True``).
+def effective_dof(innovations: torch.Tensor, variances: torch.Tensor) -> float:
+    """The rows' worth a likelihood estimate ``Σ̂ ∝ Zᵀ Z`` rests on, from its whitened rows ``Z`` ``(n, r)`` and
+    the eigenvalues ``λ`` ``(r,)`` of ``Σ̂`` (:func:`~pos_geometry.analysis.nulls.smoothness.column_covariance` with
+    ``innovations=True`` returns both; ``tr Σ̂²/(tr Σ̂)² = Σλ²/(Σλ)²``, so ``ZᵀZ`` is not formed again).
 
     ``ZᵀZ`` is also the sum over frequencies of ``ẑ_f ẑ_fᴴ`` (Parseval, ``ẑ`` the DFT of ``Z`` along positions).
     When the model fits, the whitened rows are white and every frequency carries alike: ``n − 1`` rows' worth. When
@@ -68,8 +69,8 @@ def effective_dof(innovations: torch.Tensor) -> float:
     n = innovations.shape[0]
     f = torch.fft.fft(innovations, dim=0)
     energy = (f.real.square() + f.imag.square()).sum(dim=1)
-    s = innovations.T @ innovations
+    lam = variances.to(torch.float64)
     tiny = torch.finfo(torch.float64).tiny
-    spread = float(s.square().sum() / s.trace().square().clamp_min(tiny))
+    spread = float(lam.square().sum() / lam.sum().square().clamp_min(tiny))
     kish = float(energy.sum().square() / energy.square().sum().clamp_min(tiny))
     return max(min(kish * (1 + spread) - 1.0, n - 1.0), 2.0)

@@ -218,15 +218,12 @@ def surrogate_values(
             if len(drawn) == 1:  # one node (or one table): no copy
                 return makers[drawn[0]][0](counts[drawn[0]], gen)
             wide = max(makers[j][1] for j in drawn)  # zero columns change no inner product
-            if all(makers[j][3] is not None for j in drawn):  # each node writes its rows of one buffer
-                buf = torch.empty(count, wide, x.shape[0], dtype=x.dtype, device=x.device)
-                at = 0
-                for j in drawn:
-                    makers[j][3](counts[j], gen, buf[at : at + counts[j]])
-                    at += counts[j]
-                return buf.mT
-            parts = [makers[j][0](counts[j], gen) for j in drawn]
-            return torch.cat([torch.nn.functional.pad(p, (0, wide - p.shape[-1])) for p in parts])
+            buf = torch.empty(count, wide, x.shape[0], dtype=x.dtype, device=x.device)
+            at = 0
+            for j in drawn:  # each node writes its rows of one buffer, in node order
+                makers[j][0](counts[j], gen, buf[at : at + counts[j]])
+                at += counts[j]
+            return buf.mT
 
     if budget_bytes is None:  # on the CPU two or three chunks are live at once (one per thread)
         budget_bytes = (24 if x.device.type == "cpu" else 48) * 2**20
@@ -279,11 +276,11 @@ def chunk_seeds(random_state: int, count: int) -> list[int]:
 
 def _maker(
     x: torch.Tensor, null: str, method: str, n_components: int, ell: float | None
-) -> tuple[Callable[[int, torch.Generator], torch.Tensor], int, int, Callable | None]:
-    """``(make, width, depth, into)``: ``make(count, gen)`` draws ``count`` surrogate tables of ``null``
-    ``(count, n, width)`` (the smooth-GP null's at length scale ``ell``), ``depth`` their rank; ``into(count,
-    gen, buf)`` draws the same tables into a ``(count, w, n)`` buffer axes first (``w ≥ width``), where the
-    tables are built that way (the mode surrogates), else None."""
+) -> tuple[Callable[..., torch.Tensor], int, int]:
+    """``(make, width, depth)``: ``make(count, gen)`` draws ``count`` surrogate tables of ``null`` ``(count, n,
+    width)`` (the smooth-GP null's at length scale ``ell``), ``depth`` their rank; ``make(count, gen, out)``
+    writes the same tables into ``out``, a ``(count, w, n)`` buffer axes first (``w ≥ width``, the columns past
+    their width zero), and returns its transposed view ``(count, n, w)``."""
     factors = None
     if (
         method == "fast" and null in FACTORS
@@ -292,10 +289,9 @@ def _maker(
     if factors is not None:
         like = torch.empty(0, dtype=x.dtype, device=x.device)
         return (
-            (lambda count, gen: factors.tables(count, gen, like)),
+            (lambda count, gen, out=None: factors.tables(count, gen, like, out)),
             factors.width,
             factors.width,
-            (lambda count, gen, buf: factors.tables(count, gen, like, out=buf)),
         )
     basis = null_basis(x, method, null, min_rank=n_components, ell=ell)
     extra = {"scales": basis.scales, "spectrum": basis.spectrum}
@@ -303,4 +299,13 @@ def _maker(
         basis.coords.to(x.dtype), *basis.length_scale, **{k: v for k, v in extra.items() if v is not None}
     )
     width = x.shape[1] if method == "exact" else basis.rank + 1
-    return (lambda count, gen: basis.embed(draw(count, gen))), width, basis.rank, None
+
+    def make(count: int, gen: torch.Generator, out: torch.Tensor | None = None) -> torch.Tensor:
+        tables = basis.embed(draw(count, gen))
+        if out is None:
+            return tables
+        out[:, : tables.shape[-1]] = tables.mT
+        out[:, tables.shape[-1] :] = 0
+        return out.mT
+
+    return make, width, basis.rank

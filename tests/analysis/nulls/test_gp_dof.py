@@ -36,7 +36,8 @@ def _dof(y: torch.Tensor, ell: float, nugget: float) -> float:
     from pos_geometry.analysis.nulls.gp_dof import effective_dof
 
     y = y.to(torch.float64) - y.to(torch.float64).mean(dim=0)
-    return effective_dof(gp_column_covariance(y, ell, nugget, innovations=True)[2])
+    lam, _, z = gp_column_covariance(y, ell, nugget, innovations=True)
+    return effective_dof(z, lam)
 
 
 def test_a_length_scale_read_too_long_leaves_few_rows_worth_and_no_false_spikes():

@@ -62,33 +62,46 @@ def test_tables_written_into_a_wider_buffer_are_the_same_tables_with_zero_column
     assert bool((into[..., f.width :] == 0).all()) and bool(buf[0].isnan().all() and buf[4].isnan().all())
 
 
-def test_the_smooth_gp_nodes_fill_one_buffer_as_they_would_be_joined(gpt2_wpe):
-    # several length-scale nodes per chunk: their tables written into one buffer are the tables each draws,
-    # in node order, zero columns past each node's width (what joining them padded gave)
+@pytest.mark.parametrize("method", ["fast", "exact"])  # the mode surrogates' buffer, and a copy into it
+def test_the_smooth_gp_nodes_fill_one_buffer_as_they_would_be_joined(gpt2_wpe, method):
+    # several length-scale nodes per chunk: the table a chunk hands over is each node's own tables (drawn as
+    # that node would alone, from the same generator state), in node order, zero columns past each one's width
     from pos_geometry.analysis.nulls import surrogates
 
     x = torch.from_numpy(gpt2_wpe[:256, :96].copy())
-    joined, buffered = [], []
+    alone, handed = [], []
     real = surrogates._maker
 
-    def without_buffer(*args):
-        make, width, depth, _ = real(*args)
-        return make, width, depth, None
+    def watched(*args):
+        make, width, depth = real(*args)
 
-    def keep(store):
-        return lambda t: (store.append(t.clone()), t.sum(dim=(1, 2)))[1]
+        def make_watched(count, gen, out=None):
+            twin = torch.Generator().manual_seed(0)
+            twin.set_state(gen.get_state())
+            alone.append(make(count, twin))  # what this node draws without a buffer
+            return make(count, gen, out)
 
-    surrogates.surrogate_values(x, "smooth_gp", 12, 7, keep(buffered), workers=1)
+        return make_watched, width, depth
+
+    def keep(t):
+        handed.append(t.clone())
+        return t.sum(dim=(1, 2))
+
+    surrogates._maker = watched
     try:
-        surrogates._maker = without_buffer
-        surrogates.surrogate_values(x, "smooth_gp", 12, 7, keep(joined), workers=1)
+        surrogates.surrogate_values(x, "smooth_gp", 12, 7, keep, method=method, workers=1)
     finally:
         surrogates._maker = real
-    assert len(joined) == len(buffered) >= 1
-    assert not buffered[0].is_contiguous() and joined[0].is_contiguous()  # one buffer's view; a joined copy
-    for a, b in zip(joined, buffered, strict=True):
-        assert a.shape == b.shape
-        torch.testing.assert_close(a @ a.mT, b @ b.mT, rtol=0, atol=0)
+    assert len(handed) >= 1 and not handed[0].is_contiguous()  # one buffer's transposed view
+    nodes = len(surrogates.length_scale_nodes(x))
+    assert nodes > 1 and sum(min(nodes, t.shape[0]) for t in handed) == len(alone)
+    at = 0
+    for table in handed:
+        parts = alone[at : at + min(nodes, table.shape[0])]  # a node with no table in a chunk draws none
+        joined = torch.cat([torch.nn.functional.pad(p, (0, table.shape[-1] - p.shape[-1])) for p in parts])
+        at += len(parts)
+        assert joined.shape == table.shape
+        torch.testing.assert_close(joined @ joined.mT, table @ table.mT, rtol=1e-12, atol=1e-12)
 
 
 def test_gpt2_surrogates_are_narrow_and_leave_out_little(gpt2_wpe):
