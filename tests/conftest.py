@@ -179,6 +179,28 @@ def noisy_helix():
     return _noisy_helix
 
 
+def _circle_on_a_gp(seed: int, n: int = 1024, d: int = 256, ell: float = 78.6) -> np.ndarray:
+    """A circle of period n/3.4 (variance d per row) with white noise of the same variance and a smooth GP
+    background (length scale ``ell``) of twice it, in ``d`` random columns: ``(n, d)`` float32
+    (benchmarks/bench_calibration.py's ``rotation+gp``)."""
+    rng = np.random.default_rng(seed)
+    t = np.arange(n, dtype=np.float64)
+    w, v = np.linalg.eigh(np.exp(-((t[:, None] - t[None, :]) ** 2) / (2 * ell**2)))
+    g = (v * np.sqrt(np.clip(w, 0, None))) @ rng.standard_normal((n, d))
+    g -= g.mean(0)
+    g *= np.sqrt(2 * d / (g**2).sum(1).mean())
+    basis = np.linalg.qr(rng.standard_normal((d, 2)))[0]
+    phase = 2 * np.pi * t / (n / 3.4)
+    circle = np.stack([np.cos(phase), np.sin(phase)], 1) @ basis.T * np.sqrt(d)
+    return (circle + rng.standard_normal((n, d)) + g).astype(np.float32)
+
+
+@pytest.fixture(scope="session")
+def circle_on_a_gp():
+    """``circle_on_a_gp(seed, n=1024, d=256, ell=78.6)``: a rotation of period n/3.4 on a smooth GP background."""
+    return _circle_on_a_gp
+
+
 # Models of every kind a card reads (the cards' and the comparison's tests), built by transformers (random
 # weights), and their cards, made once. ``learned``: a GPT-2 LM (context 48) whose table is scaled up so position
 # matters; ``rotary``: a Llama (head_dim 8, base 500, context 128) with sharp attention; ``per_type``: the Gemma-3

@@ -63,6 +63,7 @@ class PairClass:
     DAMPED = "damped"
     GROWING = "growing"
     DRIFTING = "drifting"
+    BACKGROUND = "not above the background"
 
 
 def classify_pairs(ev: np.ndarray, n: int, tolerance: float) -> list[str]:

@@ -59,8 +59,8 @@ def refine_angles(
     (radians per position) start at ``angles``, by variable-projection least squares (module docstring).
 
     Only the angles where ``refine`` (default: all) is true are fitted; the others stay in the model at their
-    own angle (a slow rotation the trend cannot absorb would otherwise bias the rest) and are returned as
-    they are, with a NaN error. ``level`` ``(J,)``: a lower bound on each angle's noise factor
+    own angle (a slow rotation the trend cannot absorb would otherwise bias the rest; once per Fourier bin,
+    :func:`_separated`) and are returned as they are, with a NaN error. ``level`` ``(J,)``: a lower bound on each angle's noise factor
     (:func:`_local_noise`; the halves take the whole window's). So are angles that turn fewer than
     :data:`MIN_TURN` times in the window, and
     everything when the fit does not converge or runs into another sinusoid's angle.
@@ -74,8 +74,9 @@ def refine_angles(
     if not fit.any() or n * k <= 2 + 4 * int(fit.sum()):
         return angles.copy(), errors
     start = angles[fit]
-    others = angles[~fit]  # slow ones stay in the model at their own angle, so they are not taken as noise
     step = 2 * math.pi / n  # one Fourier bin: the fit may not move an angle further than this
+    # Slow ones stay in the model at their own angle, so they are not taken as noise; once per Fourier bin.
+    others = _separated(angles[~fit], step)
 
     def solve(w: np.ndarray) -> scipy.optimize.OptimizeResult:
         def residual(theta: np.ndarray) -> np.ndarray:
@@ -115,6 +116,18 @@ def refine_angles(
         factor = np.maximum(factor, np.asarray(level, dtype=np.float64)[fit])
     errors[fit] = np.sqrt(np.clip(np.diag(cov), 0.0, None)) * factor
     return out, errors
+
+
+def _separated(angles: np.ndarray, step: float) -> np.ndarray:
+    """The ``angles`` at least ``step`` (one Fourier bin) from every one kept before them. Two fixed sinusoids
+    closer than a bin are nearly collinear over the window: with free amplitudes in every column their
+    difference absorbs whatever lies near them, and the residual no longer has a minimum at a rotation's angle
+    (a period-301 circle beside an unresolved background pair at 491 and 499 came out 262)."""
+    kept: list[float] = []
+    for a in np.asarray(angles, dtype=np.float64).tolist():
+        if all(abs(a - b) >= step for b in kept):
+            kept.append(a)
+    return np.asarray(kept, dtype=np.float64)
 
 
 def _local_noise(resid: np.ndarray, theta: np.ndarray) -> np.ndarray:

@@ -91,6 +91,12 @@ class RecurrenceFit(Result):
     outlier_rows: str = ""
     """Empty, or which rows dominate the leading components this fit read
     (:func:`~pos_geometry.analysis.leverage.dominance_note`)."""
+    background_p: np.ndarray | None = None
+    """``(k,)``: for each rotation of the map (the upper eigenvalue of its pair), the p-value of its line
+    against a smooth background with the table's spectrum
+    (:mod:`~pos_geometry.analysis.nulls.pair_background`); those above ``alpha`` are ``"not above the
+    background"``, not rotations. NaN elsewhere and where the test did not run (no null, an exact map, planes
+    read from the stored columns)."""
 
     @property
     def test(self) -> NullTest | None:
@@ -110,7 +116,7 @@ class RecurrenceFit(Result):
     def pairs(self, kind: str | None = None) -> list[tuple[float, float]]:
         """``(period, modulus)`` of each conjugate pair (Im λ > 0) of class ``kind`` (a ``pair_classes``
         value: ``"rotation"``, ``"slower than the window"``, ``"unresolved"``, ``"unstable"``, ``"damped"``,
-        ``"growing"``;
+        ``"growing"``, ``"drifting"``, ``"not above the background"``;
         None: all), longest period first."""
         sel = np.array([c != "" and (kind is None or c == kind) for c in self.pair_classes], dtype=bool)
         return sorted(zip(self.periods[sel].tolist(), self.moduli[sel].tolist(), strict=True), reverse=True)
@@ -198,13 +204,29 @@ class RecurrenceFit(Result):
                     f"{found} pair(s) whose angle moves by more than {SPREAD_TOLERANCE:.0%} between overlapping "
                     "windows (no period given)"
                 )
+            if kind == "not above the background":
+                p = self.background_p if self.background_p is not None else np.full(len(self.periods), np.nan)
+                return (
+                    ", ".join(
+                        f"{t:.4g} (p = {q:.3g})"
+                        for t, q, c in zip(self.periods, p, self.pair_classes, strict=True)
+                        if c == kind
+                    )
+                    + " (each a line no stronger than a smooth background puts at its frequency)"
+                )
             return drifts()
 
         pairs = self.rotation_words()
         pairs = pairs or (f"{self.status}: {self.reason}" if self.status != "rotations" else "none")
         untestable = "; ".join(
             f"{kind}: {counted(kind)}"
-            for kind in ("slower than the window", "unresolved", "unstable", "drifting")
+            for kind in (
+                "slower than the window",
+                "unresolved",
+                "unstable",
+                "drifting",
+                "not above the background",
+            )
             if self.pairs(kind)
         )
         real = self.moduli[np.abs(self.eigenvalues.imag) <= 1e-12]

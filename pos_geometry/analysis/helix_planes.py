@@ -10,8 +10,9 @@ fits it with its own nulls (random walks of its steps, smooth curves of its leng
 spectrum). Each rotation gets its own verdict, period and p-value.
 
 **Selection and multiplicity.** The planes are the ones the recurrence calls rotations, which it does only
-when its map beats its own nulls (a smooth background the recurrence does not call structure gives no plane
-to test). The ``m`` planes are then ``m`` tests: each is held to ``α/m`` (Bonferroni; a family-wise error of
+when its map beats its own nulls and each of them is a line above a smooth background
+(:mod:`~pos_geometry.analysis.nulls.pair_background`: a background pair the map resolves is tested as
+background first, and gives no plane to test). The ``m`` planes are then ``m`` tests: each is held to ``α/m`` (Bonferroni; a family-wise error of
 at most ``α`` across the planes whatever their dependence), with at least ``m/α − 1`` surrogates so that
 ``α/m`` is reachable (``1/(S + 1) ≤ α/m``). One rotation is tested in its plane too (a helix behind a random
 walk of larger variance is not in the top three components), unless the top-3 fit already calls it a helix.

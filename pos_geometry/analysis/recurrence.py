@@ -66,6 +66,17 @@ alone 7 of 20 GP tables of GPT-2's length scale got "rotations"). ``test`` is th
 −1 is recorded as −1 (``GAIN_FLOOR``), so a diverging map never enters a null distribution as a huge
 number. The null runs only when the fit alone leaves the question open.
 
+Each rotation is then tested on its own: a smooth background's map has undamped pairs too (its slowest
+PCA modes, one or two turns in the window), and a table with one real rotation beside such a background
+beats the nulls as a whole. A rotation must be a line in the spectrum of the window's trajectory above the
+smooth-GP surrogates' mean power at its frequency, by more than any surrogate's largest such ratio over every
+frequency that turns in the window (a max-statistic test over the pairs, so their number and their
+selection are accounted for: :mod:`~pos_geometry.analysis.nulls.pair_background`, ``background_p``). Pairs
+that are not are ``"not above the background"``, named in the reason with their ratio and p, and get no
+period; when none is left the status is ``"not significant"``. The test does not run on an exact map or on
+planes read from the stored columns. A line can only stand above a background fitted to the table itself,
+so a slow plane of a dense sinusoidal code (many equal lines, most of them slow) can fall below it.
+
 A table known to be sinusoidal is better asked directly: :func:`pos_geometry.identify` fits the formula
 and returns its base and layout with every frequency exact.
 """
@@ -100,11 +111,12 @@ from pos_geometry.analysis._recurrence_pairs import (
     spread,
     status_before_null,
 )
-from pos_geometry.analysis._recurrence_periods import CONFIDENCE, drifts, refined_periods
+from pos_geometry.analysis._recurrence_periods import CONFIDENCE, EXACT, drifts, refined_periods
 from pos_geometry.analysis._recurrence_results import RecurrenceFit
 from pos_geometry.analysis.leverage import dominance_note
 from pos_geometry.analysis.nulls.basis import check_null_method
 from pos_geometry.analysis.nulls.monte_carlo import NullTest, check_sequential
+from pos_geometry.analysis.nulls.pair_background import mark_background
 from pos_geometry.analysis.nulls.recurrence_test import RECURRENCE_NULLS, recurrence_null_tests
 from pos_geometry.analysis.pca import PCAResult
 from pos_geometry.errors import InvalidArgumentError
@@ -215,6 +227,7 @@ def _fit_one(
     testable = [PairClass.ROTATION if turning and c == PairClass.UNRESOLVED else c for c in classes]
     verdict = status_before_null(ev, testable, pred_err, pers_err, n, drift_words)
     tests: tuple[NullTest, ...] = ()
+    background, weak = np.full(len(ev), np.nan), ""
     if null["n_surrogates"] and pred_err and verdict is None:
         if item.rows is None:
             raise InvalidArgumentError(
@@ -222,7 +235,9 @@ def _fit_one(
                 "embedding (or a PCAResult from pca() of it), or n_surrogates=0 to skip the null."
             )
         horizon = max(h for h in pred_err if h <= n // 2) if any(h <= n // 2 for h in pred_err) else 1
-        tests = recurrence_null_tests(item.rows, torch.from_numpy(z), k, center, affine, rcond, horizon, null)
+        tests, columns = recurrence_null_tests(
+            item.rows, torch.from_numpy(z), k, center, affine, rcond, horizon, null
+        )
         failed = [t for t in tests if not t.significant]
         if failed:
             verdict = (
@@ -230,8 +245,16 @@ def _fit_one(
                 f"the map predicts {horizon} rows ahead no better than it does for curves with no rotation: gain "
                 "over persistence " + "; ".join(t.words() for t in failed),
             )
+        elif columns is not None and planes is None and pred_err.get(1, math.inf) >= EXACT:
+            tests, verdict, weak = mark_background(z, ev, whole, classes, columns, tests, background, null)
+            refined[np.isfinite(background) & (background > null["alpha"])] = np.nan
+            interval[np.isfinite(background) & (background > null["alpha"])] = np.nan
     if verdict is None:
         words = f"{classes.count(PairClass.ROTATION)} undamped rotation pair(s)"
+        if np.isfinite(background).any():
+            words += ", each a line above a smooth background at its frequency" + (
+                f" ({weak})" if weak else ""
+            )
         if planes is not None:
             words += (
                 f" of the shift map; the stored columns hold {turning} planes that turn in the window "
@@ -272,6 +295,7 @@ def _fit_one(
         provenance=item.provenance,
         stored_planes=np.stack(planes[:2], axis=1) if planes is not None else None,
         stored_layout=planes[2] if planes is not None else None,
+        background_p=background,
     )
 
 

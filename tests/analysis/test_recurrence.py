@@ -100,11 +100,14 @@ def test_gpt2_has_an_undamped_rotation(gpt2_wpe):
     # Measured (positions 1..1023, top 3 PCs, uncentred): one conjugate pair, period ≈ 492 positions,
     # |λ| ≈ 0.9998; prediction error 0.035 / 0.061 / 0.29 at h = 1 / 8 / 64 (persistence 0.037 / 0.105 / 0.69);
     # its 64-step gain over persistence (0.58) beats random walks of its own steps (median 0.15, p = 0.01)
-    # and smooth GP curves from the model's likelihood (p = 0.02). (With the 27 components of the default,
+    # and smooth GP curves from the model's likelihood (p = 0.01), and its line stands above the smooth
+    # background's (2.1 times its mean power, p = 0.03 against the surrogates' own pairs, the largest of
+    # tests). (With the 27 components of the default,
     # the GP curves predict as well: test_gpt2_recurrence_is_no_better_than_a_smooth_curve.)
     fit = fit_recurrence(gpt2_wpe, n_components=3, window=(1, 1024))
     pairs = fit.rotation_pairs()
     assert fit.status == "rotations" and all(t.p_value <= 0.05 for t in fit.tests), fit.tests
+    assert fit.test.statistic == "rotation_line_over_background" and 0.01 < fit.test.p_value <= 0.05
     assert len(pairs) == 1
     period, modulus = pairs[0]
     assert 300 < period < 800 and abs(modulus - 1) < 0.01

@@ -10,6 +10,7 @@ import pytest
 import torch
 
 import pos_geometry as pg
+from pos_geometry.analysis import _recurrence_phase
 from pos_geometry.analysis._recurrence_phase import refine_angles
 from pos_geometry.encodings.sinusoidal import frequencies
 
@@ -152,3 +153,21 @@ def test_planes_within_a_bin_are_rotations_when_their_columns_hold_them(stored):
     else:
         assert rec.status == "does not apply" and rec.rotation_periods() == []
         assert "within one Fourier bin" in rec.reason
+
+
+def test_fixed_sinusoids_within_a_bin_of_each_other_enter_the_refinement_once(circle_on_a_gp, monkeypatch):
+    """Two fixed angles closer than a Fourier bin are nearly collinear over the window: with free amplitudes in
+    every column they absorb whatever lies near them. A period-301 circle beside a GP background whose map has
+    an unresolved pair (two eigenvalues within a bin) came out 260 with both in the model; once per bin, 303."""
+    assert _recurrence_phase._separated(
+        np.array([0.1, 0.1 + 0.5 * 2 * math.pi / 100, 0.2]), 2 * math.pi / 100
+    ).tolist() == [0.1, 0.2]
+    x = torch.from_numpy(circle_on_a_gp(3, d=768))
+    ((period, low, high),) = pg.fit_recurrence(x, n_surrogates=0).rotation_periods() or [(math.nan,) * 3]
+    assert abs(period / (1024 / 3.4) - 1) < 0.02 and low < period < high
+    monkeypatch.setattr(
+        _recurrence_phase, "_separated", lambda angles, step: np.asarray(angles, dtype=np.float64)
+    )
+    fit = pg.fit_recurrence(x, n_surrogates=0)
+    refined = fit.refined_periods[np.isfinite(fit.refined_periods)]
+    assert refined.size and abs(refined[0] / (1024 / 3.4) - 1) > 0.1  # the rule's other side

@@ -69,9 +69,11 @@ def _helix() -> np.ndarray:
 
 def test_a_forced_bar_counts_every_surrogate_of_analyze(recording):
     result = pg.analyze(_helix(), n_surrogates=99, progress=True)
-    assert len(result.helix.tests) == 3 and len(result.recurrence.tests) == 2  # every null ran
+    assert len(result.helix.tests) == 3 and len(result.recurrence.tests) == 3  # every null ran
+    assert result.recurrence.tests[2].statistic == "rotation_line_over_background"
     (line,) = recording.totals
-    # three helix nulls, three periodicity nulls and two recurrence nulls, 99 each: all counted, once
+    # three helix nulls, three periodicity nulls and two recurrence nulls, 99 each: all counted, once (the
+    # rotation's line is tested on the smooth-GP null's own surrogates: none drawn for it)
     assert recording.totals[line] == 8 * 99 and recording.done[line] == 8 * 99
     assert recording.removed == [line]
 

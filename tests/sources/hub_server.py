@@ -576,6 +576,17 @@ def point_hub_at(monkeypatch, server: HubServer, tmp_path: Path) -> None:
     from huggingface_hub.utils import _detect_agent
 
     monkeypatch.setattr(_detect_agent, "_registry", _detect_agent._EMPTY_REGISTRY)
+    # Clients made once per process keep the endpoint they were made with: huggingface_hub's module-level
+    # HfApi, and the one transformers makes on first use (AutoTokenizer lists a repo's chat templates through
+    # it). Made during an earlier test, they would call that test's server, closed by now, and retry it with
+    # backoff (a comparison test waited 140 s so).
+    import sys
+
+    from huggingface_hub import hf_api
+
+    monkeypatch.setattr(hf_api.api, "endpoint", server.url)
+    if "transformers.utils.hub" in sys.modules:
+        monkeypatch.setattr(sys.modules["transformers.utils.hub"], "_hf_api", None)
 
 
 def go_offline(monkeypatch) -> None:
