@@ -246,9 +246,10 @@ def _fit_one(
                 "over persistence " + "; ".join(t.words() for t in failed),
             )
         elif columns is not None and planes is None and pred_err.get(1, math.inf) >= EXACT:
-            tests, verdict, weak = mark_background(z, ev, whole, classes, columns, tests, background, null)
-            refined[np.isfinite(background) & (background > null["alpha"])] = np.nan
-            interval[np.isfinite(background) & (background > null["alpha"])] = np.nan
+            tests, verdict, weak = mark_background(z, ev, classes, columns, tests, background, null)
+            for i in np.flatnonzero(np.isfinite(background) & (background > null["alpha"])):
+                pair = [i, int(np.argmin(np.abs(ev - np.conj(ev[i]))))]  # no period for either eigenvalue
+                refined[pair], interval[pair] = np.nan, np.nan
     if verdict is None:
         words = f"{classes.count(PairClass.ROTATION)} undamped rotation pair(s)"
         if np.isfinite(background).any():

@@ -141,25 +141,24 @@ def background_test(
 def mark_background(
     z: np.ndarray,
     ev: np.ndarray,
-    whole: np.ndarray,
     classes: list[str],
     columns: np.ndarray,
     tests: tuple[NullTest, ...],
     background: np.ndarray,
     null: dict[str, Any],
 ) -> tuple[tuple[NullTest, ...], tuple[str, str] | None, str]:
-    """Each rotation against the smooth background (:mod:`~pos_geometry.analysis.nulls.pair_background`):
-    writes its p-value into ``background`` and turns ``classes`` of those not above it into
-    ``"not above the background"``. Returns the tests with the strongest rotation's, the verdict (None, or
+    """Each rotation of the map (``classes`` of its eigenvalues ``ev`` ``(k,)``, fitted to ``z`` ``(n, k)``), at
+    its eigenvalue's angle, against the smooth background (:func:`background_test` on the surrogates'
+    ``columns``): writes its p-value into ``background`` ``(k,)`` and turns ``classes`` of those not above it
+    into ``"not above the background"``. Returns the tests with the strongest rotation's, the verdict (None, or
     "not significant" when no rotation is above the background) and the words for the pairs left out."""
     upper = [i for i, c in enumerate(classes) if c == PairClass.ROTATION and ev[i].imag > 0]
     if not upper:
         return tests, None, ""
-    ratios, p, line = background_test(columns, z, whole[upper], null["alpha"], null["method"])
+    angles = np.abs(np.angle(ev[upper]))  # the map's own angles: the surrogates' pairs are selected by theirs
+    ratios, p, line = background_test(columns, z, angles, null["alpha"], null["method"])
     background[upper] = p
-    out = [
-        (2 * math.pi / whole[i], r, q) for i, r, q in zip(upper, ratios, p, strict=True) if q > null["alpha"]
-    ]
+    out = [(2 * math.pi / a, r, q) for a, r, q in zip(angles, ratios, p, strict=True) if q > null["alpha"]]
     for i, q in zip(upper, p, strict=True):
         if q > null["alpha"]:
             classes[i] = PairClass.BACKGROUND

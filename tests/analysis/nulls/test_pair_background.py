@@ -91,8 +91,8 @@ def test_a_line_passes_and_a_smooth_background_is_exchangeable_with_its_surrogat
 
 def test_a_background_pair_beside_a_rotation_is_named_and_given_no_period_or_plane(circle_on_a_gp):
     # Measured (seed 1, 1024 × 256): the map's rotations are the circle (period 301) and a pair of the GP
-    # background at 489 (refined 471). The circle's line is 0.01 (the smallest p of 99); the background's is
-    # no stronger than the surrogates' own pairs (p = 0.1): it is named, with no period and no helix.
+    # background at 489. The circle's line is 0.01 (the smallest p of 99); the background's is no stronger
+    # than the surrogates' own pairs (p ≈ 0.1): it is named, with no period and no helix.
     a = pg.analyze(circle_on_a_gp(1), analyses=("helix", "recurrence"), progress=False, random_state=0)
     fit = a.recurrence
     assert fit.status == "rotations"
@@ -102,7 +102,11 @@ def test_a_background_pair_beside_a_rotation_is_named_and_given_no_period_or_pla
     assert 400 < dropped < 600
     p = fit.background_p[np.isfinite(fit.background_p)]
     assert sorted(p)[0] <= 0.05 < sorted(p)[1]
-    assert "1 more pair(s) not above it, not reported: period 471.1" in fit.reason
+    i = int(np.flatnonzero(np.array(fit.pair_classes) == PairClass.BACKGROUND)[0])
+    quoted = f"1 more pair(s) not above it, not reported: period {fit.periods[i]:.4g}: "
+    assert quoted in fit.reason and f"p = {fit.background_p[i]:.3g}" in fit.reason  # text from the fields
+    assert f"{fit.periods[i]:.4g} (p = {fit.background_p[i]:.3g})" in dict(fit.summary_rows())["not testable"]
+    assert np.isnan(fit.refined_periods[np.abs(fit.periods - fit.periods[i]) < 1e-9]).all()
     assert fit.tests[-1].statistic == "rotation_line_over_background" and fit.tests[-1].significant
     assert all(abs(float(h.periods[0]) / PERIOD - 1) < 0.05 for h in a.helices if len(h.periods))
     assert "not above the background" in dict(fit.summary_rows())["not testable"]
