@@ -18,6 +18,7 @@ from pos_geometry.analysis import _small_linalg
 __all__ = [
     "GAIN_FLOOR",
     "fit_map",
+    "fitted_gain",
     "improvement",
     "predict",
     "real_log",
@@ -107,6 +108,14 @@ def improvement(z: torch.Tensor, rcond: float, horizon: int, affine: bool) -> to
     that grows makes ``e_h`` huge: the floor keeps such a number out of a null distribution (it only says
     "worse than persistence"). Returns ``(B,)``.
     """
+    return fitted_gain(z, rcond, horizon, affine)[0]
+
+
+def fitted_gain(
+    z: torch.Tensor, rcond: float, horizon: int, affine: bool
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(gain (B,), maps (B, k+1, k+1))``: :func:`improvement` and the row-form maps it fitted
+    (``[[Mᵀ, 0], [bᵀ, 1]]``, :func:`_solve_pairs`), for a caller that reads the maps too."""
     z = z.to(torch.float64)
     z = z / z.abs().amax(dim=(-2, -1), keepdim=True).clamp_min(1e-300)
     aug, _ = _solve(z, affine, rcond)
@@ -115,4 +124,5 @@ def improvement(z: torch.Tensor, rcond: float, horizon: int, affine: bool) -> to
         target - z[:, :-horizon]
     ).clamp_min(1e-300)
     gain = 1 - err
-    return torch.where(torch.isfinite(gain), gain, torch.full_like(gain, GAIN_FLOOR)).clamp_min(GAIN_FLOOR)
+    gain = torch.where(torch.isfinite(gain), gain, torch.full_like(gain, GAIN_FLOOR)).clamp_min(GAIN_FLOOR)
+    return gain, aug

@@ -17,7 +17,7 @@ from pos_geometry.analysis._recurrence_pairs import DRIFT_ALPHA, DRIFT_SURROGATE
 from pos_geometry.analysis._recurrence_phase import drift_p_value, refine_angles, refine_halves
 from pos_geometry.analysis._recurrence_results import period_interval
 
-__all__ = ["CONFIDENCE", "EXACT", "REFINE_CAP", "drifts", "refined_periods"]
+__all__ = ["CONFIDENCE", "EXACT", "REFINE_CAP", "conjugate_pair", "drifts", "refined_periods"]
 
 CONFIDENCE = 0.95
 """The level of the rotations' period intervals."""
@@ -35,7 +35,7 @@ def _rotation_rows(ev: np.ndarray, classes: list[str]) -> tuple[list[int], np.nd
     return upper, np.array([classes[i] == PairClass.ROTATION for i in upper], dtype=bool)
 
 
-def _pair(ev: np.ndarray, i: int) -> set[int]:
+def conjugate_pair(ev: np.ndarray, i: int) -> set[int]:
     """``{i, its conjugate's index}``."""
     return {i, int(np.argmin(np.abs(ev - np.conj(ev[i]))))}
 
@@ -60,7 +60,7 @@ def refined_periods(
     for i, a, e, r in zip(upper, angles, errors, rot, strict=True):
         if not r:
             continue
-        for j in _pair(ev, i):
+        for j in conjugate_pair(ev, i):
             periods[j] = 2 * math.pi / a
             if np.isfinite(e):
                 interval[j] = period_interval(a, e, CONFIDENCE)
@@ -93,6 +93,6 @@ def drifts(
         drifts = bool(screened[row]) and (
             drift_p_value(z, whole[upper], rot, row, change, DRIFT_SURROGATES, seed + row) <= DRIFT_ALPHA
         )
-        for j in _pair(ev, i):
+        for j in conjugate_pair(ev, i):
             angles[j], errors[j], moving[j] = fitted[row], error[row], drifts
     return angles, errors, moving

@@ -69,9 +69,10 @@ number. The null runs only when the fit alone leaves the question open.
 Each rotation is then tested on its own: a smooth background's map has undamped pairs too (its slowest
 PCA modes, one or two turns in the window), and a table with one real rotation beside such a background
 beats the nulls as a whole. A rotation must be a line in the spectrum of the window's trajectory above the
-smooth-GP surrogates' mean power at its frequency, by more than any surrogate's largest such ratio over every
-frequency that turns in the window (a max-statistic test over the pairs, so their number and their
-selection are accounted for: :mod:`~pos_geometry.analysis.nulls.pair_background`, ``background_p``). Pairs
+smooth-GP surrogates' mean power at its frequency, by more than each surrogate's largest such ratio among
+its own pairs that could be rotations (its own map fitted; a max-statistic test over the pairs, so their
+number and their selection are accounted for: :mod:`~pos_geometry.analysis.nulls.pair_background`,
+``background_p``). Pairs
 that are not are ``"not above the background"``, named in the reason with their ratio and p, and get no
 period; when none is left the status is ``"not significant"``. The test does not run on an exact map or on
 planes read from the stored columns. A line can only stand above a background fitted to the table itself,
@@ -111,7 +112,13 @@ from pos_geometry.analysis._recurrence_pairs import (
     spread,
     status_before_null,
 )
-from pos_geometry.analysis._recurrence_periods import CONFIDENCE, EXACT, drifts, refined_periods
+from pos_geometry.analysis._recurrence_periods import (
+    CONFIDENCE,
+    EXACT,
+    conjugate_pair,
+    drifts,
+    refined_periods,
+)
 from pos_geometry.analysis._recurrence_results import RecurrenceFit
 from pos_geometry.analysis.leverage import dominance_note
 from pos_geometry.analysis.nulls.basis import check_null_method
@@ -248,7 +255,7 @@ def _fit_one(
         elif columns is not None and planes is None and pred_err.get(1, math.inf) >= EXACT:
             tests, verdict, weak = mark_background(z, ev, classes, columns, tests, background, null)
             for i in np.flatnonzero(np.isfinite(background) & (background > null["alpha"])):
-                pair = [i, int(np.argmin(np.abs(ev - np.conj(ev[i]))))]  # no period for either eigenvalue
+                pair = list(conjugate_pair(ev, int(i)))  # no period for either eigenvalue
                 refined[pair], interval[pair] = np.nan, np.nan
     if verdict is None:
         words = f"{classes.count(PairClass.ROTATION)} undamped rotation pair(s)"

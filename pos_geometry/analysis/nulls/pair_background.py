@@ -29,7 +29,6 @@ from typing import Any
 import numpy as np
 import torch
 
-from pos_geometry.analysis._recurrence_map import _solve
 from pos_geometry.analysis._recurrence_pairs import MODULUS_TOLERANCE, PairClass
 from pos_geometry.analysis.nulls.monte_carlo import NullTest, monte_carlo_p
 
@@ -58,16 +57,14 @@ def power_spectra(z: torch.Tensor) -> torch.Tensor:
     return power / (z * z).sum(dim=(-2, -1))[:, None].clamp_min(1e-300)
 
 
-def eligible_angles(z: torch.Tensor, affine: bool, rcond: float) -> torch.Tensor:
-    """``(B, k)``: the angles (rad/position) of the upper-half-plane eigenvalues of each trajectory's one-step map
-    (``z`` ``(B, n, k)``, fitted as the recurrence fits it) that could be rotations: undamped (``| |λ| − 1 | ≤``
-    ``MODULUS_TOLERANCE``), turning at least once in the window, and at least one Fourier bin in angle from
-    every eigenvalue but their own conjugate; NaN elsewhere."""
-    z = z.to(torch.float64)
-    z = z / z.abs().amax(dim=(-2, -1), keepdim=True).clamp_min(1e-300)
-    aug, _ = _solve(z, affine, rcond)
-    k, n = z.shape[-1], z.shape[-2]
-    values = torch.linalg.eigvals(aug[:, :k, :k].to("cpu"))
+def eligible_angles(maps: torch.Tensor, n: int) -> torch.Tensor:
+    """``(B, k)``: the angles (rad/position) of the upper-half-plane eigenvalues of one-step maps fitted to
+    ``n``-position trajectories (``maps`` ``(B, k+1, k+1)`` in row form, as
+    :func:`~pos_geometry.analysis._recurrence_map.fitted_gain` returns them) that could be rotations: undamped
+    (``| |λ| − 1 | ≤ MODULUS_TOLERANCE``), turning at least once in the window, and at least one Fourier bin in
+    angle from every eigenvalue but their own conjugate; NaN elsewhere."""
+    k = maps.shape[-1] - 1
+    values = torch.linalg.eigvals(maps[:, :k, :k].to("cpu", torch.float64))
     angle = values.angle().abs()
     bin_width = 2 * math.pi / n
     gap = (angle[:, :, None] - angle[:, None, :]).abs()
@@ -86,12 +83,13 @@ def eligible_angles(z: torch.Tensor, affine: bool, rcond: float) -> torch.Tensor
         & (angle >= bin_width)
         & (nearest >= bin_width)
     )
-    return torch.where(ok, angle, torch.full_like(angle, math.nan)).to(z.device)
+    return torch.where(ok, angle, torch.full_like(angle, math.nan)).to(maps.device)
 
 
-def surrogate_columns(z: torch.Tensor, affine: bool, rcond: float) -> torch.Tensor:
-    """``(B, G + k)``: each trajectory's :func:`power_spectra` and its :func:`eligible_angles`, side by side."""
-    return torch.cat([power_spectra(z), eligible_angles(z, affine, rcond)], dim=-1)
+def surrogate_columns(z: torch.Tensor, maps: torch.Tensor) -> torch.Tensor:
+    """``(B, G + k)``: each trajectory's :func:`power_spectra` (``z`` ``(B, n, k)``) and the
+    :func:`eligible_angles` of its fitted ``maps``, side by side."""
+    return torch.cat([power_spectra(z), eligible_angles(maps, z.shape[-2]).to(z.device)], dim=-1)
 
 
 def _near(angles: np.ndarray, n: int, size: int) -> list[np.ndarray]:

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from pos_geometry.analysis._recurrence_map import improvement
+from pos_geometry.analysis._recurrence_map import fitted_gain, improvement
 from pos_geometry.analysis.nulls.monte_carlo import NullTest, StopRule, monte_carlo_p
 from pos_geometry.analysis.nulls.pair_background import BACKGROUND_NULL, surrogate_columns
 from pos_geometry.analysis.nulls.surrogates import surrogate_values
@@ -58,7 +58,8 @@ def recurrence_null_tests(
         return improvement(coords, rcond, horizon, affine)
 
     def gain_and_spectrum(coords: torch.Tensor) -> torch.Tensor:
-        return torch.cat([gain(coords)[:, None], surrogate_columns(coords, affine, rcond)], dim=1)
+        values, maps = fitted_gain(coords, rcond, horizon, affine)  # one fit for the gain and the pairs
+        return torch.cat([values[:, None], surrogate_columns(coords, maps)], dim=1)
 
     observed = float(improvement(z[None], rcond, horizon, affine)[0])
     method = null["method"]

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import pos_geometry as pg
-from pos_geometry.analysis._recurrence_map import fit_map
+from pos_geometry.analysis._recurrence_map import fit_map, fitted_gain
 from pos_geometry.analysis._recurrence_pairs import MODULUS_TOLERANCE, PairClass, classify_pairs
 from pos_geometry.analysis.nulls.pair_background import (
     PAD,
@@ -20,6 +20,11 @@ from pos_geometry.analysis.nulls.pair_background import (
 )
 
 PERIOD = 1024 / 3.4
+
+
+def _maps(z: torch.Tensor) -> torch.Tensor:
+    """The affine one-step maps of trajectories ``z`` ``(B, n, k)``, fitted as the recurrence's null fits them."""
+    return fitted_gain(z, 1e-10, 1, True)[1]
 
 
 def test_power_spectra_put_a_sinusoid_at_its_grid_point_and_are_scale_free():
@@ -51,7 +56,7 @@ def test_eligible_angles_are_the_rotation_rule_without_its_stability_check():
         expected.append(
             sorted(abs(np.angle(e)) for e, c in zip(ev, classes, strict=True) if c == PairClass.ROTATION)
         )
-    got = eligible_angles(torch.from_numpy(np.stack(batch)), True, 1e-10).numpy()
+    got = eligible_angles(_maps(torch.from_numpy(np.stack(batch))), n).numpy()
     for row, want in zip(got, expected, strict=True):
         np.testing.assert_allclose(np.sort(row[np.isfinite(row)]), want, rtol=1e-8)
     assert [len(w) for w in expected] == [2, 0, 1, 1]  # resolved, unresolved, one slower than the window
@@ -72,7 +77,7 @@ def test_a_line_passes_and_a_smooth_background_is_exchangeable_with_its_surrogat
     passed, found = 0, 0
     for _ in range(reps):
         tables = torch.from_numpy(smooth(s + 1))
-        cols = surrogate_columns(tables, True, 1e-10).numpy()
+        cols = surrogate_columns(tables, _maps(tables)).numpy()
         own = cols[0, -k:]
         own = own[np.isfinite(own)]
         if own.size:
@@ -84,7 +89,8 @@ def test_a_line_passes_and_a_smooth_background_is_exchangeable_with_its_surrogat
     t = np.arange(n)
     line = smooth(1)[0]
     line[:, :2] += 3 * line.std() * np.stack([np.cos(0.2 * t), np.sin(0.2 * t)], 1)
-    cols = surrogate_columns(torch.from_numpy(smooth(s)), True, 1e-10).numpy()
+    null = torch.from_numpy(smooth(s))
+    cols = surrogate_columns(null, _maps(null)).numpy()
     ratios, p, test = background_test(cols, line, np.array([0.2]), alpha, "fast")
     assert p[0] == pytest.approx(1 / (s + 1)) and test.significant and ratios[0] > 10
 
