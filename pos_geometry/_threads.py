@@ -25,7 +25,7 @@ from typing import TypeVar
 
 import torch
 
-__all__ = ["Stopped", "check_stop", "cpu_workers", "one_thread_per_kernel", "parallel_map"]
+__all__ = ["Flag", "Stopped", "check_stop", "cpu_workers", "one_thread_per_kernel", "parallel_map"]
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -77,6 +77,45 @@ def _one_blas_thread() -> object | None:
     except ImportError:
         return None
     return threadpool_limits(limits=1, user_api="blas")
+
+
+class Flag:
+    """A one-time signal that a pool's threads wait on while working: :meth:`wait` inside a
+    :func:`parallel_map` item runs the pool's other items until :meth:`set` (outside a pool it only blocks).
+
+    What several analyses compute once and share (:func:`pos_geometry.analysis.nulls.basis.once`) is computed
+    by the first thread that asks; a second thread asking for it meanwhile used to block, leaving its core idle
+    while the first worked alone (the smooth-GP null's five column covariances, one after another). Waiting on
+    a flag, it takes the pool's open items instead, the first thread's own pieces among them."""
+
+    def __init__(self) -> None:
+        self._event = threading.Event()
+        self._lock = threading.Lock()
+        self._pools: list[_Pool] = []
+
+    def is_set(self) -> bool:
+        return self._event.is_set()
+
+    def set(self) -> None:
+        """Raise the flag and wake every pool thread waiting on it."""
+        with self._lock:
+            self._event.set()
+            pools, self._pools = self._pools, []
+        for pool in pools:
+            with pool.cond:
+                pool.cond.notify_all()
+
+    def wait(self) -> None:
+        """Return once the flag is raised; meanwhile, inside a pool, run the pool's items."""
+        pool = _pool.get()
+        if pool is None:
+            self._event.wait()
+            return
+        with self._lock:
+            if self._event.is_set():
+                return
+            self._pools.append(pool)
+        pool.work_until(self._event)
 
 
 class Stopped(Exception):
@@ -266,6 +305,19 @@ class _Pool:
                     job = self._claim()
             if job is None:
                 return
+            self._run(*job)
+
+    def work_until(self, event: threading.Event) -> None:
+        """Take items (oldest maps first) until ``event`` is set: a thread waiting on a :class:`Flag`. Whoever
+        sets it notifies this pool (:meth:`Flag.set`), so the check and the wait below cannot miss it."""
+        while True:
+            with self.cond:
+                if event.is_set():
+                    return
+                job = self._claim()
+                if job is None:
+                    self.cond.wait()
+                    continue
             self._run(*job)
 
     def close(self) -> None:

@@ -162,9 +162,10 @@ def best_sinusoid(y: torch.Tensor, t: torch.Tensor, *, min_turns: float = 1.0, r
         cand = best[:, None] + step * offsets[None, :]
         rss = rss_near(y, t, best, step, offsets)
         for edge, out in ((lo, cand < lo), (hi, cand > hi)):
-            if bool(out.any()):
-                at_edge = rss_near(y, t, torch.full_like(best, edge), step, offsets[4:5])  # (c, 1)
-                rss = torch.where(out, at_edge, rss)
+            cols = torch.nonzero(out.any(dim=1))[:, 0]  # only the columns whose grid crosses the edge
+            if cols.numel():
+                at_edge = rss_near(y[:, cols], t, torch.full_like(best[cols], edge), step, offsets[4:5])
+                rss[cols] = torch.where(out[cols], at_edge, rss[cols])
         cand = cand.clamp(lo, hi)
         best = cand.gather(1, rss.argmin(dim=1, keepdim=True))[:, 0]
         step = step / 4

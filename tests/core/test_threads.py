@@ -255,3 +255,45 @@ def test_numpy_s_blas_runs_one_thread_inside_the_pool_and_every_library_is_resto
     assert inside and set(inside) == {1}
     after = {(i["internal_api"], i["filepath"]): i["num_threads"] for i in threadpoolctl.threadpool_info()}
     assert after == before and torch.get_num_threads() == torch_before
+
+
+def test_a_thread_waiting_on_a_flag_runs_the_pools_items_meanwhile():
+    # item 0 raises the flag only after an inner map of 8 slow pieces; item 1 waits on the flag at once. Blocked,
+    # it would leave the inner map to item 0's thread alone; waiting on the flag, it takes inner pieces too.
+    import time
+
+    from pos_geometry._threads import Flag
+
+    flag = Flag()
+    ran: list[str] = []
+
+    def piece(i: int) -> int:
+        ran.append(threading.current_thread().name)
+        time.sleep(0.02)
+        return i
+
+    def item(i: int) -> str:
+        if i == 0:
+            time.sleep(0.05)  # item 1 is waiting before the inner map opens
+            parallel_map(piece, list(range(8)), cpu_workers("cpu"))
+            flag.set()
+            return "set"
+        flag.wait()
+        return "waited"
+
+    assert parallel_map(item, [0, 1], 2) == ["set", "waited"]
+    assert len(ran) == 8 and len(set(ran)) == 2  # both threads ran pieces of the inner map
+
+
+def test_a_flag_outside_a_pool_blocks_until_set():
+    from pos_geometry._threads import Flag
+
+    flag, seen = Flag(), []
+    waiter = threading.Thread(target=lambda: (flag.wait(), seen.append(flag.is_set())))
+    waiter.start()
+    waiter.join(0.05)
+    assert waiter.is_alive() and not seen  # still waiting
+    flag.set()
+    waiter.join(5)
+    assert seen == [True]
+    flag.wait()  # raised: returns at once

@@ -33,6 +33,7 @@ from typing import TypeVar
 
 import torch
 
+from pos_geometry._threads import Flag
 from pos_geometry.errors import InvalidArgumentError
 
 __all__ = ["FAST_VARIANCE", "NULL_METHODS", "NullBasis", "check_null_method", "null_basis"]
@@ -98,7 +99,7 @@ class NullBasis:
 
 
 T = TypeVar("T")
-_ONCE = threading.Lock()  # guards the creation of the per-key locks of once()
+_ONCE = threading.Lock()  # guards the pending computations of once()
 
 _memory: ContextVar[tuple | None] = ContextVar("pos_geometry_decomposition", default=None)
 """The last table's decomposition, per context: each thread starts with its own (a sweep's workers each analyse
@@ -243,14 +244,26 @@ def _spectrum(dec: dict) -> torch.Tensor:
 
 def once(dec: dict, key: str, compute: Callable[[], T]) -> T:
     """``dec[key]``, computed by ``compute()`` the first time: once, even when several threads (the analyses
-    of :func:`pos_geometry.analyze` side by side) ask for it at the same moment; the others wait for it."""
-    if key in dec:
-        return dec[key]
-    with _ONCE:
-        lock = dec.setdefault("locks", {}).setdefault(key, threading.Lock())
-    with lock:
-        if key not in dec:
+    of :func:`pos_geometry.analyze` side by side) ask for it at the same moment. The others wait on a
+    :class:`~pos_geometry._threads.Flag`, running the pool's other items meanwhile (the pieces of the
+    computation they wait for among them) instead of leaving their cores idle."""
+    while key not in dec:
+        with _ONCE:
+            if key in dec:
+                break
+            pending = dec.setdefault("pending", {})
+            flag, mine = pending.get(key), key not in pending
+            if mine:
+                flag = pending[key] = Flag()
+        if not mine:  # another thread computes it: run the pool's items until it is done (or failed)
+            flag.wait()
+            continue
+        try:
             dec[key] = compute()
+        finally:  # on failure the waiters find no value and no pending computation: one of them computes it
+            with _ONCE:
+                del dec["pending"][key]
+            flag.set()
     return dec[key]
 
 
