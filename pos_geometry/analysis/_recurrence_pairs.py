@@ -28,6 +28,7 @@ __all__ = [
     "DRIFT_SURROGATES",
     "DRIFT_Z",
     "classify_pairs",
+    "pair_classes",
     "drifting",
     "spread",
     "status_before_null",
@@ -67,34 +68,38 @@ class PairClass:
 
 
 def classify_pairs(ev: np.ndarray, n: int, tolerance: float) -> list[str]:
-    """A :class:`PairClass` for each eigenvalue in ``ev`` ``(k,)`` (``""`` for real ones and Im λ < 0).
+    """A :class:`PairClass` for each eigenvalue in ``ev`` ``(k,)`` (``""`` for real ones and Im λ < 0): the
+    rule of :func:`pair_classes` for one map."""
+    return [str(c) for c in pair_classes(np.asarray(ev)[None], n, tolerance)[0]]
+
+
+def pair_classes(ev: np.ndarray, n: int, tolerance: float) -> np.ndarray:
+    """``(..., k)`` str: a :class:`PairClass` for each eigenvalue of a batch of maps ``ev`` ``(..., k)`` (``""``
+    for real ones and Im λ < 0). One rule, read by the recurrence for its own map and by the smooth-GP null's
+    line test for every surrogate's (:func:`~pos_geometry.analysis.nulls.pair_background.eligible_angles`).
 
     Undamped (``| |λ| − 1 | ≤ tolerance``) pairs are rotations when they turn at least once within the
     ``n`` positions (``α ≥ 2π/n``) and lie at least one Fourier bin (``2π/n``) away in angle from every other
-    eigenvalue (the classical resolution of an ``n``-position window: nearer frequencies cannot be told
-    apart from the window alone).
+    eigenvalue but their own conjugate (the classical resolution of an ``n``-position window: nearer
+    frequencies cannot be told apart from the window alone); slower undamped pairs are "slower than the
+    window", nearer ones "unresolved".
     """
+    ev = np.asarray(ev, dtype=np.complex128)
+    k = ev.shape[-1]
     angles = np.abs(np.angle(ev))
     bin_width = 2 * math.pi / n
-    out = []
-    for i, lam in enumerate(ev):
-        if lam.imag <= 1e-12:
-            out.append("")
-            continue
-        mod = abs(lam)
-        if mod > 1 + tolerance:
-            out.append(PairClass.GROWING)
-        elif mod < 1 - tolerance:
-            out.append(PairClass.DAMPED)
-        elif angles[i] < bin_width:
-            out.append(PairClass.SLOW)
-        else:
-            mask = np.ones(len(ev), dtype=bool)
-            mask[i] = False
-            mask[int(np.argmin(np.where(ev.imag < 0, np.abs(ev - np.conj(lam)), math.inf)))] = False
-            near = np.min(np.abs(angles[mask] - angles[i]), initial=math.inf)
-            out.append(PairClass.ROTATION if near >= bin_width else PairClass.UNRESOLVED)
-    return out
+    # each eigenvalue's conjugate: the lower-half eigenvalue nearest to its mirror image
+    mirror = np.abs(ev[..., None, :] - np.conj(ev)[..., :, None])  # [..., i, j] = |λ_j − conj(λ_i)|
+    conjugate = np.where((ev.imag < 0)[..., None, :], mirror, np.inf).argmin(axis=-1)  # (..., k)
+    own = np.eye(k, dtype=bool) | (np.arange(k) == conjugate[..., None])
+    gap = np.abs(angles[..., None, :] - angles[..., :, None])
+    near = np.where(own, np.inf, gap).min(axis=-1, initial=np.inf)
+    mod = np.abs(ev)
+    return np.select(
+        [ev.imag <= 1e-12, mod > 1 + tolerance, mod < 1 - tolerance, angles < bin_width, near >= bin_width],
+        [np.str_(""), PairClass.GROWING, PairClass.DAMPED, PairClass.SLOW, PairClass.ROTATION],
+        default=PairClass.UNRESOLVED,
+    )
 
 
 def _matched_angles(m: np.ndarray, ev: np.ndarray) -> np.ndarray:

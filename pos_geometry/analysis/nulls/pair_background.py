@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from pos_geometry.analysis._recurrence_pairs import MODULUS_TOLERANCE, PairClass
+from pos_geometry.analysis._recurrence_pairs import MODULUS_TOLERANCE, PairClass, pair_classes
 from pos_geometry.analysis.nulls.monte_carlo import NullTest, monte_carlo_p
 
 __all__ = [
@@ -60,30 +60,15 @@ def power_spectra(z: torch.Tensor) -> torch.Tensor:
 def eligible_angles(maps: torch.Tensor, n: int) -> torch.Tensor:
     """``(B, k)``: the angles (rad/position) of the upper-half-plane eigenvalues of one-step maps fitted to
     ``n``-position trajectories (``maps`` ``(B, k+1, k+1)`` in row form, as
-    :func:`~pos_geometry.analysis._recurrence_map.fitted_gain` returns them) that could be rotations: undamped
-    (``| |λ| − 1 | ≤ MODULUS_TOLERANCE``), turning at least once in the window, and at least one Fourier bin in
-    angle from every eigenvalue but their own conjugate; NaN elsewhere."""
+    :func:`~pos_geometry.analysis._recurrence_map.fitted_gain` returns them) that could be rotations: the
+    recurrence's own rule (:func:`~pos_geometry.analysis._recurrence_pairs.pair_classes`: undamped, turning at
+    least once in the window, a Fourier bin from every other eigenvalue), without its stability check; NaN
+    elsewhere."""
     k = maps.shape[-1] - 1
-    values = torch.linalg.eigvals(maps[:, :k, :k].to("cpu", torch.float64))
-    angle = values.angle().abs()
-    bin_width = 2 * math.pi / n
-    gap = (angle[:, :, None] - angle[:, None, :]).abs()
-    mirror = (values[:, :, None] - values[:, None, :].conj()).abs()
-    own = torch.eye(k, dtype=torch.bool)[None]
-    conjugate = torch.zeros_like(gap, dtype=torch.bool).scatter_(
-        -1, mirror.masked_fill(own, math.inf).argmin(dim=-1, keepdim=True), True
-    )
-    if k > 1:
-        nearest = gap.masked_fill(own | conjugate, math.inf).amin(dim=-1)
-    else:
-        nearest = torch.full_like(angle, math.inf)
-    ok = (
-        (values.imag > 1e-12)
-        & ((values.abs() - 1).abs() <= MODULUS_TOLERANCE)
-        & (angle >= bin_width)
-        & (nearest >= bin_width)
-    )
-    return torch.where(ok, angle, torch.full_like(angle, math.nan)).to(maps.device)
+    values = torch.linalg.eigvals(maps[:, :k, :k].to("cpu", torch.float64)).numpy()
+    rotation = pair_classes(values, n, MODULUS_TOLERANCE) == PairClass.ROTATION
+    angle = torch.from_numpy(np.where(rotation, np.abs(np.angle(values)), np.nan))
+    return angle.to(maps.device)
 
 
 def surrogate_columns(z: torch.Tensor, maps: torch.Tensor) -> torch.Tensor:
