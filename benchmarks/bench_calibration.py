@@ -12,14 +12,17 @@ nulls stopped and its p-values are those of every surrogate; the counts are the 
 * ``plane helix``: a rotation's own plane called a helix (``Analysis.helices``);
 * ``drifting``: a recurrence pair called drifting;
 * ``repaired``: rows replaced before the analysis (``notes["outlier_rows"]``);
-* ``linear image``: ``identify`` calls the table a linear image of a sinusoidal one.
+* ``linear image``: ``identify`` calls the table a linear image of a sinusoidal one;
+* ``formula``: ``identify`` calls the table a sinusoidal or rotary formula (then no helix is fitted).
 
 A false-positive rate passes when it is at most ``α + 2·SE``, ``SE = sqrt(α(1 − α)/N)``.
 
 Families (none has a helix, a period or a rotation):
 
 * ``walk``: random walks of GPT-2's own steps (``diff`` of the real table from ``../shared``, in random order,
-  projected on a random ``d``-dimensional subspace when ``d < 768``); iid Gaussian steps when the table is absent;
+  projected on a random ``d``-dimensional subspace when ``d < 768``); iid Gaussian steps when the table is absent.
+  Its steps include the one out of GPT-2's outlier row 0, so it is not a null for the repaired-rows claim
+  (``walk-curve``, :data:`EXTRA_NULLS`, is);
 * ``ar1-0.5``, ``ar1-0.9``, ``ar1-0.99``: independent AR(1) columns;
 * ``gp``: smooth Gaussian-process columns, squared-exponential kernel, length scale GPT-2's own
   (78.6 positions of 1024) scaled to ``n``;
@@ -50,10 +53,14 @@ from bench_load import _machine, _versions
 REPO = Path(__file__).resolve().parents[1]
 TABLE = REPO.parent / "shared" / "data" / "real" / "gpt2_small_wpe.npy"
 FAMILIES = ("walk", "ar1-0.5", "ar1-0.9", "ar1-0.99", "gp", "white")
-EXTRA_NULLS = ("gp-100", "gp-250", "gp16", "poly", "rotation+gp", "rotation+walk")
+EXTRA_NULLS = ("gp-100", "gp-250", "gp16", "poly", "rotation+gp", "rotation+walk", "walk-curve")
 """More null families for the newer claims: GP curves of length scale 100 and 250 (per 1024 positions), a GP
-curve stored in float16, polynomials of degree 3-8, and a constant rotation (period n/3.4) on a GP background
-of twice its variance or a walk of three times it (a null for "drifting" and for a helix at another period)."""
+curve stored in float16, polynomials of degree 3-8, a constant rotation (period n/3.4) on a GP background
+of twice its variance or a walk of three times it (a null for "drifting" and for a helix at another period),
+and walks of GPT-2's steps between positions 1..1023 only (``walk-curve``): the null of the repaired-rows claim
+among walks. ``walk`` draws every step of the table, the one out of its outlier row 0 too (54 times the median
+step): where that step falls within a few rows of an end, the rows past it are set apart by one jump, which
+is what the repair is for, so on ``walk`` a repair is the family's structure (▲), not a false positive."""
 POSITIVES = ("chirp-3", "chirp-5", "chirp-10", "jump", "helix+walk", "helix+gp", "image-noisy", "image-1pct")
 """Families with the structure a claim names, for its power: chirps of 3, 5 and 10% over the window and a jump
 from period n/3.4 to n/4.1 halfway (drifting), a helix of period n/6.8 behind a walk of three times its
@@ -74,8 +81,10 @@ def _gp_factor(n: int, ell: float) -> np.ndarray:
 
 def draw(family: str, n: int, d: int, rng: np.random.Generator, cache: dict) -> np.ndarray:
     """One ``(n, d)`` float32 table of ``family``."""
-    if family == "walk":
+    if family in ("walk", "walk-curve"):
         steps = cache.get("steps")
+        if steps is not None and family == "walk-curve":
+            steps = steps[1:]  # the curve's steps: not the one out of GPT-2's outlier row 0
         if steps is None:
             steps = rng.standard_normal((1023, 768))
         picked = steps[rng.choice(steps.shape[0], size=n - 1, replace=n - 1 > steps.shape[0])]
@@ -197,6 +206,7 @@ def _outcomes(a, family: str = "") -> dict[str, float]:
         "drifting": found if rec is not None and "drifting" in rec.pair_classes else math.inf,
         "repaired": found if "replaced by interpolation" in a.notes.get("outlier_rows", "") else math.inf,
         "linear image": found if a.identity is not None and a.identity.kind == "linear image" else math.inf,
+        "formula": found if a.identity is not None and a.identity.is_formula else math.inf,
     }
 
 
@@ -217,12 +227,13 @@ def _details(a, outcome: dict[str, float]) -> str:
     return "; ".join(words)
 
 
-CLAIMS = ("helix", "period", "rotation", "plane helix", "drifting", "repaired", "linear image")
+CLAIMS = ("helix", "period", "rotation", "plane helix", "drifting", "repaired", "linear image", "formula")
 """Every claim counted. ``helix``, ``period``, ``rotation`` and ``plane helix`` are decided at α (0.01 and
-0.05); ``drifting`` is decided at its own 0.05 (and counted against that bound); ``repaired`` and ``linear
-image`` have no α and are counted against the α = 0.01 bound."""
+0.05); ``drifting`` is decided at its own 0.05 (and counted against that bound); ``repaired``, ``linear
+image`` and ``formula`` (``identify`` names a sinusoidal or rotary table, which turns the helix off) have no α
+and are counted against the α = 0.01 bound."""
 NEEDS = {"helix": "helix", "period": "periodicity", "rotation": "recurrence", "plane helix": "helix",
-         "drifting": "recurrence", "linear image": "identify"}  # fmt: skip
+         "drifting": "recurrence", "linear image": "identify", "formula": "identify"}  # fmt: skip
 
 
 POWER = {
@@ -230,7 +241,7 @@ POWER = {
     "chirp-10": ("drifting", "period", "rotation"), "jump": ("drifting", "period", "rotation"),
     "helix+walk": ("helix", "plane helix", "period", "rotation"),
     "helix+gp": ("helix", "plane helix", "period", "rotation"),
-    "rotation+gp": ("period",), "rotation+walk": ("period",),
+    "rotation+gp": ("period",), "rotation+walk": ("period",), "walk": ("repaired",),
     "image-noisy": ("linear image", "period", "rotation"),
     "image-1pct": ("linear image", "period", "rotation"),
 }  # fmt: skip
@@ -280,8 +291,8 @@ def run(args: argparse.Namespace) -> str:
         f"Walk steps: {'GPT-2 small real table (../shared)' if 'steps' in cache else 'iid Gaussian (no GPT-2 table)'}. "
         f"Fast nulls, {args.surrogates} surrogates per null; a rate passes when ≤ α + 2·SE.",
         "",
-        "Claims with an α are counted at α = 0.01 and 0.05; `drifting` at its own 0.05; `repaired` and `linear "
-        "image` (no α) against the α = 0.01 bound. On a family with structure (chirps, jumps, helices behind "
+        "Claims with an α are counted at α = 0.01 and 0.05; `drifting` at its own 0.05; `repaired`, `linear "
+        "image` and `formula` (no α) against the α = 0.01 bound. On a family with structure (chirps, jumps, helices behind "
         "backgrounds, noisy images) the count of the claim it carries is its power, marked ▲, not a failure.",
         "",
         "| family | n×d | N | " + " | ".join(_headers()) + " | s/table |",
@@ -296,10 +307,10 @@ def run(args: argparse.Namespace) -> str:
             for _ in range(args.tables):
                 table = draw(family, n, d, rng, cache)
                 table = torch.from_numpy(table).to(args.device)
-                if analyses == ("identify",):  # the linear-image claim alone: identify is all it needs
-                    kind = pg.identify(table).kind
-                    found.append({w: 0.0 if w == "linear image" and kind == "linear image" else math.inf
-                                  for w in CLAIMS})  # fmt: skip
+                if analyses == ("identify",):  # identify's claims alone: identify is all they need
+                    ident = pg.identify(table)
+                    made = {"linear image": ident.kind == "linear image", "formula": ident.is_formula}
+                    found.append({w: 0.0 if made.get(w) else math.inf for w in CLAIMS})
                     continue
                 a = pg.analyze(table, n_surrogates=args.surrogates, alpha=0.05, progress=False,
                                analyses=analyses, random_state=int(rng.integers(2**31)))  # fmt: skip
@@ -358,7 +369,7 @@ def main() -> None:
         "--analyses",
         default=",".join(ANALYSES),
         help="which analyses to run (the others' columns are left blank): helix, periodicity, recurrence; "
-        "or identify alone (the linear-image column only); or heads alone (the card's per-head claim on random "
+        "or identify alone (the linear-image and formula columns only); or heads alone (the card's per-head claim on random "
         "rotary models, --tables of them per family: weights-gauss, weights-t3, weights-rowscale, lean-1.02, "
         "lean-1.05; its own section)",
     )
