@@ -190,14 +190,16 @@ def _identify_one(data: torch.Tensor, prov: Provenance, window: Any) -> Identifi
     if best["residual"] > TOLERANCE:
         eps = storage_eps(data[start:stop])
         image = linear_image(table, positions, eps)
-        if image is not None and image.is_image:
+        if image.is_image:
             freqs, base = image.frequencies, image.base
             return Identification(
                 LINEAR_IMAGE, None, None, base, None, freqs, image.residual, None, (start, stop),
                 f"a linear image x = S·A of a table S of {freqs.size} undamped sinusoid pairs above its noise "
                 f"(noise {image.noise:.2g} of the table's norm, {image.rank} directions above it; {image.resolved} "
                 f"planes resolved: {resolution_turns(eps)} turns, a Fourier bin from their neighbours; slower planes "
-                f"sink into the noise); no arrangement of its columns is one (the best leaves {best['residual']:.3g}); "
+                f"sink into the noise; the lattice read on the {image.on_lattice} of them whose lattice neighbours "
+                f"are more than a bin apart); no arrangement of its columns is one (the best leaves "
+                f"{best['residual']:.3g}); "
                 f"rebuilt from the shift map's eigenvalues to a relative error of {image.residual:.2g}; map "
                 f"condition number {image.condition:.3g}; its resolved frequencies follow the rule "
                 f"θ_i = base^(−2i/d) with base {base:.6g} (the interleaved rule of Vaswani et al. and RoPE), that "
@@ -206,10 +208,10 @@ def _identify_one(data: torch.Tensor, prov: Provenance, window: Any) -> Identifi
                 prov, image.condition, noise_level=image.noise,
             )  # fmt: skip
         not_image = (
-            f"; not a linear image of one: {image.why_not}" if image is not None else
-            f"; whether it is a linear image of one is not tested: the shift test needs at least 2·d + 2 = {2 * d + 2} "
-            f"positions, the window has {n}"
-        )  # fmt: skip
+            f"; not a linear image of one: {image.why_not}"
+            if image.tested
+            else f"; whether it is a linear image of one is not tested: {image.why_not}"
+        )
         return Identification(
             fallback, None, None, None, None, None, best["residual"], best["formula"], (start, stop),
             f"no sinusoidal or rotary arrangement rebuilds the table: the best ({where}) leaves a relative "

@@ -111,3 +111,83 @@ def test_each_rule_decides_on_its_own():
     damped = on * np.exp(-(DAMPING + 1) * positions / 512)[:, None]
     fit = linear_image(damped / np.abs(damped).max(), positions, 1e-16)
     assert not fit.is_image and fit.resolved == 0
+
+
+def test_a_wide_image_is_tested_on_its_signal_rank_not_its_width():
+    # 512 positions of a 384-wide image: fewer than 2·d + 2, once "not tested". Its slow planes are nearly low
+    # polynomials, so few directions rise above the noise, and 2r + 2 positions are enough for the shift test
+    n, d = 512, 384
+    assert n < 2 * d + 2
+    ident = identify(torch.from_numpy(_image(n, d, 1e-6, np.random.default_rng(3))).float())
+    assert ident.kind == LINEAR_IMAGE, ident.reason
+    assert ident.base == pytest.approx(1e4, rel=1e-3)
+
+
+@pytest.mark.parametrize(("rank", "tested"), [(100, True), (127, True), (128, False), (200, False)])
+def test_the_shift_test_needs_two_positions_per_direction_and_says_so(rank, tested):
+    from pos_geometry.analysis._linear_image import linear_image
+
+    # 256 positions: a signal of rank r is tested exactly when 256 ≥ 2r + 2
+    rng = np.random.default_rng(9)
+    y = rng.normal(size=(256, rank)) @ rng.normal(size=(rank, 768)) + 1e-9 * rng.normal(size=(256, 768))
+    fit = linear_image(y / np.abs(y).max(), np.arange(256.0), 1e-16)
+    assert fit.rank == rank and fit.tested == tested and not fit.is_image
+    ident = identify(torch.from_numpy(y))
+    assert ident.kind == "unknown"
+    if tested:
+        assert "not a linear image of one" in ident.reason
+    else:
+        assert f"not tested: the shift test of its {rank} directions above the noise needs at least 2·{rank} + 2 = " \
+               f"{2 * rank + 2} positions, the window has 256" in ident.reason  # fmt: skip
+
+
+def test_the_lattice_is_read_where_its_planes_are_a_bin_apart():
+    from pos_geometry.analysis._linear_image import lattice_planes
+
+    # Vaswani's lattice over 1024 positions: 64 columns crowd exactly where planes stop turning four times
+    # (θ·(1 − q) = 2π/1024 at θ = 8π/1024), 768 columns already below θ = 2π / (1024·(1 − q)) ≈ 0.26
+    for d in (64, 768):
+        theta = 1e4 ** (-2 * np.arange(d // 2) / d)
+        q = 1e4 ** (-2 / d)
+        keep = lattice_planes(theta[theta * 1024 >= 8 * np.pi], 1024.0)
+        expected = theta[theta * 1024 >= 8 * np.pi] * (1 - q) >= 2 * np.pi / 1024
+        np.testing.assert_array_equal(keep, expected)
+        assert keep.all() if d == 64 else keep.sum() < keep.size // 2
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("noise", [1e-6, 1e-2])
+def test_a_768_wide_image_over_1024_positions_is_one(noise):
+    # its 384 planes crowd within a bin below 0.26 rad/position; the shift map gives blends there, a bin apart but
+    # off the lattice by up to half its step (2.4%), so the lattice is read above that
+    x = _image(1024, 768, noise, np.random.default_rng(1))
+    ident = identify(torch.from_numpy(x).float())
+    assert ident.kind == LINEAR_IMAGE, ident.reason
+    assert ident.base == pytest.approx(1e4, rel=1e-2 if noise > 1e-4 else 1e-4)
+    assert "the lattice read on the " in ident.reason
+
+
+def test_a_table_whose_noise_makes_the_rebuild_vacuous_is_not_an_image():
+    from pos_geometry.analysis._linear_image import MAX_BOUND, REBUILD, linear_image
+
+    # AR(1) columns as wide as their positions are many: their position covariance is Toeplitz, so their leading
+    # directions are sinusoids, a few of them on some lattice by chance; their noise is 0.7 of the norm, and any
+    # rebuild is within 3× that. Eleven of 200 such tables were "images"
+    rng = np.random.default_rng(0)
+    reasons = []
+    for _ in range(8):
+        eps = rng.standard_normal((456, 768))
+        t = np.empty_like(eps)
+        t[0] = eps[0]
+        for k in range(1, 456):
+            t[k] = 0.5 * t[k - 1] + eps[k]
+        x = t[200:].astype(np.float32).astype(np.float64)
+        fit = linear_image(x / np.abs(x).max(), np.arange(256.0), float(np.finfo(np.float32).eps))
+        assert not fit.is_image and REBUILD * fit.noise >= MAX_BOUND
+        reasons.append(fit.why_not)
+    assert sum("too large for the rebuild" in r for r in reasons) >= 1, reasons
+    # a noisy image far below the bound is one (noise 1e-2 of its largest entry: about 5% of its norm)
+    fit = linear_image(
+        *(lambda x: (x / np.abs(x).max(),))(_image(1024, 64, 1e-2, rng)), np.arange(1024.0), 1e-7
+    )
+    assert fit.is_image and REBUILD * fit.noise < MAX_BOUND
