@@ -257,7 +257,7 @@ class _Pool:
         self.workers = workers
         self.cond = threading.Condition()
         self.maps: list[_Map] = []
-        self.closed = False
+        self.closed = threading.Event()
 
     def share(
         self, fn: Callable[[T], R], items: Sequence[T], until: Callable[[list[R]], bool] | None = None
@@ -296,16 +296,8 @@ class _Pool:
 
     def help(self) -> None:
         """A helper thread: take items, oldest maps first (the longest pieces start early), until the pool
-        closes."""
-        while True:
-            with self.cond:
-                job = self._claim()
-                while job is None and not self.closed:
-                    self.cond.wait()
-                    job = self._claim()
-            if job is None:
-                return
-            self._run(*job)
+        closes (after the outermost map returned, so no item is left)."""
+        self.work_until(self.closed)
 
     def work_until(self, event: threading.Event) -> None:
         """Take items (oldest maps first) until ``event`` is set: a thread waiting on a :class:`Flag`. Whoever
@@ -322,7 +314,7 @@ class _Pool:
 
     def close(self) -> None:
         with self.cond:
-            self.closed = True
+            self.closed.set()
             self.cond.notify_all()
 
     def _claim(self) -> tuple[_Map, int] | None:

@@ -28,6 +28,7 @@ __all__ = [
     "DRIFT_SURROGATES",
     "DRIFT_Z",
     "classify_pairs",
+    "conjugates",
     "pair_classes",
     "drifting",
     "spread",
@@ -73,6 +74,17 @@ def classify_pairs(ev: np.ndarray, n: int, tolerance: float) -> list[str]:
     return [str(c) for c in pair_classes(np.asarray(ev)[None], n, tolerance)[0]]
 
 
+def conjugates(ev: np.ndarray) -> np.ndarray:
+    """``(..., k)`` int: each eigenvalue's conjugate in a batch of maps ``ev`` ``(..., k)``: for ``Im λ > 0`` the
+    lower-half eigenvalue nearest its mirror image ``conj(λ)``, for ``Im λ < 0`` the upper-half one, for a real
+    eigenvalue itself (the one rule for pairing, read by :func:`pair_classes` and by the periods' pairs)."""
+    ev = np.asarray(ev, dtype=np.complex128)
+    mirror = np.abs(ev[..., None, :] - np.conj(ev)[..., :, None])  # [..., i, j] = |λ_j − conj(λ_i)|
+    other_half = np.sign(ev.imag)[..., None, :] == -np.sign(ev.imag)[..., :, None]
+    nearest = np.where(other_half, mirror, np.inf).argmin(axis=-1)
+    return np.where(ev.imag == 0, np.arange(ev.shape[-1]), nearest)
+
+
 def pair_classes(ev: np.ndarray, n: int, tolerance: float) -> np.ndarray:
     """``(..., k)`` str: a :class:`PairClass` for each eigenvalue of a batch of maps ``ev`` ``(..., k)`` (``""``
     for real ones and Im λ < 0). One rule, read by the recurrence for its own map and by the smooth-GP null's
@@ -88,10 +100,7 @@ def pair_classes(ev: np.ndarray, n: int, tolerance: float) -> np.ndarray:
     k = ev.shape[-1]
     angles = np.abs(np.angle(ev))
     bin_width = 2 * math.pi / n
-    # each eigenvalue's conjugate: the lower-half eigenvalue nearest to its mirror image
-    mirror = np.abs(ev[..., None, :] - np.conj(ev)[..., :, None])  # [..., i, j] = |λ_j − conj(λ_i)|
-    conjugate = np.where((ev.imag < 0)[..., None, :], mirror, np.inf).argmin(axis=-1)  # (..., k)
-    own = np.eye(k, dtype=bool) | (np.arange(k) == conjugate[..., None])
+    own = np.eye(k, dtype=bool) | (np.arange(k) == conjugates(ev)[..., None])
     gap = np.abs(angles[..., None, :] - angles[..., :, None])
     near = np.where(own, np.inf, gap).min(axis=-1, initial=np.inf)
     mod = np.abs(ev)

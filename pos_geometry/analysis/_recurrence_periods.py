@@ -13,7 +13,13 @@ import math
 
 import numpy as np
 
-from pos_geometry.analysis._recurrence_pairs import DRIFT_ALPHA, DRIFT_SURROGATES, PairClass, drifting
+from pos_geometry.analysis._recurrence_pairs import (
+    DRIFT_ALPHA,
+    DRIFT_SURROGATES,
+    PairClass,
+    conjugates,
+    drifting,
+)
 from pos_geometry.analysis._recurrence_phase import drift_p_value, refine_angles, refine_halves
 from pos_geometry.analysis._recurrence_results import period_interval
 
@@ -36,8 +42,8 @@ def _rotation_rows(ev: np.ndarray, classes: list[str]) -> tuple[list[int], np.nd
 
 
 def conjugate_pair(ev: np.ndarray, i: int) -> set[int]:
-    """``{i, its conjugate's index}``."""
-    return {i, int(np.argmin(np.abs(ev - np.conj(ev[i]))))}
+    """``{i, its conjugate's index}`` (:func:`~pos_geometry.analysis._recurrence_pairs.conjugates`)."""
+    return {i, int(conjugates(ev)[i])}
 
 
 def refined_periods(

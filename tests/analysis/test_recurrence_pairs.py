@@ -7,7 +7,8 @@ import math
 
 import numpy as np
 
-from pos_geometry.analysis._recurrence_pairs import PairClass, classify_pairs, pair_classes
+from pos_geometry.analysis._recurrence_pairs import PairClass, classify_pairs, conjugates, pair_classes
+from pos_geometry.analysis._recurrence_periods import conjugate_pair
 
 N = 100
 BIN = 2 * math.pi / N
@@ -72,3 +73,17 @@ def test_a_batch_of_maps_gets_the_classes_of_each_map_alone():
         PairClass.ROTATION, PairClass.SLOW, PairClass.UNRESOLVED, PairClass.DAMPED, PairClass.GROWING,
     }  # fmt: skip
     assert (batch == PairClass.ROTATION).any()  # orthogonal maps turn
+
+
+def test_each_eigenvalue_is_paired_with_its_mirror_image_and_a_real_one_with_itself():
+    rng = np.random.default_rng(1)
+    ev = np.linalg.eigvals(rng.standard_normal((20, 9, 9)))  # real maps: exact conjugate pairs, and real ones
+    conj = conjugates(ev)
+    rows = np.arange(20)[:, None]
+    np.testing.assert_array_equal(ev[rows, conj], np.conj(ev))
+    np.testing.assert_array_equal(conj[rows, conj], np.broadcast_to(np.arange(9), (20, 9)))  # an involution
+    real = ev.imag == 0
+    assert real.any() and (conj[real] == np.nonzero(real)[1]).all()
+    # the periods' pairs read the same rule: an upper eigenvalue and its conjugate, never a nearer upper one
+    near_real = np.array([1.0 + 1e-4j, 1.0 - 1e-4j, 1.0 + 5e-5j, 1.0 - 5e-5j])
+    assert conjugate_pair(near_real, 0) == {0, 1} and conjugate_pair(near_real, 2) == {2, 3}

@@ -78,8 +78,8 @@ def _spread(x: torch.Tensor, dec: dict) -> float:
 
 def _null_tables(x: torch.Tensor, count: int, gen: torch.Generator) -> torch.Tensor:
     """``count`` smooth-GP surrogates of ``x`` at its estimated length scale, float64 on the CPU, in the
-    narrowest coordinates isometric to whole tables (the autocorrelation reads only the rows' inner
-    products)."""
+    narrowest coordinates whose centred rows have the inner products of whole tables' (the autocorrelation
+    centres each column and reads only the rows' inner products, so the table's mean is left out)."""
     from pos_geometry.analysis.nulls.basis import null_basis
     from pos_geometry.analysis.nulls.mode_surrogates import gp_factors
     from pos_geometry.analysis.nulls.samplers import smooth_gp
@@ -90,7 +90,7 @@ def _null_tables(x: torch.Tensor, count: int, gen: torch.Generator) -> torch.Ten
     basis = null_basis(x, "fast", "smooth_gp")
     coords = basis.coords.to("cpu", torch.float64)
     scales = basis.scales.to("cpu", torch.float64)
-    return basis.embed(smooth_gp(coords, *basis.length_scale, scales=scales)(count, gen))
+    return smooth_gp(coords, *basis.length_scale, scales=scales)(count, gen)
 
 
 def length_scale_nodes(x: torch.Tensor) -> tuple[float, ...]:
