@@ -33,6 +33,7 @@ are not estimated (a wide table's slowest), and crowded slow planes are listed b
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -155,11 +156,32 @@ def identify(x: Any, *, window: Window = None) -> Identification | BatchResult:
     ('sinusoidal', 'blocks', 10000, True)
     """
     batch = as_batch(x, min_positions=3)
-    found = tuple(_identify_one(t, p, window) for t, p in zip(batch.data, batch.provenances, strict=True))
+    found = tuple(
+        _finished(_formula_step(t, p, window)) for t, p in zip(batch.data, batch.provenances, strict=True)
+    )
     return found[0] if batch.single else BatchResult(found, batch.provenances)
 
 
-def _identify_one(data: torch.Tensor, prov: Provenance, window: Any) -> Identification:
+def identify_in_steps(x: Any, *, window: Window = None) -> Identification | Callable[[], Identification]:
+    """:func:`identify` of one table in two steps: the formula's (a pair fit per arrangement, cheap) and, when no
+    arrangement rebuilds the table, the linear-image test (an SVD of the table and its shift map: the costlier
+    part). Returns the :class:`Identification` when the first step decides it (a formula, or a table too narrow
+    for one), else a function that runs the second and returns the same answer :func:`identify` gives, which
+    is then never a formula. ``analyze`` decides on the helix from the first and runs the second beside the
+    nulls."""
+    batch = as_batch(x, min_positions=3)
+    if not batch.single:
+        raise InvalidArgumentError("identify_in_steps takes one table; call identify for a batch.")
+    return _formula_step(batch.data[0], batch.provenances[0], window)
+
+
+def _finished(step: Identification | Callable[[], Identification]) -> Identification:
+    return step() if callable(step) else step
+
+
+def _formula_step(
+    data: torch.Tensor, prov: Provenance, window: Any
+) -> Identification | Callable[[], Identification]:
     start, stop = parse_window(window, data.shape[0])
     n, d = stop - start, int(data.shape[1])
     if n < 3:
@@ -189,36 +211,7 @@ def _identify_one(data: torch.Tensor, prov: Provenance, window: Any) -> Identifi
     where = f"{best['layout']} layout, {best['order']} pairs"
     if best["residual"] > TOLERANCE:
         eps = storage_eps(data[start:stop])
-        image = linear_image(table, positions, eps)
-        if image.is_image:
-            freqs, base = image.frequencies, image.base
-            return Identification(
-                LINEAR_IMAGE, None, None, base, None, freqs, image.residual, None, (start, stop),
-                f"a linear image x = S·A of a table S of {freqs.size} undamped sinusoid pairs above its noise "
-                f"(noise {image.noise:.2g} of the table's norm, {image.rank} directions above it; {image.resolved} "
-                f"planes resolved: {resolution_turns(eps)} turns, a Fourier bin from their neighbours; slower planes "
-                f"sink into the noise; the lattice read on the {image.on_lattice} of them whose lattice neighbours "
-                f"are more than a bin apart); no arrangement of its columns is one (the best leaves "
-                f"{best['residual']:.3g}); "
-                f"rebuilt from the shift map's eigenvalues to a relative error of {image.residual:.2g}; map "
-                f"condition number {image.condition:.3g}; its resolved frequencies follow the rule "
-                f"θ_i = base^(−2i/d) with base {base:.6g} (the interleaved rule of Vaswani et al. and RoPE), that "
-                f"is base {base ** ((d - 2) / d):.6g} under the blocks rule θ_i = base^(−i/(d/2−1)) (Whisper): a "
-                "linear image cannot tell the layouts apart",
-                prov, image.condition, noise_level=image.noise,
-            )  # fmt: skip
-        not_image = (
-            f"; not a linear image of one: {image.why_not}"
-            if image.tested
-            else f"; whether it is a linear image of one is not tested: {image.why_not}"
-        )
-        return Identification(
-            fallback, None, None, None, None, None, best["residual"], best["formula"], (start, stop),
-            f"no sinusoidal or rotary arrangement rebuilds the table: the best ({where}) leaves a relative "
-            f"error of {best['residual']:.3g} > {TOLERANCE}"
-            + (" (a table read from a trained checkpoint)" if fallback == "learned" else "") + not_image,
-            prov,
-        )  # fmt: skip
+        return lambda: _image_step(table, positions, eps, best, where, fallback, (start, stop), prov)
     kind = _KINDS[best["order"]]
     geometric = best["formula"] is not None and best["formula"] <= TOLERANCE
     reason = (
@@ -231,4 +224,49 @@ def _identify_one(data: torch.Tensor, prov: Provenance, window: Any) -> Identifi
         kind, best["layout"], best["order"], best["base"] if geometric else None, best["amplitude"],
         best["freqs"], best["residual"], best["formula"], (start, stop), reason, prov,
         frequency_std=standard_errors(best, n),
+    )  # fmt: skip
+
+
+def _image_step(
+    table: np.ndarray,
+    positions: np.ndarray,
+    eps: float,
+    best: dict,
+    where: str,
+    fallback: str,
+    window: tuple[int, int],
+    prov: Provenance,
+) -> Identification:
+    """The second step of :func:`identify`, for a table no arrangement rebuilds: is it a linear image?"""
+    start, stop = window
+    d = table.shape[1]
+    image = linear_image(table, positions, eps)
+    if image.is_image:
+        freqs, base = image.frequencies, image.base
+        return Identification(
+            LINEAR_IMAGE, None, None, base, None, freqs, image.residual, None, (start, stop),
+            f"a linear image x = S·A of a table S of {freqs.size} undamped sinusoid pairs above its noise "
+            f"(noise {image.noise:.2g} of the table's norm, {image.rank} directions above it; {image.resolved} "
+            f"planes resolved: {resolution_turns(eps)} turns, a Fourier bin from their neighbours; slower planes "
+            f"sink into the noise; the lattice read on the {image.on_lattice} of them whose lattice neighbours "
+            f"are more than a bin apart); no arrangement of its columns is one (the best leaves "
+            f"{best['residual']:.3g}); "
+            f"rebuilt from the shift map's eigenvalues to a relative error of {image.residual:.2g}; map "
+            f"condition number {image.condition:.3g}; its resolved frequencies follow the rule "
+            f"θ_i = base^(−2i/d) with base {base:.6g} (the interleaved rule of Vaswani et al. and RoPE), that "
+            f"is base {base ** ((d - 2) / d):.6g} under the blocks rule θ_i = base^(−i/(d/2−1)) (Whisper): a "
+            "linear image cannot tell the layouts apart",
+            prov, image.condition, noise_level=image.noise,
+        )  # fmt: skip
+    not_image = (
+        f"; not a linear image of one: {image.why_not}"
+        if image.tested
+        else f"; whether it is a linear image of one is not tested: {image.why_not}"
+    )
+    return Identification(
+        fallback, None, None, None, None, None, best["residual"], best["formula"], (start, stop),
+        f"no sinusoidal or rotary arrangement rebuilds the table: the best ({where}) leaves a relative "
+        f"error of {best['residual']:.3g} > {TOLERANCE}"
+        + (" (a table read from a trained checkpoint)" if fallback == "learned" else "") + not_image,
+        prov,
     )  # fmt: skip

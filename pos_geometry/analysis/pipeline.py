@@ -31,7 +31,7 @@ from pos_geometry.analysis._inputs import Window, check_int, parse_window
 from pos_geometry.analysis.costs import COSTLY_POSITIONS, CostWarning, cost_note
 from pos_geometry.analysis.helix import fit_helix
 from pos_geometry.analysis.helix_planes import fit_helices
-from pos_geometry.analysis.identify import identify
+from pos_geometry.analysis.identify import identify, identify_in_steps
 from pos_geometry.analysis.leverage import REPAIR_ROUNDS, held_words, repaired_table
 from pos_geometry.analysis.nulls.basis import _decomposition, check_null_method, remember
 from pos_geometry.analysis.nulls.helix_test import HELIX_NULLS
@@ -158,13 +158,15 @@ def analyze(
              + len(RECURRENCE_NULLS) * _RECURRENCE_SURROGATES * ("recurrence" in chosen))  # fmt: skip
     identity = _identity_beside_nulls(x, (start, stop), res, bool(chosen))
     jobs: dict[str, Callable[[], Any]] = {}
+    if callable(identity):  # no formula: its linear-image test runs beside the nulls
+        jobs["identity"] = identity
     if "helix" in chosen:
         if kind in ANALYTIC_KINDS:
             notes["helix"] = (
                 f"not fitted: a {kind} table is computed from a formula (no learned positions), so its shape "
                 "is fixed by its frequencies"
             )
-        elif identity.is_formula:
+        elif not callable(identity) and identity.is_formula:
             notes["helix"] = (
                 f"not fitted: loaded as {kind}, but it is {identity.reason}; its shape is fixed by its "
                 "frequencies"
@@ -209,7 +211,7 @@ def analyze(
         periodicity=done.get("periodicity"),
         recurrence=done.get("recurrence"),
         notes=notes,
-        identity=identity,
+        identity=done.pop("identity") if callable(identity) else identity,
         helices=helices,
     )
 
@@ -301,14 +303,16 @@ def _drift_said(helix: Any, recurrence: Any) -> Any:
 
 
 def _identity_beside_nulls(x: Any, window: tuple[int, int], res: PCAResult, nulls: bool) -> Any:
-    """``identify(x, window=window)``; when nulls will run on the CPU's threads, computed beside the
-    decomposition their surrogates share (:mod:`pos_geometry.analysis.nulls.basis`), which is then this
-    context's, so neither waits on the other."""
+    """``identify(x, window=window)``; when nulls will run on the CPU's threads, its first step
+    (:func:`~pos_geometry.analysis.identify.identify_in_steps`: a formula or not, which decides the helix) is
+    computed beside the decomposition their surrogates share (:mod:`pos_geometry.analysis.nulls.basis`), which
+    is then this context's, and its second (the linear-image test), when there is one, is returned to run beside
+    the nulls."""
     rows = res.fitted_rows
     workers = cpu_workers(rows.device) if rows is not None else 1
     if not nulls or workers < 2:
         return identify(x, window=window)
-    jobs = (lambda: identify(x, window=window), lambda: _decomposition(rows))
+    jobs = (lambda: identify_in_steps(x, window=window), lambda: _decomposition(rows))
     identity, dec = parallel_map(lambda job: job(), jobs, workers)
     remember(rows, dec)
     return identity

@@ -238,3 +238,26 @@ def test_the_edges_of_float64_give_the_answers_of_the_unscaled_table(scale):
 def test_a_zero_table_is_unknown_with_the_reason():
     got = identify(torch.zeros(64, 8, dtype=torch.float64))
     assert got.kind == "unknown" and got.residual == math.inf and "is zero" in got.reason
+
+
+def test_identify_in_two_steps_gives_the_same_answer_and_decides_formulas_in_the_first():
+    from pos_geometry.analysis.identify import identify_in_steps
+
+    formula = pg.sinusoidal(256, 32).matrix
+    first = identify_in_steps(formula)
+    assert not callable(first) and first.is_formula and first.reason == identify(formula).reason
+    rng = np.random.default_rng(3)
+    kinds = []
+    for table in (
+        torch.from_numpy(rng.normal(size=(256, 16)).cumsum(0)),  # not an image
+        pg.sinusoidal(512, 16, base=100.0).matrix.double()
+        @ torch.from_numpy(rng.normal(size=(16, 16))),  # one
+    ):
+        step = identify_in_steps(table)
+        assert callable(step)
+        got, ref = step(), identify(table)
+        assert (got.kind, got.reason, got.base) == (ref.kind, ref.reason, ref.base) and not got.is_formula
+        kinds.append(got.kind)
+    assert kinds == ["unknown", "linear image"]
+    with pytest.raises(pg.InvalidArgumentError, match="one table"):
+        identify_in_steps(torch.zeros(2, 16, 8))
