@@ -76,7 +76,8 @@ class ImageFit:
     relative error (nan when an earlier rule failed: the rebuild is the last rule, and the costliest);
     ``noise`` the noise level as a fraction of the table's norm; ``rank`` the signal rank; ``condition`` the
     map's condition number (None when not an image); ``tested``: False when the window is too short for the
-    shift test on that many directions (``why_not`` says so, and nothing else is claimed); ``on_lattice``: how many of the resolved planes the lattice is read on (:func:`lattice_planes`)."""
+    shift test on that many directions (``why_not`` says so, and nothing else is claimed); ``on_lattice``: how
+    many of the resolved planes the lattice is read on (:func:`lattice_planes`)."""
 
     is_image: bool
     why_not: str

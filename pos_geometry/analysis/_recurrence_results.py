@@ -19,9 +19,8 @@ __all__ = ["RecurrenceFit", "period_interval", "period_words"]
 def period_interval(angle: float, error: float, confidence: float) -> tuple[float, float]:
     """``(low, high)``: the ``confidence`` interval of the period ``2π/angle`` of an angle (rad/position) with
     standard error ``error``, from the normal interval of the angle (its upper bound gives the shorter period)."""
-    q = NormalDist().inv_cdf(
-        0.5 + confidence / 2
-    )  # the standard library's: scipy.stats costs ~0.5 s to import
+    # the standard library's quantile: scipy.stats costs ~0.5 s to import
+    q = NormalDist().inv_cdf(0.5 + confidence / 2)
     return 2 * math.pi / (angle + q * error), 2 * math.pi / max(angle - q * error, 1e-300)
 
 
